@@ -1,0 +1,7 @@
+"""Replay buffers: the vectorised prioritized episode buffer and the NERS buffer."""
+
+from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+    FastPrioritizedEpisodeReplayBuffer,
+)
+
+__all__ = ["FastPrioritizedEpisodeReplayBuffer"]
