@@ -1,7 +1,35 @@
-"""rllib_ners: the Neural Experience Replay Sampler (NERS) for Ray RLlib 2.60."""
+"""rllib_ners: the Neural Experience Replay Sampler (NERS) for Ray RLlib 2.60.
 
-from rllib_ners.replay_buffers import FastPrioritizedEpisodeReplayBuffer
+Importing the package registers its algorithms with Ray Tune under "NERS-DQN"
+(so `tune.Tuner("NERS-DQN", ...)` works); it has no other side effects.
+"""
+
+from rllib_ners.algorithms.ners_dqn import NERSCallback, NERSDQN, NERSDQNConfig, enable_ners
+from rllib_ners.ners import NERSScorer, NERSSettings
+from rllib_ners.replay_buffers import (
+    FastPrioritizedEpisodeReplayBuffer,
+    NERSEpisodeReplayBuffer,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["FastPrioritizedEpisodeReplayBuffer", "__version__"]
+__all__ = [
+    "FastPrioritizedEpisodeReplayBuffer",
+    "NERSCallback",
+    "NERSDQN",
+    "NERSDQNConfig",
+    "NERSEpisodeReplayBuffer",
+    "NERSScorer",
+    "NERSSettings",
+    "__version__",
+    "enable_ners",
+]
+
+
+def _register_with_tune() -> None:
+    from ray.tune.registry import register_trainable
+
+    register_trainable("NERS-DQN", NERSDQN)
+
+
+_register_with_tune()

@@ -3,5 +3,6 @@
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     FastPrioritizedEpisodeReplayBuffer,
 )
+from rllib_ners.replay_buffers.ners_episode_buffer import NERSEpisodeReplayBuffer
 
-__all__ = ["FastPrioritizedEpisodeReplayBuffer"]
+__all__ = ["FastPrioritizedEpisodeReplayBuffer", "NERSEpisodeReplayBuffer"]

@@ -110,6 +110,10 @@ def _check_beta(beta) -> float:
     return float(beta)
 
 
+def _copy_if_array(value):
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
 def normalize_n_step(n_step) -> Tuple[int, int]:
     """Returns the inclusive `(lo, hi)` range for an int or tuple `n_step`."""
     if n_step is None:
@@ -302,7 +306,7 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
             return
         self._ensure_storage(chunks[0])
         continuing = self._plan_continuations(chunks)
-        num_new = sum(c["len"] + (0 if cont else 1) for c, cont in zip(chunks, continuing))
+        num_new = self._num_new_slots(chunks, continuing)
         if num_new > self.capacity:
             raise ValueError(
                 f"add() got {num_new} new observations, more than the buffer's "
@@ -316,10 +320,14 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         step_slots, next_slots = [], []
         tail_slots = []
         offset = 0
+        # Fragments written earlier in this very call: id -> (uid, tail slot).
+        written_now: Dict[str, Tuple[int, int]] = {}
         for chunk, cont in zip(chunks, continuing):
             n = chunk["len"]
             if cont:
-                uid, old_tail = self._open_episodes[chunk["id"]]
+                uid, old_tail = written_now.get(chunk["id"]) or self._open_episodes[
+                    chunk["id"]
+                ]
                 self._tail_slot_to_episode_id.pop(old_tail, None)
                 mine = new_slots[offset : offset + n]
                 obs_slots.append(mine)
@@ -339,6 +347,7 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
             offset += len(mine)
             tail = int(mine[-1])
             tail_slots.append(tail)
+            written_now[chunk["id"]] = (uid, tail)
             chunk["uid"] = uid
             chunk["obs_ts"] = chunk["t_started"] + obs_rows[-1]
             if chunk["done"]:
@@ -461,7 +470,10 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         chunks from continuing to fresh, so it ends).
         """
         continuing = []
-        for chunk in chunks:
+        # A later chunk of an episode whose earlier chunk is in the same call
+        # continues that chunk's new tail (unless the earlier one ended it).
+        in_call = {}
+        for i, chunk in enumerate(chunks):
             entry = self._open_episodes.get(chunk["id"])
             ok = (
                 entry is not None
@@ -469,27 +481,31 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
                 and self._episode_uid[entry[1]] == entry[0]
                 and not self._is_transition[entry[1]]
             )
+            if chunk["id"] in in_call:
+                ok = not chunks[in_call[chunk["id"]]]["done"]
             continuing.append(bool(ok))
-        # A chunk list may hold two chunks of one episode; only the first may
-        # continue the stored tail, the second continues the first in `add`.
-        seen = set()
+            in_call[chunk["id"]] = i
+        first_of_id = {}
         for i, chunk in enumerate(chunks):
-            if chunk["id"] in seen:
-                continuing[i] = False
-            seen.add(chunk["id"])
+            first_of_id.setdefault(chunk["id"], i)
         while True:
-            num_new = sum(
-                c["len"] + (0 if cont else 1) for c, cont in zip(chunks, continuing)
-            )
+            num_new = self._num_new_slots(chunks, continuing)
             changed = False
             for i, chunk in enumerate(chunks):
-                if continuing[i]:
+                # Only continuations of *stored* tails can be overwritten here.
+                if continuing[i] and first_of_id[chunk["id"]] == i:
                     tail = self._open_episodes[chunk["id"]][1]
                     if (tail - self._write_pos) % self.capacity < num_new:
                         continuing[i] = False
                         changed = True
             if not changed:
                 return continuing
+
+    @staticmethod
+    def _num_new_slots(chunks: List[dict], continuing: List[bool]) -> int:
+        """A fresh fragment needs a slot per step plus its tail; a continuation
+        reuses its predecessor's tail as the first step's observation."""
+        return sum(c["len"] + (0 if cont else 1) for c, cont in zip(chunks, continuing))
 
     def _evict(self, slots: np.ndarray) -> None:
         occupied = self._occupied[slots]
@@ -713,12 +729,11 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         rewards, weights, n_steps = batch[REWARDS].tolist(), batch[WEIGHTS], batch[N_STEP]
         terminateds, truncateds = batch[TERMINATEDS].tolist(), batch[TRUNCATEDS].tolist()
         ts = batch[TIMESTEPS].tolist()
+        item_columns = self._item_columns(batch)
         for i in range(len(slots)):
-            extra = {
-                "weights": [weights[i]],
-                "n_step": [n_steps[i]],
-                "buffer_index": [slots[i]],
-            }
+            extra = {"weights": [weights[i]], "n_step": [n_steps[i]]}
+            for name, column in item_columns.items():
+                extra[name] = [column[i]]
             for key in extra_keys:
                 extra[key] = [batch[key][i]]
             episode = SingleAgentEpisode(
@@ -738,6 +753,12 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
                 episode.to_numpy()
             episodes.append(episode)
         return episodes
+
+    def _item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """Per-item values that `sample()` adds to each episode's extra model
+        outputs, so that RLlib's learner connector turns them into batch columns.
+        """
+        return {"buffer_index": batch[INDICES]}
 
     # ------------------------------------------------------------ sequences
     def sample_sequences(
@@ -941,10 +962,11 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
     @override(PrioritizedEpisodeReplayBuffer)
     def get_state(self) -> Dict[str, Any]:
         """Everything needed to resume: storage, trees, RNG, counters."""
-        state = {name: getattr(self, name) for name in self._STATE_ARRAYS}
+        # Copies: the state must not change when the buffer goes on adding.
+        state = {name: _copy_if_array(getattr(self, name)) for name in self._STATE_ARRAYS}
         state.update({name: getattr(self, name) for name in self._STATE_SCALARS})
         state["capacity"] = self.capacity
-        state["_extra"] = dict(self._extra)
+        state["_extra"] = {key: column.copy() for key, column in self._extra.items()}
         state["_open_episodes"] = dict(self._open_episodes)
         state["_tail_slot_to_episode_id"] = dict(self._tail_slot_to_episode_id)
         state["sum_tree"] = self._sum_tree.get_state()
@@ -961,7 +983,7 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
             )
         for name in self._STATE_ARRAYS + self._STATE_SCALARS:
             value = state[name]
-            setattr(self, name, value.copy() if isinstance(value, np.ndarray) else value)
+            setattr(self, name, _copy_if_array(value))
         self._extra = {k: v.copy() for k, v in state["_extra"].items()}
         self._open_episodes = dict(state["_open_episodes"])
         self._tail_slot_to_episode_id = dict(state["_tail_slot_to_episode_id"])

@@ -1,0 +1,1 @@
+"""RLlib algorithms with NERS replay."""

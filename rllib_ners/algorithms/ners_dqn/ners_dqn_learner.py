@@ -1,0 +1,35 @@
+"""Metric keys and settings lookup shared by the NERS-DQN algorithm and learners.
+
+All NERS metrics appear in the result dict under `result["ners"]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rllib_ners.ners.settings import NERSSettings
+
+NERS_RESULTS = "ners"
+NERS_REPLAY_REWARD_KEY = "replay_reward"
+NERS_SAMPLER_LOSS_KEY = "sampler_loss"
+NERS_SCORE_MEAN_KEY = "score_mean"
+NERS_SCORE_STD_KEY = "score_std"
+NERS_PRIORITY_ENTROPY_KEY = "priority_entropy"
+NERS_SAMPLED_SET_SIZE_KEY = "sampled_set_size"
+NERS_NUM_SAMPLER_UPDATES_KEY = "num_sampler_updates_lifetime"
+NERS_WINDOW_RETURN_KEY = "window_return_mean"
+NERS_EVAL_ENV_STEPS_KEY = "num_eval_env_steps_lifetime"
+
+# Where a stock DQNConfig keeps NERS settings (the a-la-carte route).
+LEARNER_CONFIG_NERS_KEY = "ners"
+
+
+def ners_settings_from_config(config: Any) -> NERSSettings:
+    """The NERS settings of a `NERSDQNConfig` or of a stock config set up with
+    `rllib_ners.enable_ners()` (kept in `learner_config_dict["ners"]`)."""
+    values = getattr(config, "ners_config", None)
+    if values is None:
+        values = (getattr(config, "learner_config_dict", None) or {}).get(
+            LEARNER_CONFIG_NERS_KEY, {}
+        )
+    return NERSSettings.from_dict(values)

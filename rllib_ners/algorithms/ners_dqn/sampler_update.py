@@ -1,0 +1,154 @@
+"""The sampler's outer loop: replay reward and the REINFORCE step at episode ends.
+
+Algorithm 1 of the NERS paper, lines 11-15, with two deliberate differences from
+the reference code: the baseline moves (r_re compares the latest window of
+finished episodes with the window before it, instead of with the very first
+evaluation forever), and by default the windows are the training episodes RLlib
+already runs (no extra evaluation episodes).
+
+Used by `NERSDQN.training_step()` and by `NERSCallback` (stock DQN route).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_RETURN_MEAN,
+    EVALUATION_RESULTS,
+    NUM_ENV_STEPS_SAMPLED,
+)
+
+from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
+    NERS_EVAL_ENV_STEPS_KEY,
+    NERS_NUM_SAMPLER_UPDATES_KEY,
+    NERS_PRIORITY_ENTROPY_KEY,
+    NERS_REPLAY_REWARD_KEY,
+    NERS_RESULTS,
+    NERS_SAMPLED_SET_SIZE_KEY,
+    NERS_SAMPLER_LOSS_KEY,
+    NERS_SCORE_MEAN_KEY,
+    NERS_WINDOW_RETURN_KEY,
+)
+from rllib_ners.ners.settings import NERSSettings
+
+
+class ReplayRewardWindow:
+    """Collects finished-episode returns and turns windows into replay rewards.
+
+    `r_re = mean(current window) - mean(previous window)`; the first window only
+    sets the baseline and yields no reward.
+    """
+
+    def __init__(self, min_episodes: int):
+        self.min_episodes = int(min_episodes)
+        self.returns: List[float] = []
+        self.previous_mean: Optional[float] = None
+
+    def add(self, returns: List[float]) -> None:
+        self.returns.extend(float(r) for r in returns)
+
+    def ready(self) -> bool:
+        return len(self.returns) >= self.min_episodes
+
+    def close(self, window_mean: Optional[float] = None) -> Optional[float]:
+        """Ends the window; returns r_re (None for the first window)."""
+        current = float(np.mean(self.returns)) if window_mean is None else float(window_mean)
+        self.returns = []
+        reward = None if self.previous_mean is None else current - self.previous_mean
+        self.previous_mean = current
+        return reward
+
+    def get_state(self) -> Dict[str, Any]:
+        return {"returns": list(self.returns), "previous_mean": self.previous_mean}
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        self.returns = list(state["returns"])
+        self.previous_mean = state["previous_mean"]
+
+
+def _reinforce_on_learner(learner, *, batch, replay_reward):
+    return learner.ners_reinforce(batch, replay_reward)
+
+
+class NERSSamplerUpdate:
+    """Runs the sampler update when enough training episodes have finished."""
+
+    def __init__(self, settings: NERSSettings, *, n_step, gamma: float):
+        self.settings = settings
+        self.n_step = n_step
+        self.gamma = float(gamma)
+        self.window = ReplayRewardWindow(settings.min_episodes_per_update)
+        self.num_updates = 0
+        self.num_eval_env_steps = 0
+
+    def maybe_update(self, algorithm) -> Optional[Dict[str, float]]:
+        """Called after every training step; returns the update's metrics if one ran."""
+        buffer = algorithm.local_replay_buffer
+        self.window.add(buffer.pop_finished_episode_returns())
+        if not self.window.ready():
+            return None
+        window_mean = None
+        if self.settings.replay_reward_mode == "eval_return":
+            window_mean = self._evaluate(algorithm)
+        window_mean = float(np.mean(self.window.returns)) if window_mean is None else window_mean
+        replay_reward = self.window.close(window_mean)
+        metrics = {NERS_WINDOW_RETURN_KEY: window_mean}
+        batch = None
+        if replay_reward is not None:
+            batch = buffer.sample_sampler_training_batch(
+                self.settings.train_size, n_step=self.n_step, gamma=self.gamma
+            )
+        if batch is not None:
+            metrics[NERS_PRIORITY_ENTROPY_KEY] = buffer.priority_entropy()
+            metrics[NERS_SAMPLED_SET_SIZE_KEY] = buffer.sampled_set_size
+            results = algorithm.learner_group.foreach_learner(
+                _reinforce_on_learner, batch=batch, replay_reward=replay_reward
+            )
+            # RemoteCallResults; `.get()` re-raises a Learner's exception here.
+            outs = [result.get() for result in results]
+            self.num_updates += 1
+            metrics[NERS_REPLAY_REWARD_KEY] = replay_reward
+            metrics[NERS_SAMPLER_LOSS_KEY] = float(np.mean([o["loss"] for o in outs]))
+            metrics[NERS_SCORE_MEAN_KEY] = float(np.mean([o["score_mean"] for o in outs]))
+        # I_all is emptied at every episode end, whether or not a step was taken.
+        buffer.reset_sampled_set()
+        for key, value in metrics.items():
+            algorithm.metrics.log_value((NERS_RESULTS, key), value, window=20)
+        algorithm.metrics.log_value(
+            (NERS_RESULTS, NERS_NUM_SAMPLER_UPDATES_KEY), self.num_updates, reduce="max", window=1
+        )
+        algorithm.metrics.log_value(
+            (NERS_RESULTS, NERS_EVAL_ENV_STEPS_KEY), self.num_eval_env_steps, reduce="max", window=1
+        )
+        return metrics
+
+    def _evaluate(self, algorithm) -> float:
+        """Runs RLlib evaluation episodes; counts the env steps they cost."""
+        results = algorithm.evaluate()
+        env_results = results.get(ENV_RUNNER_RESULTS, results.get(EVALUATION_RESULTS, {}))
+        if EVALUATION_RESULTS in results:
+            env_results = results[EVALUATION_RESULTS].get(ENV_RUNNER_RESULTS, {})
+        self.num_eval_env_steps += int(env_results.get(NUM_ENV_STEPS_SAMPLED, 0) or 0)
+        value = env_results.get(EPISODE_RETURN_MEAN)
+        if value is None or not np.isfinite(value):
+            raise RuntimeError(
+                "replay_reward_mode='eval_return' got no evaluation episode return; "
+                "set config.evaluation(evaluation_duration_unit='episodes', "
+                "evaluation_duration=...) so that evaluation finishes episodes."
+            )
+        return float(value)
+
+    def get_state(self) -> Dict[str, Any]:
+        return {
+            "window": self.window.get_state(),
+            "num_updates": self.num_updates,
+            "num_eval_env_steps": self.num_eval_env_steps,
+        }
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        self.window.set_state(state["window"])
+        self.num_updates = int(state["num_updates"])
+        self.num_eval_env_steps = int(state["num_eval_env_steps"])

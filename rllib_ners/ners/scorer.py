@@ -1,0 +1,228 @@
+"""The NERS scorer: state encoder, local net f_l, global net f_g, score net f_s.
+
+For a set I of sampled transitions with features x_i (see `NERSScorer.features`):
+
+    sigma_i = f_s([ f_l(x_i) , mean_{j in I} f_g(x_j) ])  in (0, 1)
+
+The global context (the mean of f_g over the set) is what lets a transition's
+score depend on what else was sampled with it (Oh et al., ICLR 2021, Eq. 3-4).
+Pure torch, no Ray: unit-testable alone.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rllib_ners.ners.settings import NERSSettings
+
+__all__ = ["NERSScorer", "build_state_encoder", "is_image_space"]
+
+
+def is_image_space(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+
+
+def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(fan_in, fan_out))
+        if i < len(sizes) - 2 or final_activation:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class _ImageEncoder(nn.Module):
+    """The reference's feature net: two 5x5 stride-5 convs (32, 64), then an MLP.
+
+    Takes channels-last images as RLlib stores them; uint8 pixels are scaled to
+    [0, 1].
+    """
+
+    def __init__(self, shape: Sequence[int], hiddens: Sequence[int], out_dim: int):
+        super().__init__()
+        height, width, channels = shape
+        self.convs = nn.Sequential(
+            nn.Conv2d(channels, 32, 5, stride=5), nn.ReLU(),
+            nn.Conv2d(32, 64, 5, stride=5), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, channels, height, width)).shape[1]
+        self.mlp = _mlp([flat, *hiddens, out_dim], final_activation=False)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.permute(0, 3, 1, 2)
+        x = x.float() / 255.0 if not torch.is_floating_point(obs) else x.float()
+        return self.mlp(self.convs(x))
+
+
+class _VectorEncoder(nn.Module):
+    def __init__(self, dim: int, hiddens: Sequence[int], out_dim: int):
+        super().__init__()
+        self.mlp = _mlp([dim, *hiddens, out_dim], final_activation=False)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.mlp(obs.reshape(obs.shape[0], -1).float())
+
+
+def build_state_encoder(
+    observation_space: gym.Space, hiddens: Sequence[int], out_dim: int
+) -> nn.Module:
+    """CNN for image observations (H, W, C), MLP for everything flat."""
+    if is_image_space(observation_space):
+        return _ImageEncoder(observation_space.shape, hiddens, out_dim)
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise ValueError(
+            f"NERS's state encoder supports Box observation spaces (vectors or "
+            f"H x W x C images), got {observation_space}. Flatten or preprocess the "
+            f"observations (e.g. a gymnasium FlattenObservation wrapper)."
+        )
+    return _VectorEncoder(int(np.prod(observation_space.shape)), hiddens, out_dim)
+
+
+class NERSScorer(nn.Module):
+    """Scores a set of transitions; see the module docstring for the maths.
+
+    Args:
+        observation_space: The environment's observation space.
+        action_space: Discrete (one-hot or scaled index) or Box (raw vector).
+        settings: The NERS settings (sizes, encoder choice, timestep scale...).
+        external_encoder_dim: With `settings.encoder == "module"`, the size of the
+            RLModule encoder output that will be passed in as `enc_obs`.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        settings: NERSSettings,
+        *,
+        external_encoder_dim: Optional[int] = None,
+    ):
+        super().__init__()
+        self.settings = settings
+        self.action_space = action_space
+        if settings.encoder == "separate":
+            self.encoder = build_state_encoder(
+                observation_space, settings.encoder_hiddens, settings.encoder_out_dim
+            )
+            enc_dim = settings.encoder_out_dim
+        else:
+            if not external_encoder_dim:
+                raise ValueError(
+                    "NERS setting encoder='module' needs the RLModule's encoder output "
+                    "size (external_encoder_dim)."
+                )
+            self.encoder = None
+            enc_dim = int(external_encoder_dim)
+        self.action_dim = self._action_feature_dim(action_space, settings.action_encoding)
+        # [enc(s), a, r, enc(s'), delta, q, t]
+        self.feature_dim = 2 * enc_dim + self.action_dim + 4
+
+        h = settings.hidden_size
+        half = max(1, h // 2)
+        # Same shapes as the reference implementation.
+        self.local_net = _mlp([self.feature_dim, h, 2 * h, h, half], final_activation=False)
+        self.global_net = _mlp([self.feature_dim, h, 2 * h, h, half], final_activation=False)
+        self.score_net = nn.Sequential(
+            _mlp([2 * half, h, half, 1], final_activation=False), nn.Sigmoid()
+        )
+
+    @staticmethod
+    def _action_feature_dim(action_space: gym.Space, encoding: str) -> int:
+        if isinstance(action_space, gym.spaces.Discrete):
+            return int(action_space.n) if encoding == "one_hot" else 1
+        if isinstance(action_space, gym.spaces.Box):
+            return int(np.prod(action_space.shape))
+        raise ValueError(
+            f"NERS supports Discrete or Box action spaces, got {action_space}."
+        )
+
+    # ------------------------------------------------------------- features
+    def encode_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            n = int(self.action_space.n)
+            index = actions.reshape(-1).long()
+            if self.settings.action_encoding == "one_hot":
+                return nn.functional.one_hot(index, n).float()
+            return (index.float() / max(1, n - 1)).unsqueeze(-1)
+        return actions.reshape(actions.shape[0], -1).float()
+
+    def features(
+        self,
+        *,
+        enc_obs: torch.Tensor,
+        enc_next_obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        delta: torch.Tensor,
+        q: torch.Tensor,
+        timesteps: torch.Tensor,
+    ) -> torch.Tensor:
+        """`tanh([enc(s_t), a_t, r_t, enc(s_t+n), delta_t, q_t, t_t / scale])`."""
+
+        def column(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(-1, 1).float()
+
+        x = torch.cat(
+            [
+                enc_obs.float(),
+                self.encode_actions(actions),
+                column(rewards),
+                enc_next_obs.float(),
+                column(delta),
+                column(q),
+                column(timesteps) / self.settings.timestep_scale,
+            ],
+            dim=-1,
+        )
+        return torch.tanh(x)
+
+    def featurize_batch(
+        self,
+        batch: Dict[str, torch.Tensor],
+        encode: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+    ) -> torch.Tensor:
+        """Features from a batch with `obs`, `new_obs`, `actions`, `rewards`,
+        `delta`, `q`, `ts`. `encode` replaces the separate encoder (module mode);
+        observations and next observations go through it in one call."""
+        encode = encode or self.encoder
+        if encode is None:
+            raise ValueError("NERSScorer in encoder='module' mode needs `encode`.")
+        num = batch["obs"].shape[0]
+        encoded = encode(torch.cat([batch["obs"], batch["new_obs"]], dim=0))
+        return self.features(
+            enc_obs=encoded[:num],
+            enc_next_obs=encoded[num:],
+            actions=batch["actions"],
+            rewards=batch["rewards"],
+            delta=batch["delta"],
+            q=batch["q"],
+            timesteps=batch["ts"],
+        )
+
+    # --------------------------------------------------------------- scores
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Scores `sigma_i` in (0, 1) for a set of feature rows `[m, feature_dim]`."""
+        local = self.local_net(features)
+        global_context = self.global_net(features).mean(dim=0, keepdim=True)
+        joint = torch.cat([local, global_context.expand_as(local)], dim=-1)
+        return self.score_net(joint).reshape(-1)
+
+
+def reinforce_loss(scores: torch.Tensor, replay_reward: float, log_eps: float) -> torch.Tensor:
+    """REINFORCE for the sampler: `-r_re * mean_i log(sigma_i + eps)` over I_train.
+
+    Minimising it raises the log-score of the drawn transitions when the replay
+    reward is positive (the agent's return went up since the last update) and
+    lowers it when negative (Oh et al., Eq. 7).
+    """
+    if not math.isfinite(replay_reward):
+        raise ValueError(f"The replay reward must be finite, got {replay_reward!r}.")
+    return -float(replay_reward) * torch.log(scores + log_eps).mean()

@@ -1,0 +1,252 @@
+"""The NERS replay buffer: priorities are learned scores, not TD errors.
+
+On top of `FastPrioritizedEpisodeReplayBuffer` it keeps, per stored transition,
+the latest TD error `delta`, the latest target value `q` (both refreshed by the
+Learner on every update; new transitions start at 1.0 as in the reference) and
+the timestep `t` inside the episode. After each update the Learner returns, for
+every sampled item, its score `sigma` (computed on the whole sampled batch, so
+with its global context), `delta` and `q`; the buffer sets the item's priority to
+`sigma ** alpha`, so `p_i = sigma_i^alpha / sum_k sigma_k^alpha`.
+
+Every item sampled since the last sampler update is remembered (the set I_all of
+Algorithm 1). At an episode end the algorithm draws I_train uniformly from I_all
+with `sample_sampler_training_batch()`, takes a REINFORCE step on the Learners,
+and calls `reset_sampled_set()`.
+
+The buffer also sums the rewards of every episode it is given and hands out the
+returns of episodes finished since the last call of
+`pop_finished_episode_returns()`: the training returns the replay reward is
+computed from, whatever route (NERSDQN or stock DQN + callback) feeds it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+from ray.rllib.utils.annotations import override
+
+from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+    ACTIONS,
+    INDICES,
+    NEXT_OBS,
+    OBS,
+    REWARDS,
+    TIMESTEPS,
+    FastPrioritizedEpisodeReplayBuffer,
+    _check_positive_int,
+)
+
+# Column names of the NERS feature cache in sampler-training batches.
+DELTA, TARGET_Q = "delta", "q"
+
+# Learners that return `[score, delta, q]` rows under TD_ERROR_KEY set this.
+SUPPORTS_NERS_REPLAY_ATTR = "supports_ners_replay"
+
+# Episode returns of chunks whose episode never finishes (a killed EnvRunner) are
+# forgotten beyond this many open episodes, oldest first.
+_MAX_OPEN_RETURNS = 10_000
+
+
+class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
+    """Prioritised episode replay whose priorities come from the NERS scorer.
+
+    `update_priorities()` expects, per sampled item, a row `[sigma, delta, q]` (an
+    array of shape `[num_items, 3]`), which `NERSDQNTorchLearner` reports in
+    place of plain TD errors. Plain TD errors raise: this buffer must never run
+    as ordinary PER by accident.
+
+    Args: those of `FastPrioritizedEpisodeReplayBuffer`.
+    """
+
+    def __init__(self, capacity: int = 10000, **kwargs):
+        super().__init__(capacity, **kwargs)
+        self._check_algorithm_learner()
+        self._delta = np.ones(self.capacity, dtype=np.float32)
+        self._q = np.ones(self.capacity, dtype=np.float32)
+        self._in_sampled_set = np.zeros(self.capacity, dtype=bool)
+        self._finished_returns: List[float] = []
+        self._partial_returns: Dict[str, float] = {}
+        self._score_mean = float("nan")
+        self._score_std = float("nan")
+
+    # ------------------------------------------------------------- checks
+    def _check_algorithm_learner(self) -> None:
+        """Fails at build time if an Algorithm builds us without a NERS learner.
+
+        RLlib builds the buffer through `Algorithm._create_local_replay_buffer_if_
+        necessary`, which hands the buffer nothing but its kwargs. The calling
+        Algorithm is found on the stack instead, so that stock DQN given this
+        buffer but not the NERS learner stops here, with the fix, rather than
+        silently running as PER.
+        """
+        from ray.rllib.algorithms.algorithm import Algorithm
+
+        frame = inspect.currentframe()
+        for _ in range(12):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, Algorithm):
+                learner_class = candidate.config.learner_class
+                if not getattr(learner_class, SUPPORTS_NERS_REPLAY_ATTR, False):
+                    raise ValueError(
+                        f"{type(self).__name__} needs a learner that scores samples "
+                        f"with NERS, but the algorithm uses "
+                        f"{getattr(learner_class, '__name__', learner_class)}. Use "
+                        f"`rllib_ners.NERSDQNConfig`, or on a stock DQNConfig call "
+                        f"`rllib_ners.enable_ners(config)` (sets the NERS learner "
+                        f"and callback)."
+                    )
+                return
+
+    # ---------------------------------------------------------------- add
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
+        self._delta[step_slots] = 1.0
+        self._q[step_slots] = 1.0
+        for chunk in chunks:
+            ret = self._partial_returns.pop(chunk["id"], 0.0) + float(
+                chunk["rewards"].sum()
+            )
+            if chunk["done"]:
+                self._finished_returns.append(ret)
+            else:
+                self._partial_returns[chunk["id"]] = ret
+        while len(self._partial_returns) > _MAX_OPEN_RETURNS:
+            self._partial_returns.pop(next(iter(self._partial_returns)))
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def _on_evict(self, slots: np.ndarray) -> None:
+        self._in_sampled_set[slots] = False
+
+    def pop_finished_episode_returns(self) -> List[float]:
+        """Returns (and forgets) the returns of episodes finished since last call."""
+        returns, self._finished_returns = self._finished_returns, []
+        return returns
+
+    # --------------------------------------------------------- priorities
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def _item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        columns = super()._item_columns(batch)
+        columns[TIMESTEPS] = batch[TIMESTEPS]
+        return columns
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def update_priorities(self, priorities, module_id: Optional[str] = None) -> None:
+        """Takes `[sigma, delta, q]` rows for the items of the last `sample()`.
+
+        Sets each item's priority to `sigma ** alpha`, refreshes its cached
+        `delta` and `q`, and adds it to the sampled set I_all. Non-finite values
+        never reach the trees or the cache (they are skipped and counted).
+        """
+        rows = np.asarray(priorities, dtype=np.float64)
+        slots, stamps = self._last_sampled_indices, self._last_sampled_stamps
+        if rows.ndim != 2 or rows.shape[1] != 3:
+            raise ValueError(
+                f"{type(self).__name__}.update_priorities() needs one "
+                f"[score, delta, q] row per sampled item (shape [{len(slots)}, 3]), "
+                f"got shape {rows.shape}. Plain TD errors mean the learner is not a "
+                f"NERS learner: use NERSDQNConfig or `rllib_ners.enable_ners(config)`."
+            )
+        if rows.shape[0] != slots.shape[0]:
+            raise ValueError(
+                f"update_priorities() got {rows.shape[0]} rows for {slots.shape[0]} "
+                f"sampled items: call it once after each sample(), in order."
+            )
+        scores, delta, q = rows[:, 0], rows[:, 1], rows[:, 2]
+        applied = self.update_priorities_at(slots, scores, stamps)
+        cache_ok = applied & np.isfinite(delta) & np.isfinite(q)
+        self._delta[slots[cache_ok]] = delta[cache_ok]
+        self._q[slots[cache_ok]] = q[cache_ok]
+        self._in_sampled_set[slots[applied]] = True
+        if applied.any():
+            self._score_mean = float(scores[applied].mean())
+            self._score_std = float(scores[applied].std())
+        self._last_sampled_indices = np.zeros(0, dtype=np.int64)
+        self._last_sampled_stamps = np.zeros(0, dtype=np.int64)
+
+    # ---------------------------------------------------- sampler training
+    @property
+    def sampled_set_size(self) -> int:
+        """|I_all|: distinct stored transitions sampled since the last update."""
+        return int(self._in_sampled_set.sum())
+
+    def sample_sampler_training_batch(
+        self, train_size: int, *, n_step=1, gamma: float = 0.99
+    ) -> Optional[Dict[str, np.ndarray]]:
+        """Draws I_train uniformly (without replacement) from I_all.
+
+        Returns the columns the scorer's features need (`obs`, `new_obs`,
+        `actions`, `rewards` as n-step returns, `delta`, `q`, `ts`) and `indices`,
+        or None while I_all is empty.
+        """
+        train_size = _check_positive_int("train_size", train_size)
+        candidates = np.flatnonzero(self._in_sampled_set & self._is_transition)
+        if candidates.size == 0:
+            return None
+        chosen = self.rng.choice(
+            candidates, size=min(train_size, candidates.size), replace=False
+        )
+        n_steps = self._draw_n_steps(chosen.size, n_step)
+        walk = self._n_step_transitions(chosen, n_steps, gamma)
+        return {
+            OBS: self._obs[chosen],
+            NEXT_OBS: self._obs[walk["next_slot"]],
+            ACTIONS: self._actions[chosen],
+            REWARDS: walk[REWARDS].astype(np.float32),
+            DELTA: self._delta[chosen],
+            TARGET_Q: self._q[chosen],
+            TIMESTEPS: self._ts[chosen],
+            INDICES: chosen,
+        }
+
+    def reset_sampled_set(self) -> None:
+        """Empties I_all (after a sampler update)."""
+        self._in_sampled_set[:] = False
+
+    def get_cached_features(self, slots) -> Dict[str, np.ndarray]:
+        slots = np.asarray(slots, dtype=np.int64)
+        return {DELTA: self._delta[slots], TARGET_Q: self._q[slots], TIMESTEPS: self._ts[slots]}
+
+    def priority_entropy(self) -> float:
+        """Entropy (nats) of the sampling distribution over stored transitions."""
+        leaves = np.asarray(self._sum_tree.leaves)
+        p = leaves[leaves > 0.0]
+        if p.size == 0:
+            return 0.0
+        p = p / p.sum()
+        return float(-(p * np.log(p)).sum())
+
+    # ------------------------------------------------------ metrics, state
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def _log_extra_metrics(self, metrics) -> None:
+        metrics.log_value("ners_sampled_set_size", self.sampled_set_size, reduce="mean", window=1)
+        if np.isfinite(self._score_mean):
+            metrics.log_value("ners_score_mean", self._score_mean, reduce="mean", window=1)
+            metrics.log_value("ners_score_std", self._score_std, reduce="mean", window=1)
+
+    _STATE_ARRAYS = FastPrioritizedEpisodeReplayBuffer._STATE_ARRAYS + (
+        "_delta",
+        "_q",
+        "_in_sampled_set",
+    )
+    _STATE_SCALARS = FastPrioritizedEpisodeReplayBuffer._STATE_SCALARS + (
+        "_score_mean",
+        "_score_std",
+    )
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def get_state(self) -> Dict[str, Any]:
+        state = super().get_state()
+        state["_finished_returns"] = list(self._finished_returns)
+        state["_partial_returns"] = dict(self._partial_returns)
+        return state
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        self._finished_returns = list(state["_finished_returns"])
+        self._partial_returns = dict(state["_partial_returns"])

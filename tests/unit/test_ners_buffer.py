@@ -1,0 +1,168 @@
+"""NERSEpisodeReplayBuffer: scores become priorities, I_all, feature cache, state."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from rllib_ners import NERSEpisodeReplayBuffer
+
+OBS_SPACE = gym.spaces.Box(-1e6, 1e6, (2,), np.float32)
+
+
+def _episode(ep, length, *, start=0, done=True, id_=None):
+    """Observation [ep, t], reward ep * 100 + t."""
+    ts = range(start, start + length)
+    return SingleAgentEpisode(
+        id_=id_ or f"ep{ep}",
+        observations=[np.array([ep, t], np.float32) for t in range(start, start + length + 1)],
+        actions=[t % 2 for t in ts],
+        rewards=[ep * 100.0 + t for t in ts],
+        terminated=done,
+        t_started=start,
+        len_lookback_buffer=0,
+        observation_space=OBS_SPACE,
+        action_space=gym.spaces.Discrete(2),
+    )
+
+
+def _filled(capacity=200, alpha=1.0, seed=0):
+    buffer = NERSEpisodeReplayBuffer(capacity, alpha=alpha, seed=seed)
+    buffer.add([_episode(e, 10) for e in range(1, 6)])
+    return buffer
+
+
+def _rows(scores, delta=None, q=None):
+    scores = np.asarray(scores, dtype=np.float64)
+    delta = np.full_like(scores, 0.5) if delta is None else np.asarray(delta)
+    q = np.full_like(scores, 2.0) if q is None else np.asarray(q)
+    return np.stack([scores, delta, q], axis=1)
+
+
+def test_scores_become_priorities_sigma_to_the_alpha():
+    buffer = _filled(alpha=0.5)
+    batch = buffer.sample_batch(8)
+    scores = np.linspace(0.1, 0.8, 8)
+    buffer.update_priorities(_rows(scores))
+    slots, first = np.unique(batch["indices"], return_index=True)
+    # Repeated items: the last row given for a slot wins.
+    last = {s: scores[i] for i, s in enumerate(batch["indices"])}
+    expected = np.array([last[s] for s in slots]) ** 0.5
+    np.testing.assert_allclose(buffer.get_priorities(slots), expected)
+    buffer.check_invariants()
+
+
+def test_feature_cache_starts_at_one_and_is_refreshed():
+    buffer = _filled()
+    batch = buffer.sample_batch(6)
+    untouched = np.setdiff1d(np.flatnonzero(buffer._is_transition), batch["indices"])
+    delta = np.arange(6) + 10.0
+    q = -np.arange(6) - 1.0
+    buffer.update_priorities(_rows(np.full(6, 0.5), delta, q))
+    cache = buffer.get_cached_features(batch["indices"])
+    last_delta = {s: delta[i] for i, s in enumerate(batch["indices"])}
+    np.testing.assert_allclose(cache["delta"], [last_delta[s] for s in batch["indices"]])
+    np.testing.assert_array_equal(cache["ts"], batch["ts"])
+    rest = buffer.get_cached_features(untouched)
+    assert np.all(rest["delta"] == 1.0) and np.all(rest["q"] == 1.0)
+
+
+def test_sampled_set_collects_every_sampled_index_until_reset():
+    buffer = _filled()
+    seen = set()
+    for _ in range(5):
+        batch = buffer.sample_batch(4)
+        seen.update(batch["indices"].tolist())
+        buffer.update_priorities(_rows(np.full(4, 0.5)))
+    assert buffer.sampled_set_size == len(seen)
+    train = buffer.sample_sampler_training_batch(1000, n_step=1, gamma=0.9)
+    assert set(train["indices"].tolist()) == seen  # without replacement, all of I_all
+    small = buffer.sample_sampler_training_batch(3, n_step=1, gamma=0.9)
+    assert len(set(small["indices"].tolist())) == 3
+    assert set(small["indices"].tolist()) <= seen
+    buffer.reset_sampled_set()
+    assert buffer.sampled_set_size == 0
+    assert buffer.sample_sampler_training_batch(4) is None
+
+
+def test_sampler_training_batch_columns_are_exact():
+    buffer = _filled()
+    buffer.sample_batch(16)
+    buffer.update_priorities(_rows(np.full(16, 0.3), np.full(16, 7.0), np.full(16, -3.0)))
+    batch = buffer.sample_sampler_training_batch(8, n_step=2, gamma=0.5)
+    ep, t = batch["obs"][:, 0].astype(int), batch["obs"][:, 1].astype(int)
+    n = np.minimum(2, 10 - t)
+    expected = np.where(n == 2, ep * 100 + t + 0.5 * (ep * 100 + t + 1), ep * 100 + t)
+    np.testing.assert_allclose(batch["rewards"], expected)
+    np.testing.assert_array_equal(batch["new_obs"][:, 1], t + n)
+    np.testing.assert_array_equal(batch["ts"], t)
+    np.testing.assert_array_equal(batch["actions"], t % 2)
+    assert np.all(batch["delta"] == 7.0) and np.all(batch["q"] == -3.0)
+
+
+def test_plain_td_errors_are_refused():
+    buffer = _filled()
+    buffer.sample_batch(4)
+    with pytest.raises(ValueError, match="not a NERS learner"):
+        buffer.update_priorities(np.ones(4))
+
+
+def test_non_finite_scores_and_features_never_reach_tree_or_cache():
+    buffer = _filled()
+    batch = buffer.sample_batch(4)
+    before = buffer.get_priorities(batch["indices"]).copy()
+    rows = _rows([np.nan, np.inf, -1.0, 0.5], [np.nan, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, np.inf])
+    buffer.update_priorities(rows)
+    after = buffer.get_priorities(batch["indices"])
+    bad = np.isin(batch["indices"], batch["indices"][:3]) & ~np.isin(
+        batch["indices"], batch["indices"][3:]
+    )
+    np.testing.assert_array_equal(after[bad], before[bad])
+    assert np.all(np.isfinite(buffer._delta)) and np.all(np.isfinite(buffer._q))
+    assert buffer._num_nonfinite_priorities == 3
+    buffer.check_invariants()
+
+
+def test_finished_episode_returns_join_chunks():
+    buffer = NERSEpisodeReplayBuffer(500)
+    buffer.add([_episode(1, 5, done=False), _episode(2, 3)])
+    assert buffer.pop_finished_episode_returns() == [200.0 + 201 + 202]
+    buffer.add([_episode(1, 4, start=5, done=True)])
+    assert buffer.pop_finished_episode_returns() == [sum(100.0 + t for t in range(9))]
+    assert buffer.pop_finished_episode_returns() == []
+
+
+def test_eviction_drops_evicted_slots_from_the_sampled_set():
+    buffer = NERSEpisodeReplayBuffer(30, seed=1)
+    buffer.add([_episode(1, 10), _episode(2, 10)])
+    buffer.sample_batch(10)
+    buffer.update_priorities(_rows(np.full(10, 0.5)))
+    for e in range(3, 6):
+        buffer.add([_episode(e, 10)])
+    stale = buffer._in_sampled_set & ~buffer._is_transition
+    assert not stale.any()
+    train = buffer.sample_sampler_training_batch(100)
+    if train is not None:
+        assert np.all(train["obs"][:, 0] >= 2)
+
+
+def test_state_round_trip_includes_cache_and_sampled_set():
+    buffer = _filled(seed=3)
+    buffer.sample_batch(8)
+    buffer.update_priorities(_rows(np.linspace(0.2, 0.9, 8), np.arange(8.0), -np.arange(8.0)))
+    buffer.add([_episode(9, 4, done=False)])
+    state = buffer.get_state()
+    restored = NERSEpisodeReplayBuffer(200, alpha=1.0)
+    restored.set_state(state)
+    assert restored.sampled_set_size == buffer.sampled_set_size
+    np.testing.assert_array_equal(restored._delta, buffer._delta)
+    a, b = buffer.sample_batch(16), restored.sample_batch(16)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    a = buffer.sample_sampler_training_batch(5)
+    b = restored.sample_sampler_training_batch(5)
+    np.testing.assert_array_equal(a["indices"], b["indices"])
+    # The open episode continues in the restored buffer exactly as in the original.
+    for target in (buffer, restored):
+        target.add([_episode(9, 3, start=4, done=True)])
+    assert buffer.pop_finished_episode_returns() == restored.pop_finished_episode_returns()

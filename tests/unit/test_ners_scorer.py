@@ -1,0 +1,147 @@
+"""The NERS scorer and its REINFORCE step, without Ray."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rllib_ners.ners import NERSScorer, NERSSettings, reinforce_loss
+
+VECTOR_SPACE = gym.spaces.Box(-10.0, 10.0, (4,), np.float32)
+IMAGE_SPACE = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+ACTIONS = gym.spaces.Discrete(3)
+
+
+def _batch(num=16, obs_space=VECTOR_SPACE, seed=0):
+    rng = np.random.default_rng(seed)
+    obs = np.stack([obs_space.sample() for _ in range(2 * num)])
+    return {
+        "obs": torch.as_tensor(obs[:num]),
+        "new_obs": torch.as_tensor(obs[num:]),
+        "actions": torch.as_tensor(rng.integers(0, 3, num)),
+        "rewards": torch.as_tensor(rng.normal(size=num), dtype=torch.float32),
+        "delta": torch.as_tensor(rng.random(num), dtype=torch.float32),
+        "q": torch.as_tensor(rng.normal(size=num), dtype=torch.float32),
+        "ts": torch.as_tensor(rng.integers(0, 500, num)),
+    }
+
+
+def _scorer(obs_space=VECTOR_SPACE, **settings):
+    torch.manual_seed(0)
+    return NERSScorer(obs_space, ACTIONS, NERSSettings(**settings))
+
+
+def test_scores_lie_strictly_between_zero_and_one():
+    scorer = _scorer()
+    scores = scorer(scorer.featurize_batch(_batch(64)))
+    assert scores.shape == (64,)
+    assert torch.all(scores > 0) and torch.all(scores < 1)
+
+
+def test_global_context_is_real():
+    """Changing *another* transition of the set changes transition 0's score."""
+    scorer = _scorer()
+    features = scorer.featurize_batch(_batch(8))
+    before = scorer(features)[0]
+    changed = features.clone()
+    changed[5] = -changed[5] + 0.5
+    after = scorer(changed)[0]
+    assert not torch.isclose(before, after, rtol=0, atol=1e-7)
+    # ...while the local part alone would not see it: f_l(x_0) is unchanged.
+    assert torch.equal(scorer.local_net(features[:1]), scorer.local_net(changed[:1]))
+
+
+def test_features_layout_and_timestep_normalisation():
+    scorer = _scorer(timestep_scale=500.0)
+    batch = _batch(4)
+    batch["ts"] = torch.tensor([0, 3, 250, 500])
+    x = scorer.featurize_batch(batch)
+    enc = scorer.settings.encoder_out_dim
+    assert x.shape == (4, 2 * enc + 3 + 4)
+    t_column = x[:, -1]
+    expected = torch.tanh(torch.tensor([0.0, 3 / 500, 0.5, 1.0]))
+    torch.testing.assert_close(t_column, expected)
+    # Unlike the reference's raw timestep, t=3 and t=250 stay distinguishable.
+    assert t_column[2] - t_column[1] > 0.4
+    # One-hot actions sit right after enc(s).
+    one_hot = x[:, enc : enc + 3]
+    torch.testing.assert_close(
+        one_hot, torch.tanh(torch.nn.functional.one_hot(batch["actions"], 3).float())
+    )
+    # Reward, delta and q are squashed copies of the inputs.
+    torch.testing.assert_close(x[:, enc + 3], torch.tanh(batch["rewards"]))
+    torch.testing.assert_close(x[:, -3], torch.tanh(batch["delta"]))
+    torch.testing.assert_close(x[:, -2], torch.tanh(batch["q"]))
+
+
+def test_scaled_index_actions():
+    scorer = _scorer(action_encoding="scaled_index")
+    encoded = scorer.encode_actions(torch.tensor([0, 1, 2]))
+    torch.testing.assert_close(encoded, torch.tensor([[0.0], [0.5], [1.0]]))
+
+
+def test_image_encoder_is_the_reference_cnn():
+    scorer = _scorer(IMAGE_SPACE)
+    convs = [m for m in scorer.encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [
+        (32, (5, 5), (5, 5)),
+        (64, (5, 5), (5, 5)),
+    ]
+    scores = scorer(scorer.featurize_batch(_batch(4, IMAGE_SPACE)))
+    assert scores.shape == (4,)
+
+
+def test_reinforce_moves_only_sampler_params_in_the_sign_of_the_reward():
+    for reward in (2.0, -2.0):
+        scorer = _scorer()
+        bystander = torch.nn.Linear(3, 3)  # stands for the agent's Q network
+        bystander_before = [p.clone() for p in bystander.parameters()]
+        optimizer = torch.optim.Adam(scorer.parameters(), lr=1e-3)
+        features = scorer.featurize_batch(_batch(32))
+        before = torch.log(scorer(features)).mean()
+        loss = reinforce_loss(scorer(features), reward, 1e-6)
+        optimizer.zero_grad()
+        loss.backward()
+        grads = {n: p.grad for n, p in scorer.named_parameters()}
+        assert all(g is not None and torch.isfinite(g).all() for g in grads.values())
+        assert any(g.abs().sum() > 0 for n, g in grads.items() if n.startswith("encoder"))
+        assert all(p.grad is None for p in bystander.parameters())
+        optimizer.step()
+        after = torch.log(scorer(scorer.featurize_batch(_batch(32)))).mean()
+        assert (after - before).item() * np.sign(reward) > 0
+        for p, q in zip(bystander.parameters(), bystander_before):
+            assert torch.equal(p, q)
+
+
+def test_reinforce_loss_value():
+    scores = torch.tensor([0.5, 0.25])
+    loss = reinforce_loss(scores, 3.0, 0.0 + 1e-12)
+    expected = -3.0 * (np.log(0.5) + np.log(0.25)) / 2
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="replay reward"):
+        reinforce_loss(scores, float("nan"), 1e-6)
+
+
+@pytest.mark.parametrize(
+    "setting, value",
+    [
+        ("hidden_size", 0),
+        ("lr", 0.0),
+        ("lr", -1e-3),
+        ("train_size", 0),
+        ("replay_reward_mode", "eval"),
+        ("encoder", "cnn"),
+        ("min_episodes_per_update", 0),
+        ("timestep_scale", 0),
+        ("action_encoding", "binary"),
+        ("encoder_out_dim", -3),
+    ],
+)
+def test_bad_settings_name_the_setting(setting, value):
+    with pytest.raises(ValueError, match=setting):
+        NERSSettings(**{setting: value})
+
+
+def test_unknown_setting_is_rejected():
+    with pytest.raises(ValueError, match="Unknown NERS settings"):
+        NERSSettings.from_dict({"hiden_size": 64})
