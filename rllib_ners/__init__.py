@@ -4,7 +4,12 @@ Importing the package registers its algorithms with Ray Tune under "NERS-DQN"
 (so `tune.Tuner("NERS-DQN", ...)` works); it has no other side effects.
 """
 
-from rllib_ners.algorithms.ners_dqn import NERSCallback, NERSDQN, NERSDQNConfig, enable_ners
+from rllib_ners.algorithms.ners_dqn import (
+    NERSDQN,
+    NERSCallback,
+    NERSDQNConfig,
+    enable_ners,
+)
 from rllib_ners.ners import NERSScorer, NERSSettings
 from rllib_ners.replay_buffers import (
     FastPrioritizedEpisodeReplayBuffer,

@@ -48,8 +48,10 @@ class _ImageEncoder(nn.Module):
         super().__init__()
         height, width, channels = shape
         self.convs = nn.Sequential(
-            nn.Conv2d(channels, 32, 5, stride=5), nn.ReLU(),
-            nn.Conv2d(32, 64, 5, stride=5), nn.ReLU(),
+            nn.Conv2d(channels, 32, 5, stride=5),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 5, stride=5),
+            nn.ReLU(),
             nn.Flatten(),
         )
         with torch.no_grad():
@@ -121,15 +123,21 @@ class NERSScorer(nn.Module):
                 )
             self.encoder = None
             enc_dim = int(external_encoder_dim)
-        self.action_dim = self._action_feature_dim(action_space, settings.action_encoding)
+        self.action_dim = self._action_feature_dim(
+            action_space, settings.action_encoding
+        )
         # [enc(s), a, r, enc(s'), delta, q, t]
         self.feature_dim = 2 * enc_dim + self.action_dim + 4
 
         h = settings.hidden_size
         half = max(1, h // 2)
         # Same shapes as the reference implementation.
-        self.local_net = _mlp([self.feature_dim, h, 2 * h, h, half], final_activation=False)
-        self.global_net = _mlp([self.feature_dim, h, 2 * h, h, half], final_activation=False)
+        self.local_net = _mlp(
+            [self.feature_dim, h, 2 * h, h, half], final_activation=False
+        )
+        self.global_net = _mlp(
+            [self.feature_dim, h, 2 * h, h, half], final_activation=False
+        )
         self.score_net = nn.Sequential(
             _mlp([2 * half, h, half, 1], final_activation=False), nn.Sigmoid()
         )
@@ -216,7 +224,9 @@ class NERSScorer(nn.Module):
         return self.score_net(joint).reshape(-1)
 
 
-def reinforce_loss(scores: torch.Tensor, replay_reward: float, log_eps: float) -> torch.Tensor:
+def reinforce_loss(
+    scores: torch.Tensor, replay_reward: float, log_eps: float
+) -> torch.Tensor:
     """REINFORCE for the sampler: `-r_re * mean_i log(sigma_i + eps)` over I_train.
 
     Minimising it raises the log-score of the drawn transitions when the replay

@@ -80,19 +80,29 @@ class NERSSettings:
             positive_int("encoder_hiddens", width)
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):
             fail("lr", self.lr, "the sampler learning rate must be > 0")
-        if not (isinstance(self.timestep_scale, (int, float)) and self.timestep_scale > 0):
+        if not (
+            isinstance(self.timestep_scale, (int, float)) and self.timestep_scale > 0
+        ):
             fail("timestep_scale", self.timestep_scale, "it must be > 0")
         if not (isinstance(self.log_eps, (int, float)) and self.log_eps > 0):
             fail("log_eps", self.log_eps, "it must be > 0")
         if self.replay_reward_mode not in REPLAY_REWARD_MODES:
-            fail("replay_reward_mode", self.replay_reward_mode, f"use one of {REPLAY_REWARD_MODES}")
+            fail(
+                "replay_reward_mode",
+                self.replay_reward_mode,
+                f"use one of {REPLAY_REWARD_MODES}",
+            )
         if self.encoder not in ENCODERS:
             fail("encoder", self.encoder, f"use one of {ENCODERS}")
         if self.action_encoding not in ACTION_ENCODINGS:
-            fail("action_encoding", self.action_encoding, f"use one of {ACTION_ENCODINGS}")
+            fail(
+                "action_encoding",
+                self.action_encoding,
+                f"use one of {ACTION_ENCODINGS}",
+            )
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "NERSSettings":
+    def from_dict(cls, values: Mapping[str, Any]) -> NERSSettings:
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(

@@ -531,9 +531,20 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         """Hook for subclasses: `slots` are being overwritten."""
 
     def _set_leaves(self, slots: np.ndarray, values: np.ndarray) -> None:
-        values = np.asarray(values, dtype=np.float64)
-        self._sum_tree.update(slots, values)
-        self._min_tree.update(slots, np.where(values > 0.0, values, np.inf))
+        """Writes `priority ** alpha` values (>= 0) to both trees; last write wins.
+
+        Both trees share the capacity and so the block layout: the indices are
+        deduplicated and mapped to blocks once for the pair. Zero (non-transition
+        slots) is +inf in the min tree, so it never counts as the minimum.
+        """
+        slots, values = self._sum_tree.last_writes(
+            np.asarray(slots, dtype=np.int64), np.asarray(values, dtype=np.float64)
+        )
+        blocks = self._sum_tree.blocks_of(slots)
+        self._sum_tree.assign_unique(slots, values, blocks)
+        self._min_tree.assign_unique(
+            slots, np.where(values > 0.0, values, np.inf), blocks
+        )
 
     # ----------------------------------------------------------------- sample
     def _draw(self, num_items: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -544,11 +555,11 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
                 "raise `num_steps_sampled_before_learning_starts`)."
             )
         slots = self._sum_tree.sample_stratified(num_items, self.rng)
-        total = self._sum_tree.total()
-        probs = self._sum_tree[slots] / total
-        p_min = self._min_tree.min() / total
-        num = self._num_transitions
-        weights = (num * probs) ** (-beta) / (num * p_min) ** (-beta)
+        # w_i = (N p_i) ** -beta / (N p_min) ** -beta with p = leaf / total: N and
+        # the total cancel, leaving (leaf_i / leaf_min) ** -beta (fewer numpy calls).
+        ratio = self._sum_tree[slots]
+        ratio /= self._min_tree.min()
+        weights = ratio ** (-beta)
         self._last_sampled_indices = slots
         self._last_sampled_stamps = self._stamp[slots]
         self._num_steps_sampled_lifetime += num_items
@@ -564,25 +575,47 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
     def _n_step_transitions(
         self, slots: np.ndarray, n_steps: np.ndarray, gamma: float
     ) -> Dict[str, np.ndarray]:
-        """Walks each item up to its n steps forward, one vectorised step at a time."""
-        current = slots.copy()
-        last = slots.copy()
-        returns = np.zeros(slots.shape, dtype=np.float64)
-        discount = np.ones(slots.shape, dtype=np.float64)
-        used = np.zeros(slots.shape, dtype=np.int64)
-        active = np.ones(slots.shape, dtype=bool)
-        for _ in range(int(n_steps.max())):
-            returns += np.where(active, discount * self._rewards[current], 0.0)
-            discount = np.where(active, discount * gamma, discount)
-            used += active
-            last = np.where(active, current, last)
-            nxt = self._next[current]
-            ended = self._terminated[current] | self._truncated[current]
-            can_go_on = ~ended & self._is_transition[nxt] & (used < n_steps)
-            active &= can_go_on
-            if not active.any():
-                break
-            current = np.where(active, nxt, current)
+        """Follows each item up to its n steps forward, all steps at once.
+
+        The `next` pointers are chased `n - 1` times into a `[n, B]` path (past a
+        stop the path runs into garbage, which is masked out). Step `k` counts
+        while every earlier step `j < k` neither ended its episode nor led to a
+        tail slot, and `k < n_steps`. Returns are summed in step order, as a
+        sequential loop would. A fixed ~20 numpy calls, instead of ~12 per step.
+        """
+        n_max = int(n_steps.max())
+        if n_max == 1:
+            last = slots
+            returns = self._rewards[slots]
+            used = np.ones(slots.shape, dtype=np.int64)
+        else:
+            path = np.empty((n_max,) + slots.shape, dtype=np.int64)
+            path[0] = slots
+            for k in range(1, n_max):
+                # `next` is -1 after a tail; take() wraps it to a valid (masked) slot.
+                self._next.take(path[k - 1], out=path[k])
+            here, there = path[:-1], path[1:]
+            ended = self._terminated.take(here) | self._truncated.take(here)
+            # bool `a > b` is `a & ~b`: the step after `here` is a stored transition
+            # and `here` did not end the episode.
+            active = self._is_transition.take(there) > ended
+            if n_steps.min() < n_max:
+                active &= np.arange(1, n_max)[:, None] < n_steps
+            np.logical_and.accumulate(active, axis=0, out=active)
+            discounts = [1.0]
+            for _ in range(1, n_max):
+                discounts.append(discounts[-1] * gamma)
+            rewards = self._rewards.take(path)
+            rewards[1:] = np.where(
+                active, rewards[1:] * np.array(discounts[1:])[:, None], 0.0
+            )
+            # Reduces row by row (axis 0), i.e. r_0 + g r_1 + g^2 r_2 ... in order.
+            returns = rewards.sum(axis=0)
+            steps_after_first = active.sum(axis=0)
+            used = steps_after_first + 1
+            flat_last = steps_after_first * slots.shape[0]
+            flat_last += np.arange(slots.shape[0])
+            last = path.reshape(-1).take(flat_last)
         return {
             REWARDS: returns,
             N_STEP: used,
@@ -868,9 +901,27 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
     def update_priorities_at(
         self, slots, priorities, stamps: Optional[np.ndarray] = None
     ) -> np.ndarray:
-        """Sets priorities at explicit buffer slots; returns the mask of applied ones."""
+        """Sets priorities at explicit buffer slots; returns the applied mask."""
         slots = np.asarray(slots, dtype=np.int64).reshape(-1)
         priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        if slots.shape == priorities.shape and slots.shape[0] > 0:
+            # Fast path for the usual call (right after a sample): every priority
+            # finite and >= 0 and every slot still holding its sampled transition.
+            # min() is NaN if any value is, so `p_min >= 0` also rejects NaNs.
+            p_min, p_max = priorities.min(), priorities.max()
+            if (
+                p_min >= 0.0
+                and p_max < np.inf
+                and self._is_transition[slots].all()
+                and (stamps is None or (self._stamp[slots] == stamps).all())
+            ):
+                self._max_priority = max(
+                    self._max_priority, float(p_max), _MIN_PRIORITY
+                )
+                if p_min < _MIN_PRIORITY:
+                    priorities = np.maximum(priorities, _MIN_PRIORITY)
+                self._set_leaves(slots, priorities**self._alpha)
+                return np.ones(slots.shape, dtype=bool)
         valid = np.isfinite(priorities) & (priorities >= 0.0)
         num_bad = int((~valid).sum())
         if num_bad:

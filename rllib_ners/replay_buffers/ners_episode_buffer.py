@@ -209,7 +209,11 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
 
     def get_cached_features(self, slots) -> Dict[str, np.ndarray]:
         slots = np.asarray(slots, dtype=np.int64)
-        return {DELTA: self._delta[slots], TARGET_Q: self._q[slots], TIMESTEPS: self._ts[slots]}
+        return {
+            DELTA: self._delta[slots],
+            TARGET_Q: self._q[slots],
+            TIMESTEPS: self._ts[slots],
+        }
 
     def priority_entropy(self) -> float:
         """Entropy (nats) of the sampling distribution over stored transitions."""
@@ -223,10 +227,16 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     # ------------------------------------------------------ metrics, state
     @override(FastPrioritizedEpisodeReplayBuffer)
     def _log_extra_metrics(self, metrics) -> None:
-        metrics.log_value("ners_sampled_set_size", self.sampled_set_size, reduce="mean", window=1)
+        metrics.log_value(
+            "ners_sampled_set_size", self.sampled_set_size, reduce="mean", window=1
+        )
         if np.isfinite(self._score_mean):
-            metrics.log_value("ners_score_mean", self._score_mean, reduce="mean", window=1)
-            metrics.log_value("ners_score_std", self._score_std, reduce="mean", window=1)
+            metrics.log_value(
+                "ners_score_mean", self._score_mean, reduce="mean", window=1
+            )
+            metrics.log_value(
+                "ners_score_std", self._score_std, reduce="mean", window=1
+            )
 
     _STATE_ARRAYS = FastPrioritizedEpisodeReplayBuffer._STATE_ARRAYS + (
         "_delta",

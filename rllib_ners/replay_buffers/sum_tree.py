@@ -4,24 +4,27 @@ RLlib's `SegmentTree` is a binary tree held in a Python list and walked in
 Python, one item at a time. Here every operation takes a whole batch of indices
 and costs a fixed, small number of numpy calls, whatever the batch size.
 
-With batches of ~32 indices every numpy call costs about a microsecond of fixed
-overhead no matter how little it computes, so the trees are built to need as
-few calls as possible rather than as few flops as possible. Both are *two-level*
-trees: the leaves are cut into `num_blocks` blocks of `fanout` leaves each
-(`fanout ~ sqrt(capacity)`, a power of two, so `fanout ** 2 >= capacity`), and
-the only internal level holds one summary per block.
+Design: with batches of ~32 indices a numpy call costs about a microsecond of
+fixed overhead however little it computes, and `cumsum` (which does not
+vectorise) about 4 ns per element. So the trees minimise numpy calls and
+cumsum'd elements, not flops. Both are stored as just two levels: the leaves,
+cut into `num_blocks` blocks of `fanout` leaves, and one summary per block.
 
-- `SumTree` stores, per block, the *inclusive prefix sums* of its leaves
-  (`_prefix[b, j] = leaf[b*F] + ... + leaf[b*F + j]`), and the block sums
-  (`_block_sums[b] = _prefix[b, -1]`). A batched prefix-sum search is then two
-  `searchsorted` calls: one over the cumulative block sums (a fresh `cumsum` of
-  `num_blocks` values, cheap because it is contiguous), one over the gathered
-  prefix rows of the hit blocks shifted by their block offsets, which together
-  form one sorted array. No per-level loops and no `[batch, fanout]` compares.
-- `MinTree` stores the minimum of every block; its `min()` reduces those.
+- `SumTree` keeps, per block, the *inclusive prefix sums* of its leaves
+  (`_prefix[b, j] = leaf[b*F] + ... + leaf[b*F + j]`) and the block sums. A
+  batched prefix-sum search `cumsum`s the block sums (the level above the
+  blocks is never stored: one contiguous cumsum over all blocks is cheaper than
+  walking more levels), `searchsorted`s the blocks, and finds the leaf inside
+  each block with one compare + `argmax` over the gathered prefix rows. That is
+  about 15 numpy calls per search, with no loop over levels.
+- `MinTree` keeps the minimum of every block; `min()` reduces those.
 
 An update rewrites the touched blocks' summaries from their leaves (never
 increments them), so repeated updates accumulate no floating point drift.
+
+`fanout` is chosen near `sqrt(capacity / 32)` (64 at 100k, 128 at 1M), which
+balances the two cumsums: over all blocks per search, and over the ~32 touched
+blocks per update.
 """
 
 from __future__ import annotations
@@ -32,53 +35,40 @@ import numpy as np
 
 __all__ = ["MinTree", "SumTree", "last_writes"]
 
+# Typical number of indices per search or update (a training batch). Only used
+# to pick the block size; any batch size works.
+_TYPICAL_BATCH = 32
+
 
 def _block_size(capacity: int) -> int:
-    """The block size (`fanout`): the power of two with `fanout ** 2 >= capacity`.
+    """Leaves per block: the power of two nearest `sqrt(capacity / 32)`, >= 16.
 
-    Searching costs ~`num_blocks` (one contiguous cumsum) plus ~`batch * fanout`
-    (gathering the hit blocks), updating ~`batch * fanout`; near `sqrt(capacity)`
-    both stay small (512 leaves per block at 100k, 1024 at 1M). At least 16, so
-    that tiny trees still have a normal shape.
+    A search cumsums `capacity / fanout` block sums, an update of ~32 leaves
+    cumsums ~32 blocks of `fanout` leaves; the sum of both is smallest there.
     """
-    bits = math.ceil(math.log2(max(2, capacity)))
-    return max(16, 2 ** math.ceil(bits / 2))
+    ideal = math.sqrt(max(1, capacity) / _TYPICAL_BATCH)
+    return max(16, 2 ** round(math.log2(max(1.0, ideal))))
 
 
 def last_writes(indices: np.ndarray, values: np.ndarray):
-    """Sorted unique `indices` with, for each, the value given last for it.
+    """Sorted unique `indices`, each with the value given last for it.
 
     That is the result of assigning `leaf[indices[k]] = values[k]` in order (numpy
-    leaves the winner of a duplicated fancy assignment unspecified, so the tree
-    must not rely on it). `indices` must be int64 and `values` of the same shape.
-    Sorted input (what stratified sampling returns) skips the sort.
+    leaves the winner of a duplicated fancy assignment unspecified, so the trees
+    must not rely on it). Takes int64 `indices` and `values` of the same shape.
+    Strictly increasing input (the usual case: stratified samples are sorted and
+    rarely repeat) is returned as is after one check.
     """
-    if indices.shape[0] > 1 and not (indices[1:] >= indices[:-1]).all():
-        # A stable sort keeps duplicates in call order, so the last of each run
-        # of equal indices is the last write.
-        order = np.argsort(indices, kind="stable")
-        indices, values = indices[order], values[order]
-    return _last_of_runs(indices, values)
-
-
-def _last_of_runs(indices: np.ndarray, values: np.ndarray):
-    """For sorted `indices`: keeps the last entry of every run of equal ones."""
-    if indices.shape[0] < 2:
+    if indices.shape[0] < 2 or (indices[1:] > indices[:-1]).all():
         return indices, values
+    # A stable sort keeps repeated indices in call order, so the last entry of
+    # each run of equal indices is the last write.
+    order = np.argsort(indices, kind="stable")
+    indices, values = indices[order], values[order]
     keep = np.empty(indices.shape[0], dtype=bool)
     np.not_equal(indices[1:], indices[:-1], out=keep[:-1])
     keep[-1] = True
     return indices[keep], values[keep]
-
-
-def _unique_sorted(sorted_ints: np.ndarray) -> np.ndarray:
-    """`np.unique` for already sorted input, in two numpy calls instead of ~8."""
-    if sorted_ints.shape[0] < 2:
-        return sorted_ints
-    keep = np.empty(sorted_ints.shape[0], dtype=bool)
-    keep[0] = True
-    np.not_equal(sorted_ints[1:], sorted_ints[:-1], out=keep[1:])
-    return sorted_ints[keep]
 
 
 class _BlockTree:
@@ -90,18 +80,25 @@ class _BlockTree:
     """
 
     _neutral: float = 0.0
+    # So that users of a tree need not import the helper separately.
+    last_writes = staticmethod(last_writes)
 
     def __init__(self, capacity: int):
         if int(capacity) != capacity or capacity <= 0:
             raise ValueError(
-                f"Tree `capacity` must be a positive integer, got capacity={capacity!r}."
+                f"Tree `capacity` must be a positive integer, got "
+                f"capacity={capacity!r}."
             )
         self.capacity = int(capacity)
         self.fanout = _block_size(self.capacity)
-        # Two levels: leaves and block summaries (the root is reduced on demand).
-        self.depth = 2
         self._shift = self.fanout.bit_length() - 1
         self.num_blocks = -(-self.capacity // self.fanout)
+        # Height of the complete `fanout`-ary tree over these leaves
+        # (`fanout ** depth >= capacity`). Only the bottom two levels are
+        # stored; the search replaces the upper ones by one cumsum.
+        self.depth = max(1, math.ceil(math.log(self.capacity) / math.log(self.fanout)))
+        while self.fanout**self.depth < self.capacity:  # float log rounding
+            self.depth += 1
         self._leaves = np.full(self.num_blocks * self.fanout, self._neutral)
         self._leaf_blocks = self._leaves.reshape(self.num_blocks, self.fanout)
 
@@ -134,14 +131,32 @@ class _BlockTree:
             )
         self.assign_unique(*last_writes(indices, values))
 
-    def assign_unique(self, indices: np.ndarray, values: np.ndarray) -> None:
+    def blocks_of(self, indices: np.ndarray) -> np.ndarray:
+        """The blocks holding sorted `indices`, for `assign_unique`.
+
+        A block may be listed more than once (refreshing it twice is harmless).
+        Only long index lists are deduplicated: ~32 scattered indices rarely
+        share a block, and the dedup would cost more than it saves.
+        """
+        blocks = indices >> self._shift
+        if blocks.shape[0] > 2 * _TYPICAL_BATCH:
+            keep = np.empty(blocks.shape[0], dtype=bool)
+            keep[0] = True
+            np.not_equal(blocks[1:], blocks[:-1], out=keep[1:])
+            blocks = blocks[keep]
+        return blocks
+
+    def assign_unique(
+        self, indices: np.ndarray, values: np.ndarray, blocks: np.ndarray = None
+    ) -> None:
         """`update` for sorted, unique, in-range int64 `indices` (not checked).
 
-        For callers that already deduplicated the indices (e.g. to update a sum
-        and a min tree from one batch).
+        For callers that already deduplicated the indices, e.g. to update a sum
+        and a min tree of the same capacity from one batch, passing the same
+        `blocks_of(indices)` to both.
         """
         self._leaves[indices] = values
-        self._refresh_blocks(_unique_sorted(indices >> self._shift))
+        self._refresh_blocks(self.blocks_of(indices) if blocks is None else blocks)
 
     def update_range(self, start: int, values) -> None:
         """Sets a contiguous run of leaves `[start, start + len(values))`."""
@@ -159,7 +174,7 @@ class _BlockTree:
         )
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
-        """Recomputes the summaries of `blocks` (sorted, unique) from the leaves."""
+        """Recomputes the summaries of `blocks` from their leaves."""
         raise NotImplementedError
 
     # ---- state --------------------------------------------------------------
@@ -181,20 +196,24 @@ class SumTree(_BlockTree):
     """Leaf sums with a batched, stratifiable prefix-sum search."""
 
     _neutral = 0.0
+    # Largest number of values searched at once (bounds the gathered rows).
+    _SEARCH_CHUNK = 4096
 
     def __init__(self, capacity: int):
         super().__init__(capacity)
         self._prefix = np.zeros((self.num_blocks, self.fanout))
         self._block_sums = np.zeros(self.num_blocks)
-        # `_offsets[b]` = sum of all blocks before `b` (and `_offsets[-1]` the
-        # total), refilled by every search; `_offsets[0]` stays 0.
+        # `_offsets[b]` = sum of the blocks before `b`, `_offsets[-1]` = total;
+        # refilled by every search. `_offsets[0]` stays 0.
         self._offsets = np.zeros(self.num_blocks + 1)
+        self._arange = np.arange(_TYPICAL_BATCH, dtype=np.float64)
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
-        prefix = np.cumsum(self._leaf_blocks[blocks], axis=1)
+        prefix = np.cumsum(self._leaf_blocks.take(blocks, axis=0), axis=1)
         self._prefix[blocks] = prefix
-        # Exactly the last prefix sum (a copy, not a new sum): the search relies
-        # on `offset[b] + prefix[b, -1] == offset[b + 1]` holding bit for bit.
+        # A copy of the last prefix sum, not a fresh (differently rounded) sum:
+        # the search relies on `_offsets[b] + _prefix[b, -1] == _offsets[b + 1]`
+        # holding bit for bit.
         self._block_sums[blocks] = prefix[:, -1]
 
     def total(self) -> float:
@@ -204,7 +223,7 @@ class SumTree(_BlockTree):
         return self.total()
 
     def _fill_offsets(self) -> float:
-        """Refreshes `_offsets` (cumulative block sums); returns their total."""
+        """Refreshes `_offsets` (cumulative block sums); returns the total."""
         np.cumsum(self._block_sums, out=self._offsets[1:])
         total = float(self._offsets[-1])
         if not total > 0.0:
@@ -221,14 +240,21 @@ class SumTree(_BlockTree):
         """
         values = np.array(values, dtype=np.float64).reshape(-1)
         total = self._fill_offsets()
-        if values.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        order = np.argsort(values, kind="stable")
-        found = np.empty(values.shape, dtype=np.int64)
-        found[order] = self._search_sorted(values[order], total)
-        return found
+        # Clamp into [0, total): the last point below the total falls into the
+        # last positive leaf, which is where values at or past the total belong.
+        np.clip(values, 0.0, math.nextafter(total, 0.0), out=values)
+        if values.shape[0] <= self._SEARCH_CHUNK:
+            return self._search(values)
+        return np.concatenate(
+            [
+                self._search(values[i : i + self._SEARCH_CHUNK])
+                for i in range(0, values.shape[0], self._SEARCH_CHUNK)
+            ]
+        )
 
-    def sample_stratified(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    def sample_stratified(
+        self, batch_size: int, rng: np.random.Generator
+    ) -> np.ndarray:
         """Draws `batch_size` leaves proportional to their values.
 
         The line `[0, total)` is cut into `batch_size` equal strata and one point is
@@ -237,35 +263,31 @@ class SumTree(_BlockTree):
         The returned indices are sorted.
         """
         total = self._fill_offsets()
+        if self._arange.shape[0] < batch_size:
+            self._arange = np.arange(batch_size, dtype=np.float64)
         points = rng.random(batch_size)
-        points += np.arange(batch_size)
+        points += self._arange[:batch_size]
         points *= total / batch_size
-        return self._search_sorted(points, total)
+        # `(k + u) * total / n` can round up to `total` itself; keep it below.
+        np.minimum(points, math.nextafter(total, 0.0), out=points)
+        return self._search(points)
 
-    def _search_sorted(self, values: np.ndarray, total: float) -> np.ndarray:
-        """`find_prefixsum` for sorted `values`, after `_fill_offsets()`.
+    def _search(self, values: np.ndarray) -> np.ndarray:
+        """`find_prefixsum` for values in `[0, total)`, after `_fill_offsets()`.
 
-        Let `C = _offsets`. Block `b` covers the part `[C[b], C[b+1])` of the
-        line; inside it, leaf `j` ends at `C[b] + _prefix[b, j]`. Because
-        `_block_sums[b]` *is* `_prefix[b, -1]` and `C` is its sequential cumsum,
-        `C[b] + _prefix[b, -1] == C[b + 1]` exactly, so the shifted prefix rows of
-        the distinct hit blocks, laid end to end, form one non-decreasing array
-        whose entries are the global cumulative sums of those blocks' leaves.
-        One `searchsorted` (side="right": first entry `> v`) finds every leaf.
-        The hit entry is strictly above its predecessor (or above the block's
-        start `C[b] <= v`), so its leaf is positive: zero leaves are never hit.
+        Let `C = _offsets`. Block `b` covers `[C[b], C[b+1])` on the line, and
+        leaf `j` of it ends at `C[b] + _prefix[b, j]`. Since `_block_sums[b]` *is*
+        `_prefix[b, -1]` and `C` is its sequential cumsum, the last of these
+        equals `C[b + 1]` exactly, so for the block `b` found by `searchsorted`
+        some leaf of `b` ends above `v`, and `argmax` of `ends > v` finds the
+        first one. Its end is above `v`, while the end before it (or the block
+        start `C[b]`) is not, so the leaf is positive: zero leaves are never hit.
         """
-        # Clamp into [0, total): the last point below the total falls in the
-        # last positive leaf, which is what values at or past the total map to.
-        np.clip(values, 0.0, np.nextafter(total, 0.0), out=values)
         blocks = np.searchsorted(self._offsets[1:], values, side="right")
-        # Distinct hit blocks: each must appear once for the rows to stay sorted.
-        hit = _unique_sorted(blocks)
-        rows = self._prefix[hit]
-        rows += self._offsets[hit][:, None]
-        flat = np.searchsorted(rows.reshape(-1), values, side="right")
-        # Position `flat` in the concatenated rows -> leaf index.
-        return (hit << self._shift)[flat >> self._shift] + (flat & (self.fanout - 1))
+        ends = self._prefix.take(blocks, axis=0)
+        ends += self._offsets.take(blocks)[:, None]
+        inside = (ends > values[:, None]).argmax(axis=1)
+        return (blocks << self._shift) + inside
 
 
 class MinTree(_BlockTree):
@@ -278,7 +300,7 @@ class MinTree(_BlockTree):
         self._block_mins = np.full(self.num_blocks, np.inf)
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
-        self._block_mins[blocks] = self._leaf_blocks[blocks].min(axis=1)
+        self._block_mins[blocks] = self._leaf_blocks.take(blocks, axis=0).min(axis=1)
 
     def min(self) -> float:
         return float(self._block_mins.min())

@@ -15,7 +15,9 @@ def _episode(ep, length, *, start=0, done=True, id_=None):
     ts = range(start, start + length)
     return SingleAgentEpisode(
         id_=id_ or f"ep{ep}",
-        observations=[np.array([ep, t], np.float32) for t in range(start, start + length + 1)],
+        observations=[
+            np.array([ep, t], np.float32) for t in range(start, start + length + 1)
+        ],
         actions=[t % 2 for t in ts],
         rewards=[ep * 100.0 + t for t in ts],
         terminated=done,
@@ -61,7 +63,9 @@ def test_feature_cache_starts_at_one_and_is_refreshed():
     buffer.update_priorities(_rows(np.full(6, 0.5), delta, q))
     cache = buffer.get_cached_features(batch["indices"])
     last_delta = {s: delta[i] for i, s in enumerate(batch["indices"])}
-    np.testing.assert_allclose(cache["delta"], [last_delta[s] for s in batch["indices"]])
+    np.testing.assert_allclose(
+        cache["delta"], [last_delta[s] for s in batch["indices"]]
+    )
     np.testing.assert_array_equal(cache["ts"], batch["ts"])
     rest = buffer.get_cached_features(untouched)
     assert np.all(rest["delta"] == 1.0) and np.all(rest["q"] == 1.0)
@@ -88,7 +92,9 @@ def test_sampled_set_collects_every_sampled_index_until_reset():
 def test_sampler_training_batch_columns_are_exact():
     buffer = _filled()
     buffer.sample_batch(16)
-    buffer.update_priorities(_rows(np.full(16, 0.3), np.full(16, 7.0), np.full(16, -3.0)))
+    buffer.update_priorities(
+        _rows(np.full(16, 0.3), np.full(16, 7.0), np.full(16, -3.0))
+    )
     batch = buffer.sample_sampler_training_batch(8, n_step=2, gamma=0.5)
     ep, t = batch["obs"][:, 0].astype(int), batch["obs"][:, 1].astype(int)
     n = np.minimum(2, 10 - t)
@@ -111,7 +117,9 @@ def test_non_finite_scores_and_features_never_reach_tree_or_cache():
     buffer = _filled()
     batch = buffer.sample_batch(4)
     before = buffer.get_priorities(batch["indices"]).copy()
-    rows = _rows([np.nan, np.inf, -1.0, 0.5], [np.nan, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, np.inf])
+    rows = _rows(
+        [np.nan, np.inf, -1.0, 0.5], [np.nan, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, np.inf]
+    )
     buffer.update_priorities(rows)
     after = buffer.get_priorities(batch["indices"])
     bad = np.isin(batch["indices"], batch["indices"][:3]) & ~np.isin(
@@ -149,7 +157,9 @@ def test_eviction_drops_evicted_slots_from_the_sampled_set():
 def test_state_round_trip_includes_cache_and_sampled_set():
     buffer = _filled(seed=3)
     buffer.sample_batch(8)
-    buffer.update_priorities(_rows(np.linspace(0.2, 0.9, 8), np.arange(8.0), -np.arange(8.0)))
+    buffer.update_priorities(
+        _rows(np.linspace(0.2, 0.9, 8), np.arange(8.0), -np.arange(8.0))
+    )
     buffer.add([_episode(9, 4, done=False)])
     state = buffer.get_state()
     restored = NERSEpisodeReplayBuffer(200, alpha=1.0)
@@ -165,4 +175,6 @@ def test_state_round_trip_includes_cache_and_sampled_set():
     # The open episode continues in the restored buffer exactly as in the original.
     for target in (buffer, restored):
         target.add([_episode(9, 3, start=4, done=True)])
-    assert buffer.pop_finished_episode_returns() == restored.pop_finished_episode_returns()
+    assert (
+        buffer.pop_finished_episode_returns() == restored.pop_finished_episode_returns()
+    )

@@ -104,7 +104,9 @@ def test_reinforce_moves_only_sampler_params_in_the_sign_of_the_reward():
         loss.backward()
         grads = {n: p.grad for n, p in scorer.named_parameters()}
         assert all(g is not None and torch.isfinite(g).all() for g in grads.values())
-        assert any(g.abs().sum() > 0 for n, g in grads.items() if n.startswith("encoder"))
+        assert any(
+            g.abs().sum() > 0 for n, g in grads.items() if n.startswith("encoder")
+        )
         assert all(p.grad is None for p in bystander.parameters())
         optimizer.step()
         after = torch.log(scorer(scorer.featurize_batch(_batch(32)))).mean()

@@ -1,8 +1,8 @@
 """NERS-DQN: DQN/Rainbow with the Neural Experience Replay Sampler."""
 
 from rllib_ners.algorithms.ners_dqn.ners_dqn import (
-    NERSCallback,
     NERSDQN,
+    NERSCallback,
     NERSDQNConfig,
     enable_ners,
 )

@@ -21,8 +21,8 @@ import importlib
 from typing import Any, Dict, Optional, Tuple
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
-from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
+from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import from_config
 from ray.rllib.utils.replay_buffers import ReplayBuffer
@@ -131,7 +131,7 @@ class NERSDQNConfig(DQNConfig):
         timestep_scale: Optional[float] = NotProvided,
         action_encoding: Optional[str] = NotProvided,
         log_eps: Optional[float] = NotProvided,
-    ) -> "NERSDQNConfig":
+    ) -> NERSDQNConfig:
         """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
 
         Args:
@@ -157,7 +157,10 @@ class NERSDQNConfig(DQNConfig):
     @override(DQNConfig)
     def validate(self) -> None:
         super().validate()
-        if isinstance(self.replay_buffer_config, dict) and "type" in self.replay_buffer_config:
+        if (
+            isinstance(self.replay_buffer_config, dict)
+            and "type" in self.replay_buffer_config
+        ):
             self.replay_buffer_config = dict(
                 self.replay_buffer_config,
                 type=buffer_type_to_string(self.replay_buffer_config["type"]),
@@ -204,7 +207,9 @@ class NERSSamplerMixin:
         buffer_config = config.get("replay_buffer_config")
         if not buffer_config or buffer_config.get("no_local_replay_buffer"):
             return None
-        buffer_config = dict(buffer_config, type=buffer_type_to_string(buffer_config["type"]))
+        buffer_config = dict(
+            buffer_config, type=buffer_type_to_string(buffer_config["type"])
+        )
         if "EpisodeReplayBuffer" in buffer_config["type"]:
             buffer_config["metrics_num_episodes_for_smoothing"] = (
                 self.config.metrics_num_episodes_for_smoothing
@@ -285,7 +290,7 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     learner_config = dict(config.learner_config_dict or {})
     learner_config[LEARNER_CONFIG_NERS_KEY] = dict(ners_settings)
     return (
-        config.training(replay_buffer_config=buffer_config, learner_class=NERSDQNTorchLearner)
-        .learners(learner_config_dict=learner_config)
+        config.training(replay_buffer_config=buffer_config)
+        .learners(learner_class=NERSDQNTorchLearner, learner_config_dict=learner_config)
         .callbacks(NERSCallback)
     )

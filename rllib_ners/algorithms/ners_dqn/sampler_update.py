@@ -55,7 +55,9 @@ class ReplayRewardWindow:
 
     def close(self, window_mean: Optional[float] = None) -> Optional[float]:
         """Ends the window; returns r_re (None for the first window)."""
-        current = float(np.mean(self.returns)) if window_mean is None else float(window_mean)
+        current = (
+            float(np.mean(self.returns)) if window_mean is None else float(window_mean)
+        )
         self.returns = []
         reward = None if self.previous_mean is None else current - self.previous_mean
         self.previous_mean = current
@@ -93,7 +95,9 @@ class NERSSamplerUpdate:
         window_mean = None
         if self.settings.replay_reward_mode == "eval_return":
             window_mean = self._evaluate(algorithm)
-        window_mean = float(np.mean(self.window.returns)) if window_mean is None else window_mean
+        window_mean = (
+            float(np.mean(self.window.returns)) if window_mean is None else window_mean
+        )
         replay_reward = self.window.close(window_mean)
         metrics = {NERS_WINDOW_RETURN_KEY: window_mean}
         batch = None
@@ -112,23 +116,37 @@ class NERSSamplerUpdate:
             self.num_updates += 1
             metrics[NERS_REPLAY_REWARD_KEY] = replay_reward
             metrics[NERS_SAMPLER_LOSS_KEY] = float(np.mean([o["loss"] for o in outs]))
-            metrics[NERS_SCORE_MEAN_KEY] = float(np.mean([o["score_mean"] for o in outs]))
+            metrics[NERS_SCORE_MEAN_KEY] = float(
+                np.mean([o["score_mean"] for o in outs])
+            )
         # I_all is emptied at every episode end, whether or not a step was taken.
         buffer.reset_sampled_set()
+        metrics[NERS_NUM_SAMPLER_UPDATES_KEY] = self.num_updates
+        metrics[NERS_EVAL_ENV_STEPS_KEY] = self.num_eval_env_steps
         for key, value in metrics.items():
+            if key in (NERS_NUM_SAMPLER_UPDATES_KEY, NERS_EVAL_ENV_STEPS_KEY):
+                continue
             algorithm.metrics.log_value((NERS_RESULTS, key), value, window=20)
         algorithm.metrics.log_value(
-            (NERS_RESULTS, NERS_NUM_SAMPLER_UPDATES_KEY), self.num_updates, reduce="max", window=1
+            (NERS_RESULTS, NERS_NUM_SAMPLER_UPDATES_KEY),
+            self.num_updates,
+            reduce="max",
+            window=1,
         )
         algorithm.metrics.log_value(
-            (NERS_RESULTS, NERS_EVAL_ENV_STEPS_KEY), self.num_eval_env_steps, reduce="max", window=1
+            (NERS_RESULTS, NERS_EVAL_ENV_STEPS_KEY),
+            self.num_eval_env_steps,
+            reduce="max",
+            window=1,
         )
         return metrics
 
     def _evaluate(self, algorithm) -> float:
         """Runs RLlib evaluation episodes; counts the env steps they cost."""
         results = algorithm.evaluate()
-        env_results = results.get(ENV_RUNNER_RESULTS, results.get(EVALUATION_RESULTS, {}))
+        env_results = results.get(
+            ENV_RUNNER_RESULTS, results.get(EVALUATION_RESULTS, {})
+        )
         if EVALUATION_RESULTS in results:
             env_results = results[EVALUATION_RESULTS].get(ENV_RUNNER_RESULTS, {})
         self.num_eval_env_steps += int(env_results.get(NUM_ENV_STEPS_SAMPLED, 0) or 0)

@@ -21,7 +21,11 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 import torch
-from ray.rllib.algorithms.dqn.dqn_learner import QF_NEXT_PREDS, QF_PREDS, QF_TARGET_NEXT_PREDS
+from ray.rllib.algorithms.dqn.dqn_learner import (
+    QF_NEXT_PREDS,
+    QF_PREDS,
+    QF_TARGET_NEXT_PREDS,
+)
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -77,7 +81,11 @@ class NERSDQNTorchLearner(DQNTorchLearner):
 
     @staticmethod
     def fresh_td_and_target(
-        *, batch: Dict[str, TensorType], fwd_out: Dict[str, TensorType], gamma: float, double_q: bool
+        *,
+        batch: Dict[str, TensorType],
+        fwd_out: Dict[str, TensorType],
+        gamma: float,
+        double_q: bool,
     ):
         """`(|Q(s,a) - y|, y)` with `y = R + gamma^n (1 - terminated) Q_target(s', a*)`.
 
@@ -116,7 +124,10 @@ class NERSDQNTorchLearner(DQNTorchLearner):
             )
         with torch.no_grad():
             delta, target = self.fresh_td_and_target(
-                batch=batch, fwd_out=fwd_out, gamma=config.gamma, double_q=config.double_q
+                batch=batch,
+                fwd_out=fwd_out,
+                gamma=config.gamma,
+                double_q=config.double_q,
             )
             columns = {
                 "obs": batch[Columns.OBS],
@@ -127,7 +138,9 @@ class NERSDQNTorchLearner(DQNTorchLearner):
                 TARGET_Q: target,
                 "ts": batch["ts"],
             }
-            features = self.ners_scorer.featurize_batch(columns, encode=self._encode_fn())
+            features = self.ners_scorer.featurize_batch(
+                columns, encode=self._encode_fn()
+            )
             scores = self.ners_scorer(features)
         # Replace the plain TD errors DQN logged with [score, delta, q] rows; the
         # training step hands them to NERSEpisodeReplayBuffer.update_priorities().
@@ -140,7 +153,9 @@ class NERSDQNTorchLearner(DQNTorchLearner):
         return loss
 
     # ----------------------------------------------------------- REINFORCE
-    def ners_reinforce(self, batch: Dict[str, np.ndarray], replay_reward: float) -> Dict[str, float]:
+    def ners_reinforce(
+        self, batch: Dict[str, np.ndarray], replay_reward: float
+    ) -> Dict[str, float]:
         """One REINFORCE step of the sampler on I_train (numpy columns).
 
         Only the sampler's parameters move: the RLModule is untouched (with
@@ -164,11 +179,16 @@ class NERSDQNTorchLearner(DQNTorchLearner):
 
     # --------------------------------------------------------------- state
     @override(DQNTorchLearner)
-    def get_state(self, components=None, *, not_components=None, **kwargs) -> Dict[str, Any]:
+    def get_state(
+        self, components=None, *, not_components=None, **kwargs
+    ) -> Dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
         if self._check_component(NERS_SAMPLER_STATE, components, not_components):
             state[NERS_SAMPLER_STATE] = {
-                "scorer": {k: v.detach().cpu() for k, v in self.ners_scorer.state_dict().items()},
+                "scorer": {
+                    k: v.detach().cpu()
+                    for k, v in self.ners_scorer.state_dict().items()
+                },
                 "optimizer": self.ners_optimizer.state_dict(),
             }
         return state

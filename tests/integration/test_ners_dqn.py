@@ -1,0 +1,167 @@
+"""NERS-DQN inside RLlib: training steps, both routes, metrics, errors, restore."""
+
+import numpy as np
+import pytest
+import ray
+import torch
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.dqn import DQNConfig
+
+from rllib_ners import (
+    NERSDQNConfig,
+    NERSEpisodeReplayBuffer,
+    enable_ners,
+)
+from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import NERS_RESULTS
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _small(config, num_env_runners=0):
+    return (
+        config.environment("CartPole-v1")
+        .env_runners(num_env_runners=num_env_runners, rollout_fragment_length=4)
+        .training(
+            n_step=3,
+            train_batch_size_per_learner=32,
+            num_steps_sampled_before_learning_starts=200,
+            replay_buffer_config={"capacity": 5000},
+        )
+        .reporting(min_sample_timesteps_per_iteration=400)
+        .debugging(seed=0)
+    )
+
+
+def _learner(algo):
+    return algo.learner_group._learner
+
+
+def _scorer_params(algo):
+    return [p.detach().clone() for p in _learner(algo).ners_scorer.parameters()]
+
+
+@pytest.mark.parametrize("num_env_runners", [0, 1])
+def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners):
+    algo = _small(NERSDQNConfig(), num_env_runners).build_algo()
+    try:
+        before = _scorer_params(algo)
+        for _ in range(3):
+            result = algo.train()
+        ners = result[NERS_RESULTS]
+        assert ners["num_sampler_updates_lifetime"] >= 1
+        for key in (
+            "replay_reward",
+            "sampler_loss",
+            "score_mean",
+            "priority_entropy",
+            "sampled_set_size",
+        ):
+            assert key in ners and np.isfinite(ners[key]), key
+        assert 0.0 < ners["score_mean"] < 1.0
+        after = _scorer_params(algo)
+        assert any(not torch.equal(a, b) for a, b in zip(before, after))
+        buffer = algo.local_replay_buffer
+        assert isinstance(buffer, NERSEpisodeReplayBuffer)
+        buffer.check_invariants()
+        # Priorities are scores^alpha: all sampled priorities lie in (0, 1).
+        sampled = np.flatnonzero(buffer._in_sampled_set)
+        if sampled.size:
+            assert np.all(buffer.get_priorities(sampled) < 1.0)
+        # The feature cache was refreshed by the learner for trained transitions.
+        trained = buffer.get_priorities(np.flatnonzero(buffer._is_transition)) < 1.0
+        assert trained.any()
+        assert not np.all(buffer._delta[buffer._is_transition][trained] == 1.0)
+    finally:
+        algo.stop()
+
+
+def test_buffer_type_may_be_the_class_object():
+    config = _small(NERSDQNConfig()).training(
+        replay_buffer_config={"type": NERSEpisodeReplayBuffer, "capacity": 3000}
+    )
+    algo = config.build_algo()
+    try:
+        assert type(algo.local_replay_buffer) is NERSEpisodeReplayBuffer
+        assert algo.local_replay_buffer.capacity == 3000
+        algo.train()
+    finally:
+        algo.stop()
+
+
+def test_a_la_carte_route_with_stock_dqn_config():
+    config = enable_ners(_small(DQNConfig()), hidden_size=32, train_size=16)
+    algo = config.build_algo()
+    try:
+        assert _learner(algo).ners_settings.hidden_size == 32
+        for _ in range(2):
+            result = algo.train()
+        assert result["ners"]["num_sampler_updates_lifetime"] >= 1
+        algo.local_replay_buffer.check_invariants()
+    finally:
+        algo.stop()
+
+
+def test_stock_dqn_with_ners_buffer_but_no_ners_learner_fails_at_build():
+    config = _small(DQNConfig()).training(
+        replay_buffer_config={
+            "type": "rllib_ners.NERSEpisodeReplayBuffer",
+            "capacity": 1000,
+        }
+    )
+    with pytest.raises(ValueError, match="enable_ners"):
+        config.build_algo()
+
+
+def test_ners_dqn_refuses_a_non_ners_buffer():
+    config = _small(NERSDQNConfig()).training(
+        replay_buffer_config={
+            "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+            "capacity": 1000,
+        }
+    )
+    with pytest.raises(ValueError, match="needs a NERS replay buffer"):
+        config.validate()
+
+
+def test_bad_ners_setting_fails_in_validate():
+    with pytest.raises(ValueError, match="train_size"):
+        _small(NERSDQNConfig()).ners(train_size=0).validate()
+    with pytest.raises(ValueError, match="replay_reward_mode"):
+        _small(NERSDQNConfig()).ners(replay_reward_mode="best").validate()
+
+
+def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path):
+    algo = _small(NERSDQNConfig()).build_algo()
+    try:
+        for _ in range(2):
+            algo.train()
+        path = algo.save_to_path(str(tmp_path / "ckpt"))
+        restored = Algorithm.from_checkpoint(path)
+        try:
+            for a, b in zip(_scorer_params(algo), _scorer_params(restored)):
+                assert torch.equal(a, b)
+            opt_a = _learner(algo).ners_optimizer.state_dict()["state"]
+            opt_b = _learner(restored).ners_optimizer.state_dict()["state"]
+            assert opt_a.keys() == opt_b.keys() and len(opt_a) > 0
+            for k in opt_a:
+                assert torch.equal(opt_a[k]["exp_avg"], opt_b[k]["exp_avg"])
+            assert (
+                algo._ners_update.window.previous_mean
+                == restored._ners_update.window.previous_mean
+            )
+            old, new = algo.local_replay_buffer, restored.local_replay_buffer
+            assert len(old) == len(new) > 0
+            np.testing.assert_array_equal(old._delta, new._delta)
+            np.testing.assert_array_equal(old._in_sampled_set, new._in_sampled_set)
+            a, b = old.sample_batch(32), new.sample_batch(32)
+            np.testing.assert_array_equal(a["indices"], b["indices"])
+            restored.train()
+        finally:
+            restored.stop()
+    finally:
+        algo.stop()

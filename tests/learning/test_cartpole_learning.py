@@ -1,0 +1,48 @@
+"""Learning tests: the tuned examples themselves, run with `--as-test`.
+
+`--as-test` makes RLlib's example runner raise unless the stop reward is reached
+within the stop timesteps, so each test fails if the agent does not learn.
+They are `slow` (minutes) but part of the default run, as the issues ask.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_example(relative_path, *args, timeout=1500):
+    # Each example starts and stops its own Ray instance.
+    if ray.is_initialized():
+        ray.shutdown()
+    cmd = [sys.executable, str(ROOT / relative_path), "--as-test", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{tail}"
+
+
+@pytest.mark.slow
+def test_ners_dqn_cartpole_reaches_450_within_60k_steps():
+    _run_example(
+        "tuned_examples/ners_dqn/cartpole_ners_dqn.py",
+        "--num-env-runners=0",
+        "--stop-reward=450",
+        "--stop-timesteps=60000",
+        "--num-cpus=2",
+    )
+
+
+@pytest.mark.slow
+def test_stock_dqn_with_fast_per_buffer_beats_random_by_far():
+    """Random play scores about 22 on CartPole; 150 is far above it."""
+    _run_example(
+        "tuned_examples/dqn/cartpole_dqn_fast_per.py",
+        "--num-env-runners=0",
+        "--stop-reward=150",
+        "--stop-timesteps=40000",
+        "--num-cpus=2",
+    )

@@ -1,0 +1,67 @@
+"""Stock RLlib DQN on CartPole-v1 with `FastPrioritizedEpisodeReplayBuffer`.
+
+Shows the drop-in route: nothing but `replay_buffer_config["type"]` changes from
+RLlib's own `cartpole_dqn.py` example. `--replay uniform` switches to alpha=0
+(uniform sampling through the same buffer), `--replay rllib-per` to RLlib's
+own `PrioritizedEpisodeReplayBuffer`, for comparisons.
+
+How to run this script
+----------------------
+`python tuned_examples/dqn/cartpole_dqn_fast_per.py [--no-tune]
+    [--num-env-runners=0] [--replay fast-per|uniform|rllib-per]`
+
+Results to expect
+-----------------
+A mean return over 450 within about 40k env steps on a 2-core CPU, like RLlib's
+example (which reached 500 at 37k steps on this machine).
+"""
+
+from ray.rllib.algorithms.dqn import DQNConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.examples.utils import (
+    add_rllib_example_script_args,
+    run_rllib_example_script_experiment,
+)
+
+import rllib_ners  # noqa: F401  (makes the dotted buffer type importable)
+
+REPLAY_BUFFERS = {
+    "fast-per": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.6},
+    "uniform": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.0},
+    "rllib-per": {"type": "PrioritizedEpisodeReplayBuffer", "alpha": 0.6},
+}
+
+parser = add_rllib_example_script_args(default_reward=450.0, default_timesteps=100000)
+parser.set_defaults(env="CartPole-v1")
+parser.add_argument("--replay", choices=sorted(REPLAY_BUFFERS), default="fast-per")
+args = parser.parse_args()
+
+config = (
+    DQNConfig()
+    .environment(args.env)
+    .training(
+        lr=5e-4,
+        train_batch_size_per_learner=32,
+        replay_buffer_config={
+            **REPLAY_BUFFERS[args.replay],
+            "capacity": 50000,
+            "beta": 0.4,
+        },
+        n_step=(2, 5),
+        double_q=True,
+        dueling=True,
+        epsilon=[(0, 1.0), (10000, 0.02)],
+        num_steps_sampled_before_learning_starts=1000,
+    )
+    .rl_module(
+        model_config=DefaultModelConfig(
+            fcnet_hiddens=[256],
+            fcnet_activation="tanh",
+            head_fcnet_hiddens=[256],
+            head_fcnet_activation="tanh",
+        ),
+    )
+)
+
+if __name__ == "__main__":
+    run_rllib_example_script_experiment(config, args)
