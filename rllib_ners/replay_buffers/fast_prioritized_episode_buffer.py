@@ -325,9 +325,9 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         for chunk, cont in zip(chunks, continuing):
             n = chunk["len"]
             if cont:
-                uid, old_tail = written_now.get(chunk["id"]) or self._open_episodes[
-                    chunk["id"]
-                ]
+                uid, old_tail = (
+                    written_now.get(chunk["id"]) or self._open_episodes[chunk["id"]]
+                )
                 self._tail_slot_to_episode_id.pop(old_tail, None)
                 mine = new_slots[offset : offset + n]
                 obs_slots.append(mine)
@@ -395,7 +395,9 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
                 [self._extra_column(c, key, column) for c in chunks]
             )
 
-        priority = (self._max_priority if weight is None else float(weight)) ** self._alpha
+        priority = (
+            self._max_priority if weight is None else float(weight)
+        ) ** self._alpha
         # Written slots plus the reused tails of continued episodes.
         touched = np.union1d(all_obs_slots, all_step_slots)
         self._set_leaves(touched, np.where(self._is_transition[touched], priority, 0.0))
@@ -454,7 +456,9 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         self._action_space = episode.action_space
         obs, actions = chunk["obs"], chunk["actions"]
         self._obs = np.zeros((self.capacity,) + obs.shape[1:], dtype=obs.dtype)
-        self._actions = np.zeros((self.capacity,) + actions.shape[1:], dtype=actions.dtype)
+        self._actions = np.zeros(
+            (self.capacity,) + actions.shape[1:], dtype=actions.dtype
+        )
         for key in episode.extra_model_outputs.keys():
             values = np.asarray(episode.get_extra_model_outputs(key, slice(0, 1)))
             self._extra[key] = np.zeros(
@@ -585,7 +589,7 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         """
         n_max = int(n_steps.max())
         if n_max == 1:
-            last = slots
+            last = slots.copy()
             returns = self._rewards[slots]
             used = np.ones(slots.shape, dtype=np.int64)
         else:
@@ -613,9 +617,7 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
             returns = rewards.sum(axis=0)
             steps_after_first = active.sum(axis=0)
             used = steps_after_first + 1
-            flat_last = steps_after_first * slots.shape[0]
-            flat_last += np.arange(slots.shape[0])
-            last = path.reshape(-1).take(flat_last)
+            last = path[steps_after_first, np.arange(slots.shape[0])]
         return {
             REWARDS: returns,
             N_STEP: used,
@@ -732,7 +734,9 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
             beta=beta,
             include_extra_model_outputs=include_extra_model_outputs,
         )
-        return self._batch_to_episodes(batch, include_infos, include_extra_model_outputs, to_numpy)
+        return self._batch_to_episodes(
+            batch, include_infos, include_extra_model_outputs, to_numpy
+        )
 
     @staticmethod
     def _check_unsupported_sample_kwargs(kwargs: dict) -> None:
@@ -759,8 +763,15 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         extra_keys = list(self._extra) if include_extra else []
         episodes = []
         obs, new_obs, actions = batch[OBS], batch[NEXT_OBS], batch[ACTIONS]
-        rewards, weights, n_steps = batch[REWARDS].tolist(), batch[WEIGHTS], batch[N_STEP]
-        terminateds, truncateds = batch[TERMINATEDS].tolist(), batch[TRUNCATEDS].tolist()
+        rewards, weights, n_steps = (
+            batch[REWARDS].tolist(),
+            batch[WEIGHTS],
+            batch[N_STEP],
+        )
+        terminateds, truncateds = (
+            batch[TERMINATEDS].tolist(),
+            batch[TRUNCATEDS].tolist(),
+        )
         ts = batch[TIMESTEPS].tolist()
         item_columns = self._item_columns(batch)
         for i in range(len(slots)):
@@ -954,10 +965,14 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
     @override(EpisodeReplayBuffer)
     def get_metrics(self) -> Dict[str, Any]:
         m = self.metrics
-        m.log_value(NUM_ENV_STEPS_STORED, self._num_transitions, reduce="mean", window=1)
+        m.log_value(
+            NUM_ENV_STEPS_STORED, self._num_transitions, reduce="mean", window=1
+        )
         m.log_value(NUM_EPISODES_STORED, self._num_tails, reduce="mean", window=1)
         m.log_value(MAX_PRIORITY, self._max_priority, reduce="mean", window=1)
-        m.log_value(SAMPLED_N_STEP_MEAN, self._sampled_n_step_mean, reduce="mean", window=1)
+        m.log_value(
+            SAMPLED_N_STEP_MEAN, self._sampled_n_step_mean, reduce="mean", window=1
+        )
         for key, value in (
             (NUM_ENV_STEPS_ADDED_LIFETIME, self._num_steps_added_lifetime),
             (NUM_ENV_STEPS_EVICTED_LIFETIME, self._num_steps_evicted_lifetime),
@@ -1014,7 +1029,9 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
     def get_state(self) -> Dict[str, Any]:
         """Everything needed to resume: storage, trees, RNG, counters."""
         # Copies: the state must not change when the buffer goes on adding.
-        state = {name: _copy_if_array(getattr(self, name)) for name in self._STATE_ARRAYS}
+        state = {
+            name: _copy_if_array(getattr(self, name)) for name in self._STATE_ARRAYS
+        }
         state.update({name: getattr(self, name) for name in self._STATE_SCALARS})
         state["capacity"] = self.capacity
         state["_extra"] = {key: column.copy() for key, column in self._extra.items()}
@@ -1071,4 +1088,6 @@ class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
         if int((self._occupied & ~self._is_transition).sum()) != self._num_tails:
             problems.append("tail count is off")
         if problems:
-            raise RuntimeError("Replay buffer invariants broken: " + "; ".join(problems))
+            raise RuntimeError(
+                "Replay buffer invariants broken: " + "; ".join(problems)
+            )
