@@ -171,6 +171,18 @@ def summarize(rows: list, arms, target: float, max_steps: int) -> None:
     print("(steps to target: runs that missed it count as the budget)")
 
 
+def _parse_row(row: dict) -> dict:
+    parsed = dict(row)
+    for key in ("seed", "env_steps"):
+        parsed[key] = int(row[key])
+    for key in ("env_steps_per_s", "updates_per_s", "wall_s"):
+        parsed[key] = float(row[key])
+    parsed["steps_to_target"] = (
+        int(row["steps_to_target"]) if row["steps_to_target"] else None
+    )
+    return parsed
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -178,7 +190,18 @@ def main(argv=None) -> int:
     parser.add_argument("--target", type=float, default=450.0)
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--out", default="results/ners_vs_per.csv")
+    parser.add_argument(
+        "--from-csv",
+        help="print the summary of an earlier (possibly interrupted) run's CSV",
+    )
     args = parser.parse_args(argv)
+
+    if args.from_csv:
+        with open(args.from_csv) as f:
+            rows = [_parse_row(r) for r in csv.DictReader(f)]
+        arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+        summarize(rows, arms, args.target, args.max_steps)
+        return 0
 
     logging.getLogger("ray").setLevel(logging.ERROR)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

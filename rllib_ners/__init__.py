@@ -14,6 +14,7 @@ from rllib_ners.ners import NERSScorer, NERSSettings
 from rllib_ners.replay_buffers import (
     FastPrioritizedEpisodeReplayBuffer,
     NERSEpisodeReplayBuffer,
+    with_replay_buffer,
 )
 
 __version__ = "0.1.0"
@@ -28,6 +29,7 @@ __all__ = [
     "NERSSettings",
     "__version__",
     "enable_ners",
+    "with_replay_buffer",
 ]
 
 

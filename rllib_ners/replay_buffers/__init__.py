@@ -4,5 +4,10 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     FastPrioritizedEpisodeReplayBuffer,
 )
 from rllib_ners.replay_buffers.ners_episode_buffer import NERSEpisodeReplayBuffer
+from rllib_ners.replay_buffers.rllib_compat import with_replay_buffer
 
-__all__ = ["FastPrioritizedEpisodeReplayBuffer", "NERSEpisodeReplayBuffer"]
+__all__ = [
+    "FastPrioritizedEpisodeReplayBuffer",
+    "NERSEpisodeReplayBuffer",
+    "with_replay_buffer",
+]

@@ -165,3 +165,32 @@ def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path):
             restored.stop()
     finally:
         algo.stop()
+
+
+def test_eval_return_mode_uses_evaluation_episodes_and_counts_their_steps():
+    config = (
+        _small(NERSDQNConfig())
+        .ners(replay_reward_mode="eval_return", min_episodes_per_update=5)
+        .evaluation(
+            evaluation_num_env_runners=0,
+            evaluation_interval=1000,  # RLlib's own schedule never fires here
+            evaluation_duration=2,
+            evaluation_duration_unit="episodes",
+        )
+    )
+    algo = config.build_algo()
+    try:
+        for _ in range(3):
+            result = algo.train()
+        ners = result[NERS_RESULTS]
+        assert ners["num_eval_env_steps_lifetime"] > 0
+        assert ners["num_sampler_updates_lifetime"] >= 1
+        assert algo._ners_update.num_eval_env_steps == ners["num_eval_env_steps_lifetime"]
+    finally:
+        algo.stop()
+
+
+def test_eval_return_mode_without_evaluation_workers_fails_in_validate():
+    config = _small(NERSDQNConfig()).ners(replay_reward_mode="eval_return")
+    with pytest.raises(ValueError, match="evaluation"):
+        config.validate()

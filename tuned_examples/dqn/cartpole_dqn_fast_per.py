@@ -34,7 +34,11 @@ REPLAY_BUFFERS = {
 parser = add_rllib_example_script_args(default_reward=450.0, default_timesteps=100000)
 parser.set_defaults(env="CartPole-v1")
 parser.add_argument("--replay", choices=sorted(REPLAY_BUFFERS), default="fast-per")
+parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
 args = parser.parse_args()
+replay_buffer_config = {**REPLAY_BUFFERS[args.replay], "capacity": 50000, "beta": 0.4}
+if args.seed is not None and args.replay != "rllib-per":  # RLlib's takes no seed
+    replay_buffer_config["seed"] = args.seed
 
 config = (
     DQNConfig()
@@ -42,11 +46,7 @@ config = (
     .training(
         lr=5e-4,
         train_batch_size_per_learner=32,
-        replay_buffer_config={
-            **REPLAY_BUFFERS[args.replay],
-            "capacity": 50000,
-            "beta": 0.4,
-        },
+        replay_buffer_config=replay_buffer_config,
         n_step=(2, 5),
         double_q=True,
         dueling=True,
@@ -61,6 +61,7 @@ config = (
             head_fcnet_activation="tanh",
         ),
     )
+    .debugging(seed=args.seed)
 )
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ episode end, replay reward from the training episodes with a moving baseline).
 How to run this script
 ----------------------
 `python tuned_examples/ners_dqn/cartpole_ners_dqn.py [--no-tune]
-    [--num-env-runners=0] [--stop-timesteps=60000] [--stop-reward=450]`
+    [--num-env-runners=0] [--stop-timesteps=60000] [--stop-reward=450] [--seed=0]`
 
 `--as-test` makes it fail unless the stop reward is reached (the learning test).
 Use `--no-tune` and `--num-env-runners=0` to debug in one process.
@@ -38,6 +38,7 @@ parser = add_rllib_example_script_args(
     default_timesteps=60000,
 )
 parser.set_defaults(env="CartPole-v1")
+parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
 args = parser.parse_args()
 
 config = (
@@ -62,6 +63,7 @@ config = (
             head_fcnet_activation="tanh",
         ),
     )
+    .debugging(seed=args.seed)
 )
 
 if __name__ == "__main__":

@@ -214,6 +214,10 @@ class NERSSamplerMixin:
             buffer_config["metrics_num_episodes_for_smoothing"] = (
                 self.config.metrics_num_episodes_for_smoothing
             )
+        # RLlib leaves its buffers unseeded; ours follow `config.debugging(seed=)`
+        # unless the buffer config names its own seed, so seeded runs repeat.
+        if self.config.seed is not None:
+            buffer_config.setdefault("seed", self.config.seed)
         return from_config(ReplayBuffer, buffer_config)
 
     def get_state(self, components=None, *, not_components=None, **kwargs):

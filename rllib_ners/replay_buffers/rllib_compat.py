@@ -1,0 +1,60 @@
+"""Putting our buffers into stock RLlib algorithms whose configs refuse them.
+
+`DQNConfig` accepts any dotted buffer type. RLlib 2.60's `SACConfig.validate()`
+does not: on the new API stack it raises unless `replay_buffer_config["type"]` is
+one of RLlib's four episode-buffer short names (`sac.py`, "the replay buffer must
+be of type EpisodeReplayBuffer"), and that check cannot be switched off.
+
+`with_replay_buffer(config, cls)` keeps a name SAC accepts in `type` and adds an
+`on_algorithm_init` callback that replaces the (still empty) RLlib buffer with
+`cls`, built from the same `replay_buffer_config`. Works for any config.
+"""
+
+from __future__ import annotations
+
+from typing import Type
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+_TARGET_KEY = "rllib_ners_buffer_class"
+_PLACEHOLDER_TYPE = "PrioritizedEpisodeReplayBuffer"
+
+
+def _swap_in_replay_buffer(algorithm, **kwargs) -> None:
+    buffer_config = dict(algorithm.config.replay_buffer_config)
+    cls = buffer_config.pop(_TARGET_KEY)
+    buffer_config.pop("type", None)
+    buffer_config["metrics_num_episodes_for_smoothing"] = (
+        algorithm.config.metrics_num_episodes_for_smoothing
+    )
+    algorithm.local_replay_buffer = cls(**buffer_config)
+
+
+def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> AlgorithmConfig:
+    """Makes `config` build its replay buffer as `buffer_class`.
+
+    Args:
+        config: A stock RLlib config with a `replay_buffer_config` (DQN, SAC, ...).
+        buffer_class: E.g. `rllib_ners.FastPrioritizedEpisodeReplayBuffer`; the
+            other keys of `replay_buffer_config` are its constructor arguments.
+    """
+    if not isinstance(buffer_class, type):
+        raise ValueError(
+            f"with_replay_buffer() needs a buffer class, got {buffer_class!r}."
+        )
+    buffer_config = dict(config.replay_buffer_config or {})
+    buffer_config.update(type=_PLACEHOLDER_TYPE, **{_TARGET_KEY: buffer_class})
+    # Fails now, not at build time, if the settings do not fit the class.
+    probe = {k: v for k, v in buffer_config.items() if k not in ("type", _TARGET_KEY)}
+    buffer_class(**dict(probe, capacity=2))
+    existing = config.callbacks_on_algorithm_init
+    if existing is None:
+        hooks = []
+    elif isinstance(existing, (list, tuple)):
+        hooks = list(existing)
+    else:
+        hooks = [existing]
+    # RLlib's placeholder buffer swallows unknown kwargs, so the class can ride
+    # along in the same dict; ours is built first, before the user's hooks run.
+    config.replay_buffer_config = buffer_config
+    return config.callbacks(on_algorithm_init=[_swap_in_replay_buffer, *hooks])
