@@ -36,7 +36,6 @@ import time
 
 import ray
 from ray.rllib.algorithms.dqn import DQNConfig
-from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     ENV_RUNNER_RESULTS,
@@ -47,6 +46,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import NERSDQNConfig
+from rllib_ners.presets import cartpole_dqn
 
 ARMS = ("ners", "per", "uniform", "rllib-per")
 BATCH_SIZE = 32
@@ -59,32 +59,17 @@ def build_config(arm: str, seed: int):
         config = NERSDQNConfig()
     else:
         config = DQNConfig()
-        buffer["type"] = (
-            FAST_BUFFER if arm != "rllib-per" else "PrioritizedEpisodeReplayBuffer"
-        )
+        if arm == "rllib-per":
+            buffer["type"] = "PrioritizedEpisodeReplayBuffer"  # takes no seed
+        else:
+            # NERSDQN seeds its buffer from config.seed; stock DQN needs it here.
+            buffer.update(type=FAST_BUFFER, seed=seed)
         if arm == "uniform":
             buffer["alpha"] = 0.0
     return (
-        config.environment("CartPole-v1")
+        cartpole_dqn(config)
         .env_runners(num_env_runners=0)
-        .training(
-            lr=5e-4,
-            train_batch_size_per_learner=BATCH_SIZE,
-            replay_buffer_config=buffer,
-            n_step=(2, 5),
-            double_q=True,
-            dueling=True,
-            epsilon=[(0, 1.0), (10000, 0.02)],
-            num_steps_sampled_before_learning_starts=1000,
-        )
-        .rl_module(
-            model_config=DefaultModelConfig(
-                fcnet_hiddens=[256],
-                fcnet_activation="tanh",
-                head_fcnet_hiddens=[256],
-                head_fcnet_activation="tanh",
-            )
-        )
+        .training(replay_buffer_config=buffer)
         .debugging(seed=seed)
     )
 

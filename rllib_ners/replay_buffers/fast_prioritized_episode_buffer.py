@@ -46,6 +46,7 @@ priorities passed to `update_priorities` belong to the items of the last sample.
 from __future__ import annotations
 
 import logging
+from abc import ABCMeta
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -135,7 +136,24 @@ def normalize_n_step(n_step) -> Tuple[int, int]:
     return n, n
 
 
-class FastPrioritizedEpisodeReplayBuffer(PrioritizedEpisodeReplayBuffer):
+class _EpisodeReplayBufferMeta(ABCMeta):
+    """Lets a buffer *class* pass RLlib 2.60's substring test on its `type`.
+
+    `Algorithm._create_local_replay_buffer_if_necessary` evaluates
+    `"EpisodeReplayBuffer" in replay_buffer_config["type"]`, which raises a
+    TypeError for a class object. Users may pass the class, and Ray Tune turns
+    a dotted `type` string back into the class on every trial (RLlib's
+    `AlgorithmConfig.update_from_dict`), so stock DQN under Tune hits it too.
+    Answering `in` on the class with its dotted path keeps both working.
+    """
+
+    def __contains__(cls, item) -> bool:
+        return isinstance(item, str) and item in f"{cls.__module__}.{cls.__qualname__}"
+
+
+class FastPrioritizedEpisodeReplayBuffer(
+    PrioritizedEpisodeReplayBuffer, metaclass=_EpisodeReplayBufferMeta
+):
     """Prioritised episode replay with ring storage and vectorised trees.
 
     A subclass of RLlib's `PrioritizedEpisodeReplayBuffer` so that stock DQN and

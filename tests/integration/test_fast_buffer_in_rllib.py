@@ -34,7 +34,12 @@ def test_stock_dqn_trains_with_the_fast_buffer():
         .environment("CartPole-v1")
         .env_runners(num_env_runners=0)
         .training(
-            replay_buffer_config={"type": FAST, "capacity": 5000, "alpha": 0.6, "beta": 0.4},
+            replay_buffer_config={
+                "type": FAST,
+                "capacity": 5000,
+                "alpha": 0.6,
+                "beta": 0.4,
+            },
             n_step=(1, 3),
             num_steps_sampled_before_learning_starts=200,
         )
@@ -72,5 +77,21 @@ def test_stock_sac_refuses_custom_buffer_types_so_we_swap_ours_in():
         assert buffer._actions.dtype == np.float32
         assert buffer._actions.shape[1:] == (1,)
         _check_trained(algo, result)
+    finally:
+        algo.stop()
+
+
+def test_class_object_type_survives_tunes_dict_round_trip():
+    """Tune rebuilds trial configs with `update_from_dict`, which turns a dotted
+    buffer `type` into the class; stock RLlib 2.60 then crashes on its
+    `"EpisodeReplayBuffer" in type` test unless the class answers `in`."""
+    base = DQNConfig().training(replay_buffer_config={"type": FAST, "capacity": 2000})
+    config = DQNConfig().update_from_dict(base.to_dict())
+    assert config.replay_buffer_config["type"] is FastPrioritizedEpisodeReplayBuffer
+    config = config.environment("CartPole-v1").env_runners(num_env_runners=0)
+    algo = config.build_algo()
+    try:
+        assert type(algo.local_replay_buffer) is FastPrioritizedEpisodeReplayBuffer
+        assert algo.local_replay_buffer.capacity == 2000
     finally:
         algo.stop()

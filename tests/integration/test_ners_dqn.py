@@ -185,7 +185,9 @@ def test_eval_return_mode_uses_evaluation_episodes_and_counts_their_steps():
         ners = result[NERS_RESULTS]
         assert ners["num_eval_env_steps_lifetime"] > 0
         assert ners["num_sampler_updates_lifetime"] >= 1
-        assert algo._ners_update.num_eval_env_steps == ners["num_eval_env_steps_lifetime"]
+        assert (
+            algo._ners_update.num_eval_env_steps == ners["num_eval_env_steps_lifetime"]
+        )
     finally:
         algo.stop()
 

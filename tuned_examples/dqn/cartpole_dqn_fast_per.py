@@ -17,13 +17,12 @@ example (which reached 500 at 37k steps on this machine).
 """
 
 from ray.rllib.algorithms.dqn import DQNConfig
-from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.examples.utils import (
     add_rllib_example_script_args,
     run_rllib_example_script_experiment,
 )
 
-import rllib_ners  # noqa: F401  (makes the dotted buffer type importable)
+from rllib_ners.presets import cartpole_dqn
 
 REPLAY_BUFFERS = {
     "fast-per": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.6},
@@ -41,26 +40,8 @@ if args.seed is not None and args.replay != "rllib-per":  # RLlib's takes no see
     replay_buffer_config["seed"] = args.seed
 
 config = (
-    DQNConfig()
-    .environment(args.env)
-    .training(
-        lr=5e-4,
-        train_batch_size_per_learner=32,
-        replay_buffer_config=replay_buffer_config,
-        n_step=(2, 5),
-        double_q=True,
-        dueling=True,
-        epsilon=[(0, 1.0), (10000, 0.02)],
-        num_steps_sampled_before_learning_starts=1000,
-    )
-    .rl_module(
-        model_config=DefaultModelConfig(
-            fcnet_hiddens=[256],
-            fcnet_activation="tanh",
-            head_fcnet_hiddens=[256],
-            head_fcnet_activation="tanh",
-        ),
-    )
+    cartpole_dqn(DQNConfig(), env=args.env)
+    .training(replay_buffer_config=replay_buffer_config)
     .debugging(seed=args.seed)
 )
 

@@ -1,7 +1,8 @@
 """NERS-DQN on CartPole-v1: DQN whose replay sampler is learned (NERS, ICLR 2021).
 
-The DQN settings are those of RLlib's own `cartpole_dqn.py` example (double Q,
-dueling, n-step 2-5, 256-unit tanh layers, epsilon 1 -> 0.02 over 10k steps), with
+The DQN settings are those of RLlib's own `cartpole_dqn.py` example
+(`rllib_ners.presets.cartpole_dqn`: Adam 5e-4, batch 32, double Q, dueling,
+n-step 2-5, 256-unit tanh layers, epsilon 1 -> 0.02 over 10k steps), with
 the replay buffer switched to `NERSEpisodeReplayBuffer` and NERS's reference
 sampler settings (hidden 128, Adam 1e-4, |I_train| = 32, an update at every
 episode end, replay reward from the training episodes with a moving baseline).
@@ -25,13 +26,13 @@ On a 2-core CPU (no GPU), a mean return over 450 within 30k-60k env steps
 +---------------------+------------+-------------+------------------------+
 """
 
-from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.examples.utils import (
     add_rllib_example_script_args,
     run_rllib_example_script_experiment,
 )
 
 from rllib_ners import NERSDQNConfig
+from rllib_ners.presets import cartpole_dqn
 
 parser = add_rllib_example_script_args(
     default_reward=450.0,
@@ -42,27 +43,9 @@ parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, re
 args = parser.parse_args()
 
 config = (
-    NERSDQNConfig()
-    .environment(args.env)
-    .training(
-        lr=5e-4,
-        train_batch_size_per_learner=32,
-        replay_buffer_config={"capacity": 50000, "alpha": 0.6, "beta": 0.4},
-        n_step=(2, 5),
-        double_q=True,
-        dueling=True,
-        epsilon=[(0, 1.0), (10000, 0.02)],
-        num_steps_sampled_before_learning_starts=1000,
-    )
+    cartpole_dqn(NERSDQNConfig(), env=args.env)
+    .training(replay_buffer_config={"capacity": 50000, "alpha": 0.6, "beta": 0.4})
     .ners(hidden_size=128, lr=1e-4, train_size=32, min_episodes_per_update=1)
-    .rl_module(
-        model_config=DefaultModelConfig(
-            fcnet_hiddens=[256],
-            fcnet_activation="tanh",
-            head_fcnet_hiddens=[256],
-            head_fcnet_activation="tanh",
-        ),
-    )
     .debugging(seed=args.seed)
 )
 

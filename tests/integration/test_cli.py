@@ -1,0 +1,591 @@
+"""The `rllib-ners` command line: every subcommand and error in-process, one run
+end to end in subprocesses (train a tuned example, plot it, evaluate it)."""
+
+import contextlib
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+
+from rllib_ners import _plotting, cli
+from rllib_ners.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+PY_EXAMPLE = REPO / "tuned_examples" / "ners_dqn" / "cartpole_ners_dqn.py"
+YAML_EXAMPLE = REPO / "tuned_examples" / "ners_dqn" / "cartpole_ners_dqn.yaml"
+# ~200 env steps per iteration, learning from step 100: a few seconds a run.
+TINY = json.dumps(
+    {
+        "min_sample_timesteps_per_iteration": 200,
+        "num_steps_sampled_before_learning_starts": 100,
+    }
+)
+FAIL_ONCE_ENV = "rllib-ners-test-fail-once"
+
+
+def _run_main(argv):
+    """main(argv) with stdout captured outside pytest's per-test capsys."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue()
+
+
+def _assert_one_line_error(code, err, expected):
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("rllib-ners: error: "), err
+    assert expected in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def trained_run(ray_cluster, tmp_path_factory):
+    """A 2-iteration NERS-DQN run via `train --algo`, checkpointed at the end."""
+    storage = tmp_path_factory.mktemp("runs")
+    code, out = _run_main(
+        [
+            "train",
+            "--algo",
+            "NERS-DQN",
+            "--env",
+            "CartPole-v1",
+            "--config",
+            TINY,
+            "--stop-iters",
+            2,
+            "--stop-timesteps",
+            100000,
+            "--num-env-runners",
+            0,
+            "--seed",
+            0,
+            "--checkpoint-at-end",
+            "--storage-path",
+            storage,
+            "--name",
+            "algo-run",
+        ]
+    )
+    assert code == 0, out
+    return storage / "algo-run", out
+
+
+# ------------------------------------------------------------- no Ray needed
+
+
+ERROR_CASES = [
+    (["train", "--algo", "FOO", "--env", "CartPole-v1"], "unknown algorithm 'FOO'"),
+    (["train", "--algo", "ACER", "--env", "CartPole-v1"], "'ACER' is not implemented"),
+    (
+        ["train", "--algo", "DQN", "--env", "NoSuchEnv-v9", "--stop-iters", "1"],
+        "unknown environment id 'NoSuchEnv-v9'",
+    ),
+    (
+        ["train", "--algo", "DQN", "--env", "CartPole-v1", "--config", "{bad"],
+        "--config is not valid JSON",
+    ),
+    (
+        ["train", "--algo", "DQN", "--env", "CartPole-v1", "--stop", "[1, 2]"],
+        "--stop must be a JSON object",
+    ),
+    (
+        ["train", "--algo", "DQN", "--env", "CartPole-v1", "--stop", '{"a": "b"}'],
+        "stop criterion 'a' must be a number",
+    ),
+    (
+        ["train", "--algo", "DQN", "--env", "CartPole-v1", "--stop-iters", "1"]
+        + ["--config", '{"no_such_key": 1}'],
+        "unknown config key 'no_such_key' for DQNConfig",
+    ),
+    (
+        ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--stop-iters", "1"]
+        + ["--config", '{"ners": {"hidden": 3}}'],
+        "unknown config key ners.'hidden'",
+    ),
+    (
+        ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--stop-iters", "1"]
+        + ["--config", '{"ners": {"encoder": "bogus"}}'],
+        "invalid config",
+    ),
+    (["train", "--algo", "DQN", "--env", "CartPole-v1"], "no stopping criterion"),
+    (["train", "--algo", "DQN"], "--algo needs --env"),
+    (["train", "file", "no/such/example.py"], "no such file: no/such/example.py"),
+    (["train", "file"], "usage: train file PATH"),
+    (["train"], "nothing to train"),
+    (["train", "--resume", "/no/such/run"], "no such run directory"),
+    (["resume", "/no/such/run"], "no such run directory"),
+    (["evaluate", "/no/such/checkpoint"], "no such checkpoint"),
+    (["evaluate", "x", "--render", "rgb_array"], "--render rgb_array needs --video"),
+    (["evaluate", "x", "--episodes", "0"], "--episodes must be at least 1"),
+    (["plot", "/no/such/run"], "no such directory"),
+    ([], "missing command"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["train", "--stop-iters", "x"], "invalid int value: 'x'"),
+    (
+        ["train", "file", str(PY_EXAMPLE), "--stop-iters", "1", "--", "--nope"],
+        "unrecognized arguments: --nope",
+    ),
+]
+
+
+@pytest.mark.parametrize("argv, expected", ERROR_CASES, ids=lambda v: str(v)[:40])
+def test_errors_are_one_clear_line(argv, expected, capsys):
+    code = main(argv)
+    _assert_one_line_error(code, capsys.readouterr().err, expected)
+
+
+def test_error_cases_for_directories_without_runs(tmp_path, capsys):
+    for argv, expected in [
+        (["resume", tmp_path], "not a Tune run directory"),
+        (["evaluate", tmp_path], "no RLlib checkpoint"),
+        (["plot", tmp_path], "no Tune trials"),
+        (["train", "file", tmp_path], "not a file"),
+    ]:
+        code = main([str(a) for a in argv])
+        _assert_one_line_error(code, capsys.readouterr().err, expected)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("exp: {run: DQN, env: CartPole-v1, stopp: {}}", "unknown key 'stopp'"),
+        (
+            "exp: {run: DQN, env: CartPole-v1, config: {lrr: 1}}",
+            "unknown config key 'lrr'",
+        ),
+        ("exp: {run: NoAlgo, env: CartPole-v1}", "unknown algorithm 'NoAlgo'"),
+        ("exp: {env: CartPole-v1}", "has no `run`"),
+        ("exp: [1, 2]", "must be a mapping"),
+        ("exp: {run: DQN, env: CartPole-v1, stop: 5}", "`stop` must be a mapping"),
+        ("exp: {run: DQN\n  bad: [", "invalid YAML"),
+        ("exp: {run: ACER, env: CartPole-v1}", "'ACER' is not implemented"),
+        ("exp: {run: DQN, env: NoSuchEnv-v9, stop: {x: 1}}", "unknown environment"),
+    ],
+)
+def test_yaml_errors_name_the_problem(text, expected, tmp_path, capsys):
+    path = tmp_path / "experiment.yaml"
+    path.write_text(text)
+    code = main(["train", "file", str(path)])
+    _assert_one_line_error(code, capsys.readouterr().err, expected)
+
+
+def test_help_and_version_exit_zero(capsys):
+    assert main(["--help"]) == 0
+    assert "examples" in capsys.readouterr().out
+    assert main(["train", "--help"]) == 0
+    assert "--stop-timesteps" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert "rllib-ners" in capsys.readouterr().out
+    # The flags of a Python example's own parser, after `--`.
+    assert main(["train", "file", str(PY_EXAMPLE), "--", "--help"]) == 0
+    assert "--stop-reward" in capsys.readouterr().out
+
+
+def test_parser_accepts_flags_on_both_sides_of_file():
+    parser = cli.build_parser()
+    for argv in (
+        ["train", "file", "x.py", "--stop-iters", "2"],
+        ["train", "--stop-iters", "2", "file", "x.py"],
+    ):
+        args = parser.parse_args(argv)
+        assert (args.what, args.path, args.stop_iters) == ("file", "x.py", 2)
+
+
+def test_examples_lists_tuned_examples_with_descriptions(capsys):
+    assert main(["examples"]) == 0
+    out = capsys.readouterr().out
+    assert "ners_dqn/cartpole_ners_dqn.py" in out
+    assert "NERS-DQN on CartPole-v1: DQN whose replay sampler is learned" in out
+    assert "ners_dqn/cartpole_ners_dqn.yaml" in out
+    assert "old rllib-train YAML" in out
+    assert "dqn/cartpole_dqn_fast_per.py" in out
+
+
+def test_yaml_example_matches_the_python_example():
+    python_config, example_args = cli.load_python_example(PY_EXAMPLE)
+    ((name, spec),) = cli.load_yaml_experiments(YAML_EXAMPLE)
+    yaml_config, stop = cli.config_from_yaml_experiment(name, spec, str(YAML_EXAMPLE))
+    assert type(yaml_config) is type(python_config)
+    assert stop == {
+        cli.RETURN_KEY: example_args.stop_reward,
+        cli.STEPS_KEY: example_args.stop_timesteps,
+    }
+    for key in (
+        "env",
+        "lr",
+        "train_batch_size_per_learner",
+        "double_q",
+        "dueling",
+        "num_steps_sampled_before_learning_starts",
+        "ners_config",
+        "replay_buffer_config",
+    ):
+        assert getattr(yaml_config, key) == getattr(python_config, key), key
+    assert tuple(yaml_config.n_step) == tuple(python_config.n_step)
+    assert [tuple(p) for p in yaml_config.epsilon] == list(python_config.epsilon)
+    # A dict model_config is merged with RLlib's DefaultModelConfig at build time.
+    for key, value in spec["config"]["model_config"].items():
+        assert python_config.model_config[key] == value, key
+        assert yaml_config.model_config[key] == value, key
+
+
+def test_config_dict_routes_methods_and_properties():
+    config = cli._resolve_algo("NERS-DQN").get_default_config()
+    cli._apply_config_dict(
+        config,
+        {
+            "lr": 0.001,
+            "num_workers": 0,  # old name of num_env_runners
+            "ners_config": {"hidden_size": 64},
+            "model_config": {"fcnet_hiddens": [32]},
+            "replay_buffer_config": {"capacity": 1000},
+            "env_runners": {"rollout_fragment_length": 4},
+            "learner_class": "rllib_ners.algorithms.ners_dqn.torch."
+            "ners_dqn_torch_learner.NERSDQNTorchLearner",
+        },
+        "test",
+    )
+    assert config.lr == 0.001 and config.num_env_runners == 0
+    assert config.ners_config["hidden_size"] == 64
+    assert config.ners_config["train_size"] == 32  # other NERS defaults kept
+    assert config.model_config["fcnet_hiddens"] == [32]
+    assert config.replay_buffer_config["capacity"] == 1000
+    assert config.replay_buffer_config["type"] == "rllib_ners.NERSEpisodeReplayBuffer"
+    assert config.rollout_fragment_length == 4
+    assert config.learner_class.__name__ == "NERSDQNTorchLearner"
+
+
+class _FakeTuner:
+    """Stands in for tune.Tuner: records what the CLI would run."""
+
+    calls = []
+
+    def __init__(self, trainable, param_space, run_config):
+        self.calls.append((trainable, param_space, run_config))
+
+    def fit(self):
+        return []
+
+
+def test_train_flags_reach_config_stop_and_tune(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ray.tune, "Tuner", _FakeTuner)
+    monkeypatch.setattr(cli, "_ray_session", lambda args: contextlib.nullcontext())
+    _FakeTuner.calls.clear()
+    argv = ["train", "file", str(PY_EXAMPLE), "--config", TINY, "--env", "CartPole-v1"]
+    argv += ["--num-env-runners", "1", "--num-learners", "0"]
+    argv += ["--num-gpus-per-learner", "0", "--seed", "1", "2", "3"]
+    argv += ["--stop-reward", "100", "--stop-timesteps", "5000", "--stop-iters", "7"]
+    argv += ["--checkpoint-freq", "2", "--checkpoint-at-end"]
+    argv += ["--storage-path", str(tmp_path), "--name", "flags"]
+    assert main(argv) == 0
+    ((trainable, config, run_config),) = _FakeTuner.calls
+    assert trainable.__name__ == "NERSDQN"
+    assert config.num_env_runners == 1 and config.num_learners == 0
+    assert config.num_gpus_per_learner == 0
+    assert config.min_sample_timesteps_per_iteration == 200
+    assert config.num_steps_sampled_before_learning_starts == 100
+    assert config.seed == {"grid_search": [1, 2, 3]}
+    stop = {cli.RETURN_KEY: 100.0, cli.STEPS_KEY: 5000, cli.ITERS_KEY: 7}
+    assert run_config.stop == stop
+    assert run_config.name == "flags" and run_config.storage_path == str(tmp_path)
+    assert run_config.checkpoint_config.checkpoint_frequency == 2
+    assert run_config.checkpoint_config.checkpoint_at_end
+    assert isinstance(run_config.callbacks[0], cli.ProgressCallback)
+    info = json.loads((tmp_path / "flags" / cli.RUN_INFO_FILE).read_text())
+    assert info["seeds"] == [1, 2, 3] and info["stop"] == stop
+    assert info["source"] == str(PY_EXAMPLE)
+    assert "Run directory: " + str(tmp_path / "flags") in capsys.readouterr().out
+    # The same name again would mix two runs in one directory.
+    (tmp_path / "flags" / "tuner.pkl").write_text("")
+    code = main(argv)
+    _assert_one_line_error(code, capsys.readouterr().err, "exists already")
+
+
+def test_progress_line_has_rate_and_eta():
+    result = {
+        "training_iteration": 2,
+        "time_total_s": 10.0,
+        "num_env_steps_sampled_lifetime": 2000,
+        "env_runners": {"episode_return_mean": 42.5},
+    }
+    stop = {cli.STEPS_KEY: 10000, cli.ITERS_KEY: 100}
+    line = cli.format_progress(result, (1000, 5.0), stop)
+    assert "iter    2" in line and "env steps      2000" in line
+    assert "return    42.50" in line and "200.0 steps/s" in line
+    assert "ETA 0:00:40" in line  # 8000 steps at 200/s, sooner than 98 iterations
+    no_return = cli.format_progress({"training_iteration": 1}, None, {})
+    assert "n/a" in no_return and "ETA ?" in no_return
+
+
+def _write_trial(run_dir, name, buffer, returns, steps_per_iter=100, use_json=False):
+    trial = run_dir / name
+    trial.mkdir(parents=True)
+    params = {"env": "CartPole-v1"}
+    if buffer is not None:
+        params["replay_buffer_config"] = buffer
+    (trial / "params.json").write_text(json.dumps(params))
+    steps = [steps_per_iter * (i + 1) for i in range(len(returns))]
+    if use_json:
+        with open(trial / "result.json", "w") as f:
+            for s, r in zip(steps, returns):
+                result = {"num_env_steps_sampled_lifetime": s}
+                result["env_runners"] = {"episode_return_mean": r}
+                f.write(json.dumps(result) + "\n")
+        return trial
+    with open(trial / "progress.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["num_env_steps_sampled_lifetime", cli.RETURN_KEY])
+        writer.writerows(zip(steps, returns))
+    return trial
+
+
+def test_plot_groups_trials_by_replay_type(tmp_path, capsys):
+    ners = {"type": "rllib_ners.NERSEpisodeReplayBuffer", "alpha": 0.6}
+    fast = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+    run_a, run_b = tmp_path / "ners_run", tmp_path / "baselines"
+    _write_trial(run_a, "NERS-DQN_CartPole-v1_0", ners, [10, 20, 30])
+    _write_trial(run_a, "NERS-DQN_CartPole-v1_1", ners, [20, 40, 60], use_json=True)
+    _write_trial(run_b, "DQN_CartPole-v1_0", {"type": fast, "alpha": 0.6}, [5, 6, 7])
+    _write_trial(run_b, "DQN_CartPole-v1_1", {"type": fast, "alpha": 0.0}, [5, 5, 5])
+    rllib_per = {"type": "<class 'ray...PrioritizedEpisodeReplayBuffer'>", "alpha": 0.6}
+    _write_trial(run_b, "DQN_CartPole-v1_2", rllib_per, [1, 2, 3])
+    _write_trial(run_b, "PPO_CartPole-v1_3", None, [9, 9, 9])
+    output = tmp_path / "out" / "curves.png"
+    code = main(["plot", str(run_a), str(run_b), "-o", str(output), "--band", "std"])
+    assert code == 0
+    assert output.exists() and output.stat().st_size > 0
+    out = capsys.readouterr().out
+    for label in ("NERS: 2", "PER: 1", "uniform: 1", "RLlib PER: 1", "PPO: 1"):
+        assert label in out
+    curves = [_plotting.load_trial(d) for d in _plotting.find_trial_dirs([run_a])]
+    grid, mean, low, high, count = _plotting.aggregate(curves, "minmax", points=3)
+    np.testing.assert_allclose(grid, [100, 200, 300])
+    np.testing.assert_allclose(mean, [15, 30, 45])
+    np.testing.assert_allclose(low, [10, 20, 30])
+    np.testing.assert_allclose(high, [20, 40, 60])
+    assert list(count) == [2, 2, 2]
+    assert (
+        main(["plot", str(run_a), "-o", str(tmp_path / "r.png"), "--label-by", "run"])
+        == 0
+    )
+    assert "ners_run: 2" in capsys.readouterr().out
+
+
+def test_video_writer_missing_is_a_clear_error(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_module_available", lambda name: False)
+    code = main(["evaluate", "/no/such/checkpoint", "--video", "out.mp4"])
+    _assert_one_line_error(code, capsys.readouterr().err, "no video writer available")
+
+
+def test_video_writers_write_frames(tmp_path):
+    frames = [np.full((32, 48, 3), i * 20, dtype=np.uint8) for i in range(5)]
+    cli.video_writer(tmp_path / "v.gif")(frames, 10)
+    assert (tmp_path / "v.gif").stat().st_size > 0
+    try:
+        write_mp4 = cli.video_writer(tmp_path / "v.mp4")
+    except cli.CLIError:
+        pytest.skip("no mp4 writer (imageio-ffmpeg or OpenCV) installed")
+    write_mp4(frames, 10)
+    assert (tmp_path / "v.mp4").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- with Ray
+
+
+def test_train_algo_prints_progress_and_records_the_run(trained_run):
+    run_dir, out = trained_run
+    assert "iter    1 |" in out and "iter    2 |" in out
+    assert "steps/s" in out and "ETA" in out
+    info = json.loads((run_dir / cli.RUN_INFO_FILE).read_text())
+    assert info["trainable"] == "NERS-DQN" and info["env"] == "CartPole-v1"
+    assert info["stop"] == {cli.ITERS_KEY: 2, cli.STEPS_KEY: 100000}
+    (trial,) = [p for p in run_dir.iterdir() if (p / "progress.csv").exists()]
+    params = json.loads((trial / "params.json").read_text())
+    assert params["seed"] == 0
+    assert params["min_sample_timesteps_per_iteration"] == 200
+    assert cli.find_checkpoint(run_dir).parent == trial
+    assert "Evaluate it: rllib-ners evaluate" in out
+
+
+def test_evaluate_runs_greedy_episodes(trained_run, capsys):
+    run_dir, _ = trained_run
+    assert main(["evaluate", str(run_dir), "--episodes", "2", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "episode 1: return" in out and "episode 2: return" in out
+    assert "2 greedy episode(s), mean return" in out
+
+
+class _FramesCartPole(gym.Wrapper):
+    """CartPole whose render() returns a small frame (no pygame needed)."""
+
+    def render(self):
+        return np.zeros((40, 60, 3), dtype=np.uint8)
+
+
+def test_evaluate_writes_a_video(trained_run, tmp_path, monkeypatch, capsys):
+    run_dir, _ = trained_run
+    monkeypatch.setattr(
+        cli,
+        "make_render_env",
+        lambda config, mode: _FramesCartPole(gym.make("CartPole-v1")),
+    )
+    video = tmp_path / "episodes.gif"
+    code = main(["evaluate", str(run_dir), "--episodes", "1", "--video", str(video)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "mean return" in out and f"wrote {video}" in out
+    assert video.stat().st_size > 0
+
+
+@pytest.mark.skipif(
+    cli._module_available("pygame"), reason="pygame installed: CartPole can render"
+)
+def test_evaluate_render_without_pygame_is_a_clear_error(trained_run, tmp_path, capsys):
+    run_dir, _ = trained_run
+    code = main(["evaluate", str(run_dir), "--video", str(tmp_path / "x.gif")])
+    _assert_one_line_error(code, capsys.readouterr().err, "cannot render 'CartPole-v1'")
+
+
+def test_plot_of_a_real_run(trained_run, tmp_path, capsys):
+    run_dir, _ = trained_run
+    output = tmp_path / "curves.png"
+    assert main(["plot", str(run_dir), "-o", str(output)]) == 0
+    assert output.stat().st_size > 0
+    assert "NERS: 1 trial(s)" in capsys.readouterr().out
+
+
+def test_train_resume_of_a_finished_run_reports_it(trained_run):
+    run_dir, _ = trained_run
+    code, out = _run_main(["train", "--resume", run_dir])
+    assert code == 0, out
+    assert f"Resuming {run_dir}" in out and "done, iter 2" in out
+
+
+class _FailOnce(gym.Wrapper):
+    """Raises once (marker file absent) at step `fail_at` of the env's life."""
+
+    def __init__(self, env, marker, fail_at):
+        super().__init__(env)
+        self.marker, self.fail_at, self.steps = Path(marker), fail_at, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.fail_at and not self.marker.exists():
+            self.marker.touch()
+            raise RuntimeError("injected env failure")
+        return self.env.step(action)
+
+
+def _fail_once_creator(env_config):
+    env = gym.make("CartPole-v1")
+    return _FailOnce(env, env_config["marker"], env_config["fail_at"])
+
+
+def test_failed_yaml_run_resumes_from_its_checkpoint(ray_cluster, tmp_path, capsys):
+    from ray import cloudpickle
+    from ray.tune.registry import register_env
+
+    # The env creator runs in the trial actor, which cannot import this module.
+    this_module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(this_module)
+    try:
+        register_env(FAIL_ONCE_ENV, _fail_once_creator)
+    finally:
+        cloudpickle.unregister_pickle_by_value(this_module)
+    marker = tmp_path / "failed-once"
+    experiment = {
+        "fail-once": {
+            "run": "DQN",
+            "env": FAIL_ONCE_ENV,
+            "stop": {"training_iteration": 3},
+            "config": {
+                **json.loads(TINY),
+                "env_config": {"marker": str(marker), "fail_at": 300},
+                "replay_buffer_config": {
+                    "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+                },
+            },
+        }
+    }
+    path = tmp_path / "fail_once.yaml"
+    path.write_text(json.dumps(experiment))  # JSON is YAML
+    storage = tmp_path / "runs"
+    code, out = _run_main(
+        ["train", "file", path, "--num-env-runners", 0, "--checkpoint-freq", 1]
+        + ["--storage-path", storage, "--name", "fail-once"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and marker.exists(), out
+    assert "injected env failure" in out
+    assert "rllib-ners resume" in err and "Traceback" not in err
+    run_dir = storage / "fail-once"
+    info = json.loads((run_dir / cli.RUN_INFO_FILE).read_text())
+    assert info["trainable"] == "DQN" and info["source"] == str(path)
+
+    code, out = _run_main(["resume", run_dir])
+    assert code == 0, out
+    # Restored from the checkpoint of iteration 1: iterations 2 and 3 ran again.
+    assert "iter    1 |" not in out
+    assert "iter    3 |" in out and "done, iter 3" in out
+
+
+def test_end_to_end_train_plot_evaluate_in_subprocesses(ray_cluster, tmp_path):
+    """The shipped Python example through `python -m rllib_ners.cli`; the
+    subprocesses join this test's Ray instance with --ray-address."""
+
+    def cli_run(*argv):
+        command = [sys.executable, "-m", "rllib_ners.cli", *map(str, argv)]
+        done = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        return done.stdout
+
+    storage = tmp_path / "runs"
+    out = cli_run(
+        "train",
+        "file",
+        "tuned_examples/ners_dqn/cartpole_ners_dqn.py",
+        "--stop-iters",
+        2,
+        "--num-env-runners",
+        0,
+        "--checkpoint-at-end",
+        "--storage-path",
+        storage,
+        "--config",
+        TINY,
+        "--name",
+        "e2e",
+        "--ray-address",
+        ray_cluster,
+    )
+    assert "iter    2 |" in out
+    run_dir = storage / "e2e"
+    info = json.loads((run_dir / cli.RUN_INFO_FILE).read_text())
+    assert info["trainable_class"] == "rllib_ners.algorithms.ners_dqn.ners_dqn.NERSDQN"
+    assert info["stop"][cli.RETURN_KEY] == 450.0  # the example's own default
+
+    png = tmp_path / "curves.png"
+    out = cli_run("plot", run_dir, "-o", png)
+    assert png.exists() and png.stat().st_size > 0
+
+    out = cli_run("evaluate", run_dir, "--episodes", 2, "--ray-address", ray_cluster)
+    assert "2 greedy episode(s), mean return" in out
