@@ -196,3 +196,33 @@ def test_eval_return_mode_without_evaluation_workers_fails_in_validate():
     config = _small(NERSDQNConfig()).ners(replay_reward_mode="eval_return")
     with pytest.raises(ValueError, match="evaluation"):
         config.validate()
+
+
+def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached():
+    config = _small(NERSDQNConfig()).ners(encoder="module")
+    algo = config.build_algo()
+    try:
+        algo.train()
+        learner = _learner(algo)
+        assert learner.ners_scorer.encoder is None
+        buffer = algo.local_replay_buffer
+        buffer.sample_batch(32)
+        buffer.update_priorities(np.tile([0.5, 1.0, 1.0], (32, 1)))
+        batch = buffer.sample_sampler_training_batch(16, n_step=3, gamma=0.99)
+        module_params = list(learner.module["default_policy"].parameters())
+        module_before = [p.detach().clone() for p in module_params]
+        # RLlib zeroes grads before each update, not after: compare, not test 0.
+        grads_before = [
+            None if p.grad is None else p.grad.clone() for p in module_params
+        ]
+        scorer_before = _scorer_params(algo)
+        out = learner.ners_reinforce(batch, replay_reward=1.0)
+        assert np.isfinite(out["loss"])
+        for p, before, grad in zip(module_params, module_before, grads_before):
+            assert torch.equal(p, before)
+            assert (p.grad is None and grad is None) or torch.equal(p.grad, grad)
+        assert any(
+            not torch.equal(a, b) for a, b in zip(scorer_before, _scorer_params(algo))
+        )
+    finally:
+        algo.stop()
