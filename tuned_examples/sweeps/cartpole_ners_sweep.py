@@ -120,8 +120,9 @@ def main(argv=None) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     table.to_csv(args.output, index=False)
     print(table.to_string(index=False))
-    best = results.get_best_result()
-    print("\nBest trial:", best.metrics[METRIC], "return")
+    best = results.get_best_result(scope="all")
+    best_return = best.metrics[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
+    print(f"\nBest trial {best.metrics['trial_id']}: return {best_return:.1f}")
     print("Best NERS settings:", best.config["ners_config"])
     print("Best alpha:", best.config["replay_buffer_config"]["alpha"])
     print(f"Results table written to {args.output}")
