@@ -226,3 +226,23 @@ def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached():
         )
     finally:
         algo.stop()
+
+
+@pytest.mark.slow
+def test_remote_learner_runs_scoring_and_reinforce_and_sends_scores_back():
+    """num_learners=1 puts the Learner (and the sampler nets) in its own actor;
+    scores, delta and q must still reach the buffer in the Algorithm process."""
+    config = _small(NERSDQNConfig(), num_env_runners=1).learners(num_learners=1)
+    algo = config.build_algo()
+    try:
+        for _ in range(2):
+            result = algo.train()
+        assert algo.learner_group._learner is None  # the Learner is remote
+        assert result[NERS_RESULTS]["num_sampler_updates_lifetime"] >= 1
+        buffer = algo.local_replay_buffer
+        # Scored transitions hold sigma^alpha in (0, 1); unscored ones the max, 1.
+        priorities = buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+        assert np.any(priorities < 1.0) and np.all(priorities > 0.0)
+        buffer.check_invariants()
+    finally:
+        algo.stop()
