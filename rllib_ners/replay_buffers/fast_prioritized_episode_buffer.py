@@ -202,7 +202,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 f"Unknown replay buffer settings {sorted(kwargs)} for "
                 f"{type(self).__name__}. Remove them from `replay_buffer_config`; "
                 f"known settings are capacity, batch_size_B, batch_length_T, alpha, "
-                f"beta, seed{self._extra_setting_names()}."
+                f"beta, seed, metrics_num_episodes_for_smoothing."
             )
         capacity = _check_positive_int("capacity", capacity)
         if capacity < 2:
@@ -272,10 +272,6 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._num_stale_priorities = 0
         self._warned_nonfinite = False
         self._sampled_n_step_mean = 0.0
-
-    @classmethod
-    def _extra_setting_names(cls) -> str:
-        return ""
 
     # ------------------------------------------------------------------ sizes
     @override(EpisodeReplayBuffer)
