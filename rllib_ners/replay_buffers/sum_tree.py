@@ -29,6 +29,7 @@ blocks per update.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import numpy as np
@@ -71,7 +72,7 @@ def last_writes(indices: np.ndarray, values: np.ndarray):
     return indices[keep], values[keep]
 
 
-class _BlockTree:
+class _BlockTree(abc.ABC):
     """`capacity` leaves in `num_blocks` blocks of `fanout`, one summary per block.
 
     `self._leaves` is padded with the neutral element to `num_blocks * fanout`;
@@ -173,9 +174,9 @@ class _BlockTree:
             np.arange(start >> self._shift, ((stop - 1) >> self._shift) + 1)
         )
 
+    @abc.abstractmethod
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
         """Recomputes the summaries of `blocks` from their leaves."""
-        raise NotImplementedError
 
     # ---- state --------------------------------------------------------------
     def get_state(self) -> dict:
