@@ -1,0 +1,117 @@
+"""Bad settings fail early with a ValueError that names the setting.
+
+Every case is checked before any Ray actor could start: buffer constructors and
+sample calls, NERS settings, and `NERSDQNConfig.validate()` (which `build_algo()`
+calls before creating EnvRunners or Learners).
+"""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from rllib_ners import (
+    FastPrioritizedEpisodeReplayBuffer,
+    NERSDQNConfig,
+    NERSEpisodeReplayBuffer,
+    NERSSettings,
+)
+
+
+def _filled(cls=FastPrioritizedEpisodeReplayBuffer):
+    buffer = cls(100)
+    buffer.add(
+        SingleAgentEpisode(
+            observations=[np.zeros(2, np.float32)] * 6,
+            actions=[0] * 5,
+            rewards=[1.0] * 5,
+            terminated=True,
+            len_lookback_buffer=0,
+            observation_space=gym.spaces.Box(-1, 1, (2,), np.float32),
+            action_space=gym.spaces.Discrete(2),
+        )
+    )
+    return buffer
+
+
+def _ners_dqn(**ners):
+    return NERSDQNConfig().environment("CartPole-v1").ners(**ners)
+
+
+BUFFER_CASES = [
+    ("capacity", lambda: FastPrioritizedEpisodeReplayBuffer(0)),
+    ("capacity", lambda: FastPrioritizedEpisodeReplayBuffer(-5)),
+    ("capacity", lambda: FastPrioritizedEpisodeReplayBuffer(1)),
+    ("capacity", lambda: FastPrioritizedEpisodeReplayBuffer(10.5)),
+    ("alpha", lambda: FastPrioritizedEpisodeReplayBuffer(100, alpha=-0.1)),
+    ("alpha", lambda: FastPrioritizedEpisodeReplayBuffer(100, alpha=float("nan"))),
+    ("beta", lambda: FastPrioritizedEpisodeReplayBuffer(100, beta=1.5)),
+    ("batch_size_B", lambda: FastPrioritizedEpisodeReplayBuffer(100, batch_size_B=0)),
+    ("batch_length_T", lambda: NERSEpisodeReplayBuffer(100, batch_length_T=0)),
+    ("Unknown replay buffer settings", lambda: NERSEpisodeReplayBuffer(100, alfa=1)),
+    ("beta", lambda: _filled().sample(4, beta=-0.1)),
+    ("n_step", lambda: _filled().sample(4, n_step=(3, 2))),
+    ("n_step", lambda: _filled().sample_batch(4, n_step=0)),
+    ("n_step", lambda: _filled().sample_batch(4, n_step=(0, 2))),
+    ("gamma", lambda: _filled().sample_batch(4, gamma=1.5)),
+    ("num_items", lambda: _filled().sample_batch(0)),
+    ("empty replay buffer", lambda: FastPrioritizedEpisodeReplayBuffer(10).sample(2)),
+    ("n_step=1", lambda: _filled().sample(batch_size_B=2, batch_length_T=3, n_step=3)),
+    (
+        "train_size",
+        lambda: _filled(NERSEpisodeReplayBuffer).sample_sampler_training_batch(0),
+    ),
+]
+
+SETTINGS_CASES = [
+    ("hidden_size", lambda: NERSSettings(hidden_size=0)),
+    ("lr", lambda: NERSSettings(lr=0.0)),
+    ("lr", lambda: NERSSettings(lr=-1e-4)),
+    ("train_size", lambda: NERSSettings(train_size=-1)),
+    ("replay_reward_mode", lambda: NERSSettings(replay_reward_mode="best_return")),
+    ("encoder", lambda: NERSSettings(encoder="resnet")),
+    ("min_episodes_per_update", lambda: NERSSettings(min_episodes_per_update=0)),
+    ("timestep_scale", lambda: NERSSettings(timestep_scale=-1.0)),
+    ("action_encoding", lambda: NERSSettings(action_encoding="binary")),
+    ("encoder_hiddens", lambda: NERSSettings(encoder_hiddens=(64, 0))),
+    ("Unknown NERS settings", lambda: NERSSettings.from_dict({"hidden": 3})),
+]
+
+CONFIG_CASES = [
+    ("hidden_size", lambda: _ners_dqn(hidden_size=0).validate()),
+    ("lr", lambda: _ners_dqn(lr=0).validate()),
+    ("replay_reward_mode", lambda: _ners_dqn(replay_reward_mode="x").validate()),
+    ("evaluation", lambda: _ners_dqn(replay_reward_mode="eval_return").validate()),
+    (
+        "needs a NERS replay buffer",
+        lambda: (
+            NERSDQNConfig()
+            .training(replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"})
+            .validate()
+        ),
+    ),
+    (
+        "Unknown replay buffer type",
+        lambda: (
+            NERSDQNConfig()
+            .training(replay_buffer_config={"type": "no_such_module.NoSuchBuffer"})
+            .validate()
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "expected, make",
+    BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES,
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_bad_input_names_the_setting_before_ray_starts(expected, make):
+    with pytest.raises(ValueError, match=expected):
+        make()
+    assert not ray.is_initialized()
+
+
+def test_at_least_25_cases():
+    assert len(BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES) >= 25
