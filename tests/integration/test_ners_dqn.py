@@ -246,3 +246,32 @@ def test_remote_learner_runs_scoring_and_reinforce_and_sends_scores_back():
         buffer.check_invariants()
     finally:
         algo.stop()
+
+
+def test_nan_scores_never_reach_the_trees_and_training_goes_on():
+    algo = _small(NERSDQNConfig()).build_algo()
+    try:
+        scorer = _learner(algo).ners_scorer
+        clean_forward = scorer.forward
+
+        def forward_with_nan(features):
+            scores = clean_forward(features)
+            if not torch.is_grad_enabled():  # per-batch scoring, not REINFORCE
+                scores = scores.clone()
+                scores[0] = float("nan")
+                scores[1] = float("inf")
+            return scores
+
+        scorer.forward = forward_with_nan
+        for _ in range(2):
+            result = algo.train()
+        buffer = algo.local_replay_buffer
+        buffer.check_invariants()
+        leaves = buffer.get_priorities(np.arange(buffer.capacity))
+        assert np.all(np.isfinite(leaves))
+        skipped = result["replay_buffer"]["num_priorities_nonfinite_skipped_lifetime"]
+        # The metric is read at sample time, before that step's update.
+        assert 2 <= skipped <= buffer._num_nonfinite_priorities <= skipped + 2
+        assert result["ners"]["num_sampler_updates_lifetime"] >= 1
+    finally:
+        algo.stop()
