@@ -667,22 +667,26 @@ class FastPrioritizedEpisodeReplayBuffer(
         slots, weights = self._draw(num_items, beta)
         return self._gather(slots, weights, n_steps, gamma, include_extra_model_outputs)
 
-    def _gather(self, slots, weights, n_steps, gamma, include_extra_model_outputs):
+    def _transition_columns(self, slots, n_steps, gamma) -> Dict[str, np.ndarray]:
+        """The n-step transitions starting at `slots`, as numpy columns."""
         walk = self._n_step_transitions(slots, n_steps, gamma)
-        self._sampled_n_step_mean = float(walk[N_STEP].mean())
-        batch = {
+        return {
             OBS: self._obs[slots],
             NEXT_OBS: self._obs[walk["next_slot"]],
             ACTIONS: self._actions[slots],
             REWARDS: walk[REWARDS].astype(np.float32),
             TERMINATEDS: walk[TERMINATEDS],
             TRUNCATEDS: walk[TRUNCATEDS],
-            WEIGHTS: weights,
             N_STEP: walk[N_STEP],
             INDICES: slots,
             NEXT_INDICES: walk["next_slot"],
             TIMESTEPS: self._ts[slots],
         }
+
+    def _gather(self, slots, weights, n_steps, gamma, include_extra_model_outputs):
+        batch = self._transition_columns(slots, n_steps, gamma)
+        batch[WEIGHTS] = weights
+        self._sampled_n_step_mean = float(batch[N_STEP].mean())
         if include_extra_model_outputs:
             for key, column in self._extra.items():
                 batch[key] = column[slots]
@@ -912,16 +916,24 @@ class FastPrioritizedEpisodeReplayBuffer(
         once. Items whose slot was overwritten since the sample are skipped too.
         """
         priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
-        slots = self._last_sampled_indices
-        if priorities.shape[0] != slots.shape[0]:
+        slots, stamps = self._take_last_sample(priorities.shape[0])
+        self.update_priorities_at(slots, priorities, stamps)
+
+    def _take_last_sample(self, num_values: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The last sample's slots and stamps, forgotten once handed out.
+
+        Raises (and keeps them) unless `num_values` matches the sample's size.
+        """
+        slots, stamps = self._last_sampled_indices, self._last_sampled_stamps
+        if num_values != slots.shape[0]:
             raise ValueError(
-                f"update_priorities() got {priorities.shape[0]} priorities for "
-                f"{slots.shape[0]} sampled items: call it once after each sample(), "
-                f"with one priority per sampled item, in order."
+                f"update_priorities() got {num_values} values for {slots.shape[0]} "
+                f"sampled items: call it once after each sample(), with one value "
+                f"per sampled item, in order."
             )
-        self.update_priorities_at(slots, priorities, self._last_sampled_stamps)
         self._last_sampled_indices = np.zeros(0, dtype=np.int64)
         self._last_sampled_stamps = np.zeros(0, dtype=np.int64)
+        return slots, stamps
 
     def update_priorities_at(
         self, slots, priorities, stamps: Optional[np.ndarray] = None

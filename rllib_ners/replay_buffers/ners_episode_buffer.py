@@ -143,19 +143,15 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         never reach the trees or the cache (they are skipped and counted).
         """
         rows = np.asarray(priorities, dtype=np.float64)
-        slots, stamps = self._last_sampled_indices, self._last_sampled_stamps
         if rows.ndim != 2 or rows.shape[1] != 3:
             raise ValueError(
                 f"{type(self).__name__}.update_priorities() needs one "
-                f"[score, delta, q] row per sampled item (shape [{len(slots)}, 3]), "
+                f"[score, delta, q] row per sampled item "
+                f"(shape [{len(self._last_sampled_indices)}, 3]), "
                 f"got shape {rows.shape}. Plain TD errors mean the learner is not a "
                 f"NERS learner: use NERSDQNConfig or `rllib_ners.enable_ners(config)`."
             )
-        if rows.shape[0] != slots.shape[0]:
-            raise ValueError(
-                f"update_priorities() got {rows.shape[0]} rows for {slots.shape[0]} "
-                f"sampled items: call it once after each sample(), in order."
-            )
+        slots, stamps = self._take_last_sample(rows.shape[0])
         scores, delta, q = rows[:, 0], rows[:, 1], rows[:, 2]
         applied = self.update_priorities_at(slots, scores, stamps)
         cache_ok = applied & np.isfinite(delta) & np.isfinite(q)
@@ -165,8 +161,6 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         if applied.any():
             self._score_mean = float(scores[applied].mean())
             self._score_std = float(scores[applied].std())
-        self._last_sampled_indices = np.zeros(0, dtype=np.int64)
-        self._last_sampled_stamps = np.zeros(0, dtype=np.int64)
 
     # ---------------------------------------------------- sampler training
     @property
@@ -191,17 +185,12 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             candidates, size=min(train_size, candidates.size), replace=False
         )
         n_steps = self._draw_n_steps(chosen.size, n_step)
-        walk = self._n_step_transitions(chosen, n_steps, gamma)
-        return {
-            OBS: self._obs[chosen],
-            NEXT_OBS: self._obs[walk["next_slot"]],
-            ACTIONS: self._actions[chosen],
-            REWARDS: walk[REWARDS].astype(np.float32),
-            DELTA: self._delta[chosen],
-            TARGET_Q: self._q[chosen],
-            TIMESTEPS: self._ts[chosen],
-            INDICES: chosen,
-        }
+        columns = self._transition_columns(chosen, n_steps, gamma)
+        features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
+        batch = {key: columns[key] for key in features}
+        batch[DELTA] = self._delta[chosen]
+        batch[TARGET_Q] = self._q[chosen]
+        return batch
 
     def reset_sampled_set(self) -> None:
         """Empties I_all (after a sampler update)."""
