@@ -29,7 +29,6 @@ from ray.rllib.utils.replay_buffers import ReplayBuffer
 
 from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
     LEARNER_CONFIG_NERS_KEY,
-    ners_settings_from_config,
 )
 from rllib_ners.algorithms.ners_dqn.sampler_update import NERSSamplerUpdate
 from rllib_ners.ners.settings import NERSSettings
@@ -196,12 +195,6 @@ class NERSDQNConfig(DQNConfig):
 class NERSSamplerMixin:
     """Buffer creation, sampler updates and checkpoint state for NERS algorithms."""
 
-    def _ners_setup(self) -> None:
-        config = self.config
-        self._ners_update = NERSSamplerUpdate(
-            ners_settings_from_config(config), n_step=config.n_step, gamma=config.gamma
-        )
-
     def _create_local_replay_buffer_if_necessary(self, config):
         """RLlib's version with `type` accepted as a class object, too."""
         buffer_config = config.get("replay_buffer_config")
@@ -249,7 +242,7 @@ class NERSDQN(NERSSamplerMixin, DQN):
     @override(DQN)
     def setup(self, config: AlgorithmConfig) -> None:
         super().setup(config)
-        self._ners_setup()
+        self._ners_update = NERSSamplerUpdate.from_config(self.config)
 
     @override(DQN)
     def training_step(self) -> None:
@@ -266,11 +259,7 @@ class NERSCallback(RLlibCallback):
 
     def on_algorithm_init(self, *, algorithm, **kwargs) -> None:
         _check_ners_buffer(algorithm.config.replay_buffer_config, "NERSCallback")
-        algorithm._ners_update = NERSSamplerUpdate(
-            ners_settings_from_config(algorithm.config),
-            n_step=algorithm.config.n_step,
-            gamma=algorithm.config.gamma,
-        )
+        algorithm._ners_update = NERSSamplerUpdate.from_config(algorithm.config)
 
     def on_train_result(self, *, algorithm, result, **kwargs) -> None:
         metrics = algorithm._ners_update.maybe_update(algorithm)

@@ -31,6 +31,7 @@ from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
     NERS_SAMPLER_LOSS_KEY,
     NERS_SCORE_MEAN_KEY,
     NERS_WINDOW_RETURN_KEY,
+    ners_settings_from_config,
 )
 from rllib_ners.ners.settings import NERSSettings
 
@@ -53,11 +54,13 @@ class ReplayRewardWindow:
     def ready(self) -> bool:
         return len(self.returns) >= self.min_episodes
 
-    def close(self, window_mean: Optional[float] = None) -> Optional[float]:
-        """Ends the window; returns r_re (None for the first window)."""
-        current = (
-            float(np.mean(self.returns)) if window_mean is None else float(window_mean)
-        )
+    def mean(self) -> float:
+        return float(np.mean(self.returns))
+
+    def close(self, window_mean: float) -> Optional[float]:
+        """Ends the window whose return is `window_mean` (the training episodes'
+        `mean()`, or an evaluation's); returns r_re, None for the first window."""
+        current = float(window_mean)
         self.returns = []
         reward = None if self.previous_mean is None else current - self.previous_mean
         self.previous_mean = current
@@ -78,6 +81,13 @@ def _reinforce_on_learner(learner, *, batch, replay_reward):
 class NERSSamplerUpdate:
     """Runs the sampler update when enough training episodes have finished."""
 
+    @classmethod
+    def from_config(cls, config) -> NERSSamplerUpdate:
+        """For a NERSDQNConfig, or a DQNConfig set up by `enable_ners()`."""
+        return cls(
+            ners_settings_from_config(config), n_step=config.n_step, gamma=config.gamma
+        )
+
     def __init__(self, settings: NERSSettings, *, n_step, gamma: float):
         self.settings = settings
         self.n_step = n_step
@@ -92,12 +102,10 @@ class NERSSamplerUpdate:
         self.window.add(buffer.pop_finished_episode_returns())
         if not self.window.ready():
             return None
-        window_mean = None
         if self.settings.replay_reward_mode == "eval_return":
             window_mean = self._evaluate(algorithm)
-        window_mean = (
-            float(np.mean(self.window.returns)) if window_mean is None else window_mean
-        )
+        else:
+            window_mean = self.window.mean()
         replay_reward = self.window.close(window_mean)
         metrics = {NERS_WINDOW_RETURN_KEY: window_mean}
         batch = None
