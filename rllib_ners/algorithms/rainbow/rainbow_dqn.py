@@ -1,0 +1,248 @@
+"""Rainbow DQN (Hessel et al. 2018) on RLlib 2.60's new API stack.
+
+RLlib's DQN already has four of Rainbow's six extensions on the new stack: n-step
+returns (`n_step`), double Q (`double_q`), prioritised replay (the replay buffer)
+and C51 (`num_atoms`, `v_min`, `v_max`); dueling is there but combined with C51
+per state rather than per atom. It silently ignores `noisy`, `sigma0`,
+`adam_epsilon` and `hiddens`. `RainbowDQNConfig` closes the gap:
+
+* its default RLModule is `RainbowTorchRLModule` (per-atom dueling, factorised
+  noisy streams, Nature / data-efficient CNNs), which honours `noisy`, `sigma0`
+  and `hiddens` (the streams' hidden layers);
+* its default Learner is `RainbowDQNTorchLearner`, whose Adam uses `adam_epsilon`;
+* `validate()` raises for every DQN setting that still has no effect on the new
+  stack instead of ignoring it;
+* `RainbowDQN` saves the replay buffer in checkpoints when
+  `store_buffer_in_checkpoints=True` (stock RLlib 2.60 never does).
+
+Every extension switches independently; all off (`n_step=1`, `double_q=False`,
+`dueling=False`, `noisy=False`, uniform replay, `num_atoms=1`) is Nature DQN.
+With `noisy=True` exploration comes from the noisy weights only: actions are the
+argmax of the noisy Q-values and DQN's default epsilon schedule is not used;
+setting a non-zero `epsilon` together with `noisy=True` raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.annotations import override
+
+# DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
+DQN_DEFAULT_EPSILON = [(0, 1.0), (10000, 0.05)]
+_BUFFER_STATE = "replay_buffer"
+
+
+def epsilon_is_zero(epsilon: Any) -> bool:
+    """True for `0.0` or a schedule `[(t, value), ...]` whose values are all 0."""
+    if isinstance(epsilon, (int, float)):
+        return float(epsilon) == 0.0
+    return all(float(value) == 0.0 for _, value in epsilon)
+
+
+def _schedule(epsilon: Any):
+    if isinstance(epsilon, (int, float)):
+        return float(epsilon)
+    return [(int(t), float(value)) for t, value in epsilon]
+
+
+class RainbowDQNConfig(DQNConfig):
+    """`DQNConfig` whose `noisy`, `sigma0`, `adam_epsilon` and `hiddens` work.
+
+    Defaults are DQNConfig's (double Q and dueling on, the rest off); switch the
+    other extensions on as with stock DQN. Full Rainbow on CartPole:
+
+    .. code-block:: python
+
+        from rllib_ners import RainbowDQNConfig
+
+        config = (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(
+                n_step=3,
+                double_q=True,
+                dueling=True,
+                noisy=True,
+                sigma0=0.5,
+                num_atoms=51,
+                v_min=0.0,
+                v_max=100.0,
+                adam_epsilon=1.5e-4,
+                replay_buffer_config={
+                    "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+                    "capacity": 50000,
+                    "alpha": 0.5,
+                    "beta": 0.4,
+                },
+            )
+        )
+        algo = config.build_algo()
+        algo.train()
+
+    Model config keys of `RainbowTorchRLModule` beyond RLlib's: `cnn_encoder`
+    ("nature" or "data_efficient", for `[H, W, C]` image observations), e.g.
+    `config.rl_module(model_config={"cnn_encoder": "data_efficient"})`.
+    """
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or RainbowDQN)
+        # None: the streams' hidden layers come from model_config
+        # `head_fcnet_hiddens` (RLlib's default). A list sets them (old-stack name).
+        self.hiddens = None
+
+    @property
+    @override(DQNConfig)
+    def _model_config_auto_includes(self) -> Dict[str, Any]:
+        includes = super()._model_config_auto_includes | {"noisy": self.noisy}
+        if self.hiddens is not None:
+            includes["head_fcnet_hiddens"] = list(self.hiddens)
+        return includes
+
+    @override(DQNConfig)
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        if self.framework_str != "torch":
+            raise ValueError(
+                f"Rainbow DQN supports framework 'torch' only, got "
+                f"{self.framework_str!r}. Use config.framework('torch')."
+            )
+        from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+            RainbowTorchRLModule,
+        )
+
+        return RLModuleSpec(
+            module_class=RainbowTorchRLModule, model_config=self.model_config
+        )
+
+    @override(DQNConfig)
+    def get_default_learner_class(self):
+        from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
+            RainbowDQNTorchLearner,
+        )
+
+        return RainbowDQNTorchLearner
+
+    @override(DQNConfig)
+    def validate(self) -> None:
+        super().validate()
+        self._validate_rainbow_settings()
+
+    def _validate_rainbow_settings(self) -> None:
+        """Raises for DQN settings the new stack (still) cannot honour."""
+        if not self.enable_rl_module_and_learner:
+            self._value_error(
+                "RainbowDQNConfig runs on RLlib's new API stack only; remove "
+                "config.api_stack(enable_rl_module_and_learner=False, ...)."
+            )
+        if self.noisy and not epsilon_is_zero(self.epsilon):
+            if _schedule(self.epsilon) != DQN_DEFAULT_EPSILON:
+                self._value_error(
+                    f"noisy=True explores through the noisy weights (greedy "
+                    f"actions of the noisy Q-network), so epsilon-greedy is off; got "
+                    f"epsilon={self.epsilon!r}. Remove the epsilon setting or set "
+                    f"config.training(epsilon=0.0), or use noisy=False for "
+                    f"epsilon-greedy exploration."
+                )
+        if self.sigma0 is None or not self.sigma0 >= 0.0:
+            self._value_error(f"sigma0 must be >= 0, got sigma0={self.sigma0!r}.")
+        if not (self.adam_epsilon is not None and self.adam_epsilon > 0.0):
+            self._value_error(
+                f"adam_epsilon must be > 0, got adam_epsilon={self.adam_epsilon!r}."
+            )
+        if self.hiddens is not None:
+            heads = self.model_config.get("head_fcnet_hiddens")
+            if list(heads) != list(self.hiddens):
+                self._value_error(
+                    f"hiddens={list(self.hiddens)} (the value/advantage streams' "
+                    f"hidden layers) disagrees with model_config "
+                    f"head_fcnet_hiddens={list(heads)}. Set only one of them, e.g. "
+                    f"config.rl_module(model_config={{'head_fcnet_hiddens': "
+                    f"{list(self.hiddens)}}}) and config.training(hiddens=None)."
+                )
+        if self.categorical_distribution_temperature != 1.0:
+            self._value_error(
+                "categorical_distribution_temperature has no effect on RLlib's new "
+                "API stack; remove it (leave it at 1.0)."
+            )
+        if self.before_learn_on_batch is not None:
+            self._value_error(
+                "before_learn_on_batch is an old-API-stack hook that the new stack "
+                "never calls; remove it (use a learner connector instead: "
+                "config.training(learner_connector=...))."
+            )
+        if self.clip_rewards:
+            self._value_error(
+                f"clip_rewards={self.clip_rewards!r} is not applied on RLlib's new "
+                f"API stack; remove it and clip in the env (e.g. a gymnasium "
+                f"TransformReward wrapper) or in an env-to-module connector."
+            )
+        if self.num_atoms > 1 and self.td_error_loss_fn != "huber":
+            self._value_error(
+                f"td_error_loss_fn={self.td_error_loss_fn!r} has no effect with "
+                f"num_atoms={self.num_atoms} (C51 minimises a cross-entropy); "
+                f"remove it or set num_atoms=1."
+            )
+        self._check_custom_classes()
+
+    def _check_custom_classes(self) -> None:
+        from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
+            DEFAULT_ADAM_EPSILON,
+            RainbowDQNTorchLearner,
+        )
+        from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+            RainbowTorchRLModule,
+        )
+
+        learner_class = self._learner_class
+        if (
+            isinstance(learner_class, type)
+            and not issubclass(learner_class, RainbowDQNTorchLearner)
+            and self.adam_epsilon != DEFAULT_ADAM_EPSILON
+        ):
+            self._value_error(
+                f"adam_epsilon={self.adam_epsilon} needs a learner derived from "
+                f"rllib_ners RainbowDQNTorchLearner, got {learner_class.__name__} "
+                f"(RLlib's TorchLearner ignores adam_epsilon)."
+            )
+        spec = self._rl_module_spec
+        module_class = getattr(spec, "module_class", None)
+        if (
+            isinstance(module_class, type)
+            and not issubclass(module_class, RainbowTorchRLModule)
+            and self.noisy
+        ):
+            self._value_error(
+                f"noisy=True needs rllib_ners RainbowTorchRLModule (or a subclass), "
+                f"got module_class={module_class.__name__}, which has no noisy "
+                f"layers."
+            )
+
+
+class RainbowDQN(DQN):
+    """RLlib's DQN with `RainbowDQNConfig`; checkpoints include the replay buffer
+    when `store_buffer_in_checkpoints=True`."""
+
+    @classmethod
+    @override(DQN)
+    def get_default_config(cls) -> AlgorithmConfig:
+        return RainbowDQNConfig()
+
+    @override(DQN)
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if (
+            self.config.store_buffer_in_checkpoints
+            and self.local_replay_buffer is not None
+            and self._check_component(_BUFFER_STATE, components, not_components)
+        ):
+            state[_BUFFER_STATE] = self.local_replay_buffer.get_state()
+        return state
+
+    @override(DQN)
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if _BUFFER_STATE in state and self.local_replay_buffer is not None:
+            self.local_replay_buffer.set_state(state[_BUFFER_STATE])

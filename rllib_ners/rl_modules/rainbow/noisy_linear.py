@@ -1,0 +1,92 @@
+"""Factorised-Gaussian noisy linear layer (Fortunato et al., "Noisy Networks for
+Exploration", ICLR 2018, section 3.2), as used by Rainbow.
+
+    y = (mu_w + sigma_w * eps_w) x + (mu_b + sigma_b * eps_b)
+    eps_w = f(eps_out) f(eps_in)^T,   eps_b = f(eps_out),   f(x) = sign(x) sqrt(|x|)
+
+with `eps_in ~ N(0, I_p)`, `eps_out ~ N(0, I_q)`: p + q Gaussian draws per layer
+instead of p * q. Initialisation follows the paper (and Kaixhin/Rainbow):
+`mu ~ U(-1/sqrt(p), 1/sqrt(p))`, `sigma = sigma0 / sqrt(p)`.
+
+Noise is drawn only by `reset_noise()`, so one draw can serve several forward
+passes (e.g. the online net on `s_t` and `s_{t+n}` in one double-Q update).
+`forward(x, noise=False)` uses the mean weights only (deterministic evaluation).
+No Ray imports: this is plain torch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _scaled_noise(size: int, device: torch.device) -> torch.Tensor:
+    x = torch.randn(size, device=device)
+    return x.sign() * x.abs().sqrt()
+
+
+class NoisyLinear(nn.Module):
+    """`nn.Linear` with learnable factorised Gaussian weight noise.
+
+    Args:
+        in_features: Input size p.
+        out_features: Output size q.
+        sigma0: Initial noise scale; each sigma starts at `sigma0 / sqrt(p)`
+            (0.5 in the paper, 0.1 in data-efficient Rainbow).
+    """
+
+    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
+        super().__init__()
+        if not (math.isfinite(sigma0) and sigma0 >= 0.0):
+            raise ValueError(f"`sigma0` must be a finite number >= 0, got {sigma0!r}.")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.sigma0 = float(sigma0)
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features))
+        self.weight_sigma = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias_mu = nn.Parameter(torch.empty(out_features))
+        self.bias_sigma = nn.Parameter(torch.empty(out_features))
+        # Non-persistent: the noise is not part of state dicts, so checkpoints,
+        # target-net syncs and EnvRunner weight syncs never copy one net's noise
+        # into another; every copy draws its own.
+        self.register_buffer("eps_in", torch.zeros(in_features), persistent=False)
+        self.register_buffer("eps_out", torch.zeros(out_features), persistent=False)
+        self.reset_parameters()
+        self.reset_noise()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.in_features)
+        nn.init.uniform_(self.weight_mu, -bound, bound)
+        nn.init.uniform_(self.bias_mu, -bound, bound)
+        nn.init.constant_(self.weight_sigma, self.sigma0 * bound)
+        nn.init.constant_(self.bias_sigma, self.sigma0 * bound)
+
+    @torch.no_grad()
+    def reset_noise(self) -> None:
+        """Draws fresh factorised noise `eps_in`, `eps_out`."""
+        device = self.weight_mu.device
+        self.eps_in.copy_(_scaled_noise(self.in_features, device))
+        self.eps_out.copy_(_scaled_noise(self.out_features, device))
+
+    def noisy_weight_and_bias(self):
+        """The current noisy weight and bias (with gradients to mu and sigma)."""
+        weight = self.weight_mu + self.weight_sigma * torch.outer(
+            self.eps_out, self.eps_in
+        )
+        bias = self.bias_mu + self.bias_sigma * self.eps_out
+        return weight, bias
+
+    def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
+        if not noise:
+            return F.linear(x, self.weight_mu, self.bias_mu)
+        weight, bias = self.noisy_weight_and_bias()
+        return F.linear(x, weight, bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"sigma0={self.sigma0}"
+        )

@@ -1,0 +1,1 @@
+"""Torch parts of the Rainbow RLModule."""

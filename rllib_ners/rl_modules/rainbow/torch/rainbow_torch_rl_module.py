@@ -1,0 +1,196 @@
+"""Rainbow's Q-network as an RLlib (new API stack) torch RLModule.
+
+A drop-in for RLlib's `DefaultDQNTorchRLModule`: same forward-output keys
+(`qf_preds`, `qf_next_preds`, `qf_target_next_preds`, and for C51 `atoms`,
+`qf_logits`, `qf_probs`, `qf_target_next_probs`), same `QNetAPI` /
+`TargetNetworkAPI`, so RLlib's `DQNTorchLearner` loss (double Q, n-step, C51
+projection, PER weights) runs on it unchanged. What it adds:
+
+* Dueling (Wang et al. 2016) done per atom: with C51 the value stream outputs one
+  logit per atom and `logits[a, z] = V[z] + A[a, z] - mean_a' A[a', z]`. (RLlib
+  2.60's module subtracts the mean over *atoms* and adds one scalar V per state.)
+* Noisy nets (Fortunato et al. 2018): every layer of both streams is a
+  factorised-Gaussian `NoisyLinear` when `noisy=True`. Noise handling follows
+  Kaixhin/Rainbow, the code base of the NERS reference:
+    - `forward_exploration`: fresh noise on every call, then greedy (argmax of the
+      noisy Q); epsilon is not used.
+    - `forward_train`: fresh online noise per update, shared by `s_t` and
+      `s_{t+n}` (the double-Q argmax); the target net draws its own fresh noise.
+    - `forward_inference` (evaluation): mean weights only, deterministic.
+* Image encoders: the Nature CNN or the data-efficient CNN (see
+  `rainbow_networks.py`); uint8 pixels are scaled by 1/255 inside.
+
+With `noisy=False`, `num_atoms=1` the network and initialisation equal RLlib's
+default DQN module (same encoder, same MLP heads), so existing configs keep their
+behaviour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Union
+
+import torch
+from ray.rllib.algorithms.dqn.default_dqn_rl_module import (
+    ATOMS,
+    QF_LOGITS,
+    QF_PREDS,
+    QF_PROBS,
+    DefaultDQNRLModule,
+)
+from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import (
+    DefaultDQNTorchRLModule,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT, Encoder, Model
+from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.typing import TensorType
+from torch.nn import functional as F
+
+from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
+    NOISY_KEY,
+    RAINBOW_MODEL_DEFAULTS,
+    RainbowCatalog,
+)
+
+
+class RainbowTorchRLModule(DefaultDQNTorchRLModule):
+    """Dueling / C51 / noisy Q-network (see the module docstring).
+
+    .. code-block:: python
+
+        from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+        from rllib_ners import RainbowDQNConfig, RainbowTorchRLModule
+
+        config = (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(noisy=True, sigma0=0.5, num_atoms=51, v_min=0, v_max=500)
+        )
+        # RainbowTorchRLModule is already the default module of this config;
+        # with a stock DQNConfig use
+        # config.rl_module(rl_module_spec=RLModuleSpec(
+        #     module_class=RainbowTorchRLModule))
+        # plus model_config={"noisy": True} (stock DQN does not pass `noisy`).
+    """
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("catalog_class") is None:
+            kwargs["catalog_class"] = RainbowCatalog
+        model_config = kwargs.get("model_config") or {}
+        if dataclasses.is_dataclass(model_config):
+            model_config = dataclasses.asdict(model_config)
+        kwargs["model_config"] = {**RAINBOW_MODEL_DEFAULTS, **model_config}
+        super().__init__(*args, **kwargs)
+
+    @override(DefaultDQNRLModule)
+    def setup(self):
+        if self.catalog is None and self._catalog_ctor_error is not None:
+            # RLModule.__init__ only logs catalog errors; ours are config errors.
+            raise self._catalog_ctor_error
+        super().setup()
+        self.uses_noisy: bool = bool(self.model_config[NOISY_KEY])
+        if self.num_atoms > 1:
+            self.register_buffer(
+                "_atoms",
+                torch.linspace(self.v_min, self.v_max, self.num_atoms),
+                persistent=False,
+            )
+
+    # ------------------------------------------------------------------ noise
+    def _online_streams(self):
+        return [self.af] + ([self.vf] if self.uses_dueling else [])
+
+    def _target_streams(self):
+        return [self._target_af] + ([self._target_vf] if self.uses_dueling else [])
+
+    def reset_noise(self, *, target: bool = False) -> None:
+        """Draws fresh noise in the online streams (or, with `target`, the target's)."""
+        if not self.uses_noisy:
+            return
+        for stream in self._target_streams() if target else self._online_streams():
+            stream.reset_noise()
+
+    # --------------------------------------------------------------- forwards
+    @override(RLModule)
+    def _forward_inference(self, batch: Dict[str, TensorType]) -> Dict[str, TensorType]:
+        # Evaluation: the mean network, no noise, greedy.
+        qf_outs = self._qf_forward_helper(
+            batch, self.encoder, self._heads(target=False), noise=False
+        )
+        return {Columns.ACTIONS: torch.argmax(qf_outs[QF_PREDS], dim=-1)}
+
+    @override(RLModule)
+    def _forward_exploration(
+        self, batch: Dict[str, TensorType], t: int
+    ) -> Dict[str, TensorType]:
+        if not self.uses_noisy:
+            # Epsilon-greedy, exactly as RLlib's DQN module.
+            return super()._forward_exploration(batch, t)
+        # Noisy nets explore through the weights: fresh noise, then greedy.
+        self.reset_noise()
+        qf_outs = self.compute_q_values(batch)
+        return {Columns.ACTIONS: torch.argmax(qf_outs[QF_PREDS], dim=-1)}
+
+    @override(RLModule)
+    def _forward_train(self, batch: Dict[str, TensorType]) -> Dict[str, TensorType]:
+        # One fresh draw per update for the online net (used for Q(s_t) and the
+        # double-Q argmax at s_{t+n}) and an independent one for the target net.
+        self.reset_noise()
+        if not self.inference_only:
+            self.reset_noise(target=True)
+        output = super()._forward_train(batch)
+        if self.uses_double_q and self.num_atoms > 1:
+            # RLlib's module returns the logits of [s_t; s_{t+n}] (2B rows); the
+            # loss only uses the first B (those of s_t), so keep just those.
+            batch_size = output[QF_PREDS].shape[0]
+            for key in (QF_LOGITS, QF_PROBS):
+                output[key] = output[key][:batch_size]
+        return output
+
+    def _heads(self, *, target: bool):
+        af = self._target_af if target else self.af
+        if not self.uses_dueling:
+            return af
+        return {"af": af, "vf": self._target_vf if target else self.vf}
+
+    @override(DefaultDQNTorchRLModule)
+    def _qf_forward_helper(
+        self,
+        batch: Dict[str, TensorType],
+        encoder: Encoder,
+        head: Union[Model, Dict[str, Model]],
+        noise: bool = True,
+    ) -> Dict[str, TensorType]:
+        """Q-values (and C51 logits/probabilities) from `encoder` and `head`.
+
+        Args:
+            batch: Holds `obs`.
+            encoder: Online or target encoder.
+            head: The Q stream, or `{"af": advantage, "vf": value}` when dueling.
+            noise: Use the current noise sample of noisy layers (False: means).
+        """
+        features = encoder(batch)[ENCODER_OUT]
+        af = head["af"] if self.uses_dueling else head
+        advantages = af(features, noise)
+        num_actions = self.action_space.n
+        output = {}
+        if self.num_atoms == 1:
+            q = advantages
+            if self.uses_dueling:
+                value = head["vf"](features, noise)
+                q = value + advantages - advantages.mean(dim=-1, keepdim=True)
+            output[QF_PREDS] = q
+            return output
+
+        logits = advantages.view(-1, num_actions, self.num_atoms)
+        if self.uses_dueling:
+            value = head["vf"](features, noise).view(-1, 1, self.num_atoms)
+            logits = value + logits - logits.mean(dim=1, keepdim=True)
+        probs = F.softmax(logits, dim=-1)
+        output[ATOMS] = self._atoms
+        output[QF_LOGITS] = logits
+        output[QF_PROBS] = probs
+        output[QF_PREDS] = torch.sum(probs * self._atoms, dim=-1)
+        return output
