@@ -216,10 +216,27 @@ class NERSScorer(nn.Module):
         )
 
     # --------------------------------------------------------------- scores
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """Scores `sigma_i` in (0, 1) for a set of feature rows `[m, feature_dim]`."""
+    def forward(
+        self,
+        features: torch.Tensor,
+        *,
+        all_reduce_sum: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+    ) -> torch.Tensor:
+        """Scores `sigma_i` in (0, 1) for a set of feature rows `[m, feature_dim]`.
+
+        With `all_reduce_sum` (scoring only, no gradients) the set spans several
+        processes, e.g. the Learners' shards of one sampled batch: it must return
+        the element-wise sum of its argument over all of them, and the global
+        context becomes the mean of f_g over the rows of every shard.
+        """
         local = self.local_net(features)
-        global_context = self.global_net(features).mean(dim=0, keepdim=True)
+        per_row = self.global_net(features)
+        if all_reduce_sum is None:
+            global_context = per_row.mean(dim=0, keepdim=True)
+        else:
+            count = per_row.new_full((1,), per_row.shape[0])
+            total = all_reduce_sum(torch.cat([per_row.sum(dim=0), count]))
+            global_context = (total[:-1] / total[-1]).unsqueeze(0)
         joint = torch.cat([local, global_context.expand_as(local)], dim=-1)
         return self.score_net(joint).reshape(-1)
 

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.env.atari import GAME_RETURN_KEY, LIFE_LOST_KEY
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     ACTIONS,
     INDICES,
@@ -44,6 +45,11 @@ DELTA, TARGET_Q = "delta", "q"
 # Learners that return `[score, delta, q]` rows under TD_ERROR_KEY set this.
 SUPPORTS_NERS_REPLAY_ATTR = "supports_ners_replay"
 
+# Batch column: each sampled item's position in its `sample()` call. Learners
+# append it to their rows, since with several Learners RLlib shards the batch
+# (interleaving the items) and concatenates their rows Learner by Learner.
+SAMPLE_POSITION = "sample_position"
+
 # Episode returns of chunks whose episode never finishes (a killed EnvRunner) are
 # forgotten beyond this many open episodes, oldest first.
 _MAX_OPEN_RETURNS = 10_000
@@ -53,9 +59,10 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     """Prioritised episode replay whose priorities come from the NERS scorer.
 
     `update_priorities()` expects, per sampled item, a row `[sigma, delta, q]` (an
-    array of shape `[num_items, 3]`), which `NERSDQNTorchLearner` reports in
-    place of plain TD errors. Plain TD errors raise: this buffer must never run
-    as ordinary PER by accident.
+    array of shape `[num_items, 3]`, in sample order) or `[sigma, delta, q,
+    position]` (any order; `position` is the item's `sample_position` column),
+    which `NERSDQNTorchLearner` reports in place of plain TD errors. Plain TD
+    errors raise: this buffer must never run as ordinary PER by accident.
 
     Args: those of `FastPrioritizedEpisodeReplayBuffer`.
     """
@@ -111,10 +118,19 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             ret = self._partial_returns.pop(chunk["id"], 0.0) + float(
                 chunk["rewards"].sum()
             )
-            if chunk["done"]:
-                self._finished_returns.append(ret)
-            else:
+            if not chunk["done"]:
                 self._partial_returns[chunk["id"]] = ret
+                continue
+            # Envs that split a game into episodes (Atari with episodic life and
+            # clipped rewards, `rllib_ners.env.atari`) report the whole game's
+            # unclipped return on its last step, and mark the other episode ends
+            # as lost lives: the replay reward then compares games, not lives.
+            last_info = chunk["infos"][-1]
+            last_info = last_info if isinstance(last_info, dict) else {}
+            if GAME_RETURN_KEY in last_info:
+                self._finished_returns.append(float(last_info[GAME_RETURN_KEY]))
+            elif not last_info.get(LIFE_LOST_KEY, False):
+                self._finished_returns.append(ret)
         while len(self._partial_returns) > _MAX_OPEN_RETURNS:
             self._partial_returns.pop(next(iter(self._partial_returns)))
 
@@ -132,17 +148,22 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     def _item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         columns = super()._item_columns(batch)
         columns[TIMESTEPS] = batch[TIMESTEPS]
+        columns[SAMPLE_POSITION] = np.arange(batch[TIMESTEPS].shape[0])
         return columns
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def update_priorities(self, priorities, module_id: Optional[str] = None) -> None:
         """Takes `[sigma, delta, q]` rows for the items of the last `sample()`.
 
-        Sets each item's priority to `sigma ** alpha`, refreshes its cached
+        Rows with a fourth column, the item's `sample_position`, may come in any
+        order (several Learners); they are put back in sample order first. Sets
+        each item's priority to `sigma ** alpha`, refreshes its cached
         `delta` and `q`, and adds it to the sampled set I_all. Non-finite values
         never reach the trees or the cache (they are skipped and counted).
         """
         rows = np.asarray(priorities, dtype=np.float64)
+        if rows.ndim == 2 and rows.shape[1] == 4:
+            rows = self._rows_in_sample_order(rows)
         if rows.ndim != 2 or rows.shape[1] != 3:
             raise ValueError(
                 f"{type(self).__name__}.update_priorities() needs one "
@@ -161,6 +182,19 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         if applied.any():
             self._score_mean = float(scores[applied].mean())
             self._score_std = float(scores[applied].std())
+
+    def _rows_in_sample_order(self, rows: np.ndarray) -> np.ndarray:
+        """`[sigma, delta, q, position]` rows, sorted by position, minus it."""
+        position = rows[:, 3]
+        order = np.argsort(position, kind="stable")
+        if not np.array_equal(position[order], np.arange(rows.shape[0])):
+            raise ValueError(
+                f"{type(self).__name__}.update_priorities() got rows whose "
+                f"`{SAMPLE_POSITION}` column is not 0..{rows.shape[0] - 1} once each: "
+                f"return exactly one row per item of the last sample(), from all "
+                f"Learners together."
+            )
+        return rows[order, :3]
 
     # ---------------------------------------------------- sampler training
     @property

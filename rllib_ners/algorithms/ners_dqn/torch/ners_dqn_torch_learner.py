@@ -5,9 +5,16 @@ On each update, after RLlib's DQN loss:
      Q_target(s_i+n, a*)` come from the forward pass already made for the loss;
   2. the scorer scores the whole batch at once (so each score sees the batch's
      global context), without gradients;
-  3. rows `[sigma_i, delta_i, y_i]` are reported under RLlib's TD-error key, which
-     DQN's training step hands to the replay buffer's `update_priorities()`. The
-     NERS buffer turns them into priorities and its feature cache.
+  3. rows `[sigma_i, delta_i, y_i, position_i]` are reported under RLlib's
+     TD-error key, which DQN's training step hands to the replay buffer's
+     `update_priorities()`. The NERS buffer puts them in sample order by
+     `position_i` and turns them into priorities and its feature cache.
+
+With several Learners (`num_learners > 1`) RLlib splits each sampled batch
+between them; the scorer then takes its global context over the whole batch (an
+all-reduce across the Learners' process group), the scorer starts from rank 0's
+weights, and REINFORCE gradients are averaged, so that every Learner holds the
+same sampler at all times, as DDP keeps the RLModules equal.
 
 The scorer and its Adam optimiser live here, on the Learner's device, outside
 RLlib's optimiser registry (so DQN updates never zero or step them), and are
@@ -21,6 +28,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from ray.rllib.algorithms.dqn.dqn_learner import (
     QF_NEXT_PREDS,
     QF_PREDS,
@@ -35,15 +43,36 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 
 from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import ners_settings_from_config
+from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
+    RainbowDQNTorchLearner,
+)
 from rllib_ners.ners.scorer import NERSScorer, reinforce_loss
-from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
+from rllib_ners.replay_buffers.ners_episode_buffer import (
+    DELTA,
+    SAMPLE_POSITION,
+    TARGET_Q,
+)
 
 NERS_SAMPLER_STATE = "ners_sampler"
 _FEATURE_COLUMNS = ("obs", "new_obs", "actions", "rewards", DELTA, TARGET_Q, "ts")
 
 
-class NERSDQNTorchLearner(DQNTorchLearner):
-    """`DQNTorchLearner` plus the NERS scorer (see the module docstring)."""
+def sampler_tensors(batch: Dict[str, Any], device) -> Dict[str, torch.Tensor]:
+    """The scorer's feature columns of a numpy batch, as tensors on `device`."""
+    return {
+        name: torch.as_tensor(np.asarray(batch[name]), device=device)
+        for name in _FEATURE_COLUMNS
+    }
+
+
+def _sum_over_learners(tensor: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+class NERSDQNTorchLearner(RainbowDQNTorchLearner):
+    """Rainbow's DQN learner (Adam with `adam_epsilon`) plus the NERS scorer (see
+    the module docstring)."""
 
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True
@@ -67,6 +96,19 @@ class NERSDQNTorchLearner(DQNTorchLearner):
         ).to(self._device)
         self.ners_optimizer = torch.optim.Adam(
             self.ners_scorer.parameters(), lr=self.ners_settings.lr
+        )
+        if self._sampler_is_distributed():
+            # Learners seed differently (or not at all): start from rank 0's nets.
+            for tensor in self.ners_scorer.state_dict().values():
+                dist.broadcast(tensor, src=0)
+
+    def _sampler_is_distributed(self) -> bool:
+        """Whether several Learners share a torch process group (DDP)."""
+        return (
+            self.distributed
+            and dist.is_available()
+            and dist.is_initialized()
+            and dist.get_world_size() > 1
         )
 
     # ------------------------------------------------------------- scoring
@@ -141,13 +183,22 @@ class NERSDQNTorchLearner(DQNTorchLearner):
             features = self.ners_scorer.featurize_batch(
                 columns, encode=self._encode_fn()
             )
-            scores = self.ners_scorer(features)
-        # Replace the plain TD errors DQN logged with [score, delta, q] rows; the
-        # training step hands them to NERSEpisodeReplayBuffer.update_priorities().
+            if self._sampler_is_distributed():
+                # This Learner holds a shard of the batch; the global context
+                # covers the whole batch, as with a single Learner.
+                scores = self.ners_scorer(features, all_reduce_sum=_sum_over_learners)
+            else:
+                scores = self.ners_scorer(features)
+            rows = [scores, delta, target]
+            if SAMPLE_POSITION in batch:
+                rows.append(batch[SAMPLE_POSITION].to(scores.dtype))
+        # Replace the plain TD errors DQN logged with [score, delta, q, position]
+        # rows; the training step hands them (concatenated Learner by Learner) to
+        # NERSEpisodeReplayBuffer.update_priorities().
         self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
         self.metrics.log_value(
             (module_id, TD_ERROR_KEY),
-            torch.stack([scores, delta, target], dim=-1),
+            torch.stack(rows, dim=-1),
             reduce="item_series",
         )
         return loss
@@ -159,18 +210,23 @@ class NERSDQNTorchLearner(DQNTorchLearner):
         """One REINFORCE step of the sampler on I_train (numpy columns).
 
         Only the sampler's parameters move: the RLModule is untouched (with
-        encoder='module' its encoder output enters detached).
+        encoder='module' its encoder output enters detached). Every Learner gets
+        the same batch; with several, the gradients are averaged all the same, so
+        their samplers stay identical whatever the floating-point details.
         """
-        tensors = {
-            name: torch.as_tensor(np.asarray(batch[name]), device=self._device)
-            for name in _FEATURE_COLUMNS
-        }
+        tensors = sampler_tensors(batch, self._device)
         self.ners_scorer.train()
         features = self.ners_scorer.featurize_batch(tensors, encode=self._encode_fn())
         scores = self.ners_scorer(features)
         loss = reinforce_loss(scores, replay_reward, self.ners_settings.log_eps)
         self.ners_optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self._sampler_is_distributed():
+            world_size = dist.get_world_size()
+            for param in self.ners_scorer.parameters():
+                if param.grad is not None:
+                    dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
+                    param.grad /= world_size
         self.ners_optimizer.step()
         return {
             "loss": float(loss.detach().cpu()),

@@ -1,0 +1,323 @@
+"""NERS-DQN across processes: remote EnvRunners and Learners, two DDP Learners,
+and the Learner-device placement of the sampler (checked on the meta device).
+
+Each test builds one small CartPole algorithm; a module-scoped Ray session with 4
+logical CPUs holds 2 EnvRunners + 1 Learner, or 2 Learners.
+"""
+
+import gc
+import os
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+import torch
+
+from rllib_ners import NERSDQNConfig, NERSEpisodeReplayBuffer
+from rllib_ners.algorithms.ners_dqn.torch.ners_dqn_torch_learner import (
+    sampler_tensors,
+)
+from rllib_ners.ners.scorer import NERSScorer
+from rllib_ners.ners.settings import NERSSettings
+from rllib_ners.replay_buffers.ners_episode_buffer import (
+    DELTA,
+    SAMPLE_POSITION,
+    TARGET_Q,
+)
+
+pytestmark = pytest.mark.slow
+
+# Functions sent to Learner actors must travel by value: the actors cannot
+# import this test module.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _config(*, num_env_runners=0, num_learners=1, buffer_type=None, seed=0):
+    buffer_config = {"capacity": 5000}
+    if buffer_type is not None:
+        buffer_config["type"] = buffer_type
+    return (
+        NERSDQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=num_env_runners, rollout_fragment_length=4)
+        .learners(num_learners=num_learners)
+        .training(
+            n_step=3,
+            train_batch_size_per_learner=16,
+            num_steps_sampled_before_learning_starts=200,
+            replay_buffer_config=buffer_config,
+        )
+        .reporting(min_sample_timesteps_per_iteration=300)
+        .debugging(seed=seed)
+    )
+
+
+# Functions run on the Learners through `foreach_learner` (module level: pickled).
+def _learner_snapshot(learner):
+    """Everything that must agree between Learners, as CPU numpy arrays."""
+    module = learner.module["default_policy"]
+    optimizer_state = learner.ners_optimizer.state_dict()["state"]
+    return {
+        "pid": os.getpid(),
+        "module": [p.detach().cpu().numpy().copy() for p in module.parameters()],
+        "scorer": {
+            k: v.detach().cpu().numpy().copy()
+            for k, v in learner.ners_scorer.state_dict().items()
+        },
+        "adam_exp_avg": [
+            s["exp_avg"].cpu().numpy().copy() for s in optimizer_state.values()
+        ],
+        # Adam counts its steps per parameter: the Learner's REINFORCE steps.
+        "reinforce_steps": sorted({int(s["step"]) for s in optimizer_state.values()}),
+    }
+
+
+def _scorer_state(learner):
+    return {k: v.detach().cpu() for k, v in learner.ners_scorer.state_dict().items()}
+
+
+def _snapshots(algo):
+    return [r.get() for r in algo.learner_group.foreach_learner(_learner_snapshot)]
+
+
+def _assert_same_arrays(a, b):
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_remote_learner_holds_the_sampler_and_runs_reinforce(ray_session):
+    """2 EnvRunners + 1 remote Learner: the scorer exists only in the Learner
+    actor, and its REINFORCE steps (Adam's step count) match the algorithm's."""
+    algo = _config(num_env_runners=2, num_learners=1).build_algo()
+    try:
+        before = _snapshots(algo)[0]
+        for _ in range(3):
+            result = algo.train()
+        after = _snapshots(algo)[0]
+
+        assert algo.learner_group._learner is None
+        assert after["pid"] != os.getpid()
+        gc.collect()
+        assert not [o for o in gc.get_objects() if type(o) is NERSScorer]
+        assert algo.env_runner_group.num_healthy_remote_workers() == 2
+
+        num_updates = algo._ners_update.num_updates
+        assert num_updates >= 1
+        assert result["ners"]["num_sampler_updates_lifetime"] == num_updates
+        assert before["reinforce_steps"] == []
+        assert after["reinforce_steps"] == [num_updates]
+        assert any(
+            not np.array_equal(before["scorer"][k], after["scorer"][k])
+            for k in before["scorer"]
+        )
+        buffer = algo.local_replay_buffer
+        buffer.check_invariants()
+        # Scores came back from the remote Learner: sigma^alpha in (0, 1).
+        priorities = buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+        assert np.any(priorities < 1.0)
+    finally:
+        algo.stop()
+
+
+def test_two_learners_keep_modules_and_samplers_identical(ray_session):
+    """No seed, so the two Learners' torch RNGs differ: DDP syncs the RLModules,
+    and the sampler must be broadcast at build and averaged in REINFORCE."""
+    algo = _config(num_learners=2, seed=None).build_algo()
+    try:
+        first, second = _snapshots(algo)
+        assert first["pid"] != second["pid"]
+        for name in first["scorer"]:
+            np.testing.assert_array_equal(first["scorer"][name], second["scorer"][name])
+        initial_scorer = first["scorer"]
+        for _ in range(3):
+            algo.train()
+            first, second = _snapshots(algo)
+            _assert_same_arrays(first["module"], second["module"])
+            for name in first["scorer"]:
+                np.testing.assert_array_equal(
+                    first["scorer"][name], second["scorer"][name]
+                )
+            assert first["reinforce_steps"] == second["reinforce_steps"]
+            if first["reinforce_steps"]:
+                _assert_same_arrays(first["adam_exp_avg"], second["adam_exp_avg"])
+        assert first["reinforce_steps"] == [algo._ners_update.num_updates]
+        assert algo._ners_update.num_updates >= 1
+        assert any(
+            not np.array_equal(initial_scorer[k], first["scorer"][k])
+            for k in initial_scorer
+        )
+        algo.local_replay_buffer.check_invariants()
+    finally:
+        algo.stop()
+
+
+class RecordingNERSBuffer(NERSEpisodeReplayBuffer):
+    """Keeps every sampled batch, the rows `update_priorities()` got for it and
+    the priorities of the sampled slots right after the update."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.records = []
+
+    def sample_batch(self, *args, **kwargs):
+        self._recorded_batch = super().sample_batch(*args, **kwargs)
+        return self._recorded_batch
+
+    def update_priorities(self, priorities, module_id=None):
+        rows = np.array(priorities, dtype=np.float64)
+        super().update_priorities(priorities, module_id)
+        slots = self._recorded_batch["indices"]
+        self.records.append((self._recorded_batch, rows, self.get_priorities(slots)))
+
+
+def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session):
+    """RLlib deals the sampled items to the two Learners alternately and joins
+    their rows Learner by Learner. Each stored priority must still be the score
+    of its own transition, computed with the whole batch as global context."""
+    config = _config(num_learners=2, buffer_type=RecordingNERSBuffer)
+    algo = config.build_algo()
+    try:
+        # Freeze the sampler (no REINFORCE) so that one copy of its weights
+        # reproduces every score of the run.
+        algo._ners_update.maybe_update = lambda algorithm: None
+        algo.train()
+        state = [r.get() for r in algo.learner_group.foreach_learner(_scorer_state)][0]
+        env = gym.make("CartPole-v1")
+        scorer = NERSScorer(
+            env.observation_space,
+            env.action_space,
+            NERSSettings.from_dict(algo.config.ners_config),
+        )
+        scorer.load_state_dict(state)
+        buffer = algo.local_replay_buffer
+        alpha = buffer.alpha
+        assert len(buffer.records) >= 3
+        for batch, rows, priorities in buffer.records:
+            total = batch["indices"].shape[0]
+            assert rows.shape == (total, 4)  # 16 items from each of 2 Learners
+            positions = rows[:, 3].astype(np.int64)
+            # The interleaving this test is about really happens...
+            assert not np.array_equal(positions, np.arange(total))
+            assert sorted(positions) == list(range(total))
+            in_order = rows[np.argsort(positions)]
+            # ...and the scores fit their own transitions, whole batch as context.
+            columns = {
+                name: torch.as_tensor(batch[name])
+                for name in ("obs", "new_obs", "actions", "rewards", "ts")
+            }
+            columns[DELTA] = torch.as_tensor(in_order[:, 1])
+            columns[TARGET_Q] = torch.as_tensor(in_order[:, 2])
+            with torch.no_grad():
+                expected = scorer(scorer.featurize_batch(columns)).numpy()
+            np.testing.assert_allclose(in_order[:, 0], expected, rtol=2e-5)
+            # Each slot sampled once holds its own score^alpha in the tree.
+            slots, counts = np.unique(batch["indices"], return_counts=True)
+            once = np.isin(batch["indices"], slots[counts == 1])
+            np.testing.assert_allclose(
+                priorities[once], expected[once] ** alpha, rtol=1e-4
+            )
+            # For terminal transitions the target is the n-step return itself.
+            done = batch["terminateds"]
+            np.testing.assert_allclose(
+                in_order[done, 2], batch["rewards"][done], rtol=1e-5
+            )
+    finally:
+        algo.stop()
+
+
+def test_rows_out_of_sample_order_are_put_back_by_position():
+    """The buffer side alone, on crafted rows: positions reorder, gaps raise."""
+    buffer = NERSEpisodeReplayBuffer(100, alpha=1.0, seed=0)
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    buffer.add(
+        SingleAgentEpisode(
+            observations=[np.full(2, i, np.float32) for i in range(9)],
+            actions=[0] * 8,
+            rewards=[1.0] * 8,
+            terminated=True,
+            len_lookback_buffer=0,
+            observation_space=gym.spaces.Box(-10, 10, (2,), np.float32),
+            action_space=gym.spaces.Discrete(2),
+        )
+    )
+    episodes = buffer.sample(4)
+    slots = buffer._last_sampled_indices.copy()
+    positions = [int(e.get_extra_model_outputs(SAMPLE_POSITION)[0]) for e in episodes]
+    assert positions == [0, 1, 2, 3]
+    scores = np.array([0.1, 0.2, 0.3, 0.4])
+    # Learner 0 had items 0 and 2, Learner 1 items 1 and 3.
+    order = [0, 2, 1, 3]
+    rows = np.stack([scores[order], scores[order], scores[order], order], axis=1)
+    buffer.update_priorities(rows)
+    if np.unique(slots).size == slots.size:
+        np.testing.assert_allclose(buffer.get_priorities(slots), scores)
+    np.testing.assert_allclose(buffer._delta[slots[-1]], scores[-1], rtol=1e-6)
+    buffer.sample(4)
+    with pytest.raises(ValueError, match=SAMPLE_POSITION):
+        buffer.update_priorities(np.tile([0.5, 1.0, 1.0, 0.0], (4, 1)))
+
+
+def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch):
+    """`num_gpus_per_learner=1` makes RLlib choose a CUDA device for the Learner;
+    no GPU here, so the choice is forced to PyTorch's data-less `meta` device. A
+    tensor left on the CPU by our code would fail to mix with it."""
+    import ray.rllib.core.learner.torch.torch_learner as torch_learner
+
+    meta = torch.device("meta")
+    monkeypatch.setattr(torch_learner, "get_device", lambda config, num_gpus: meta)
+    config = _config(num_learners=0)
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    assert learner._device == meta
+    assert {p.device for p in learner.module["default_policy"].parameters()} == {meta}
+    assert {p.device for p in learner.ners_scorer.parameters()} == {meta}
+
+    batch = {
+        "obs": np.zeros((4, 4), np.float32),
+        "new_obs": np.zeros((4, 4), np.float32),
+        "actions": np.array([0, 1, 0, 1]),
+        "rewards": np.ones(4, np.float32),
+        DELTA: np.ones(4, np.float32),
+        TARGET_Q: np.ones(4, np.float32),
+        "ts": np.arange(4),
+    }
+    assert {t.device for t in sampler_tensors(batch, learner._device).values()} == {
+        meta
+    }
+    # The whole REINFORCE step (features, scores, loss, backward, Adam) runs on
+    # the Learner's device; only copying its two result numbers to the host
+    # fails, because meta tensors hold no data.
+    with pytest.raises(NotImplementedError, match="meta"):
+        learner.ners_reinforce(batch, replay_reward=1.0)
+    adam_state = learner.ners_optimizer.state_dict()["state"]
+    assert len(adam_state) == len(list(learner.ners_scorer.parameters()))
+    assert {s["exp_avg"].device for s in adam_state.values()} == {meta}
+
+
+def test_reinforce_on_cpu_returns_host_floats():
+    config = _config(num_learners=0)
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    assert learner._device == torch.device("cpu")
+    rng = np.random.default_rng(0)
+    batch = {
+        "obs": rng.normal(size=(8, 4)).astype(np.float32),
+        "new_obs": rng.normal(size=(8, 4)).astype(np.float32),
+        "actions": rng.integers(0, 2, 8),
+        "rewards": np.ones(8, np.float32),
+        DELTA: rng.random(8).astype(np.float32),
+        TARGET_Q: rng.random(8).astype(np.float32),
+        "ts": np.arange(8),
+    }
+    out = learner.ners_reinforce(batch, replay_reward=1.0)
+    assert type(out["loss"]) is float and type(out["score_mean"]) is float
+    assert 0.0 < out["score_mean"] < 1.0
