@@ -1,7 +1,8 @@
 """rllib_ners: the Neural Experience Replay Sampler (NERS) for Ray RLlib 2.60.
 
 Importing the package registers its algorithms with Ray Tune under "NERS-DQN"
-(so `tune.Tuner("NERS-DQN", ...)` works); it has no other side effects.
+(so `tune.Tuner("NERS-DQN", ...)` works) and the Atari env creator under
+"rllib_ners.atari"; it has no other side effects.
 """
 
 from rllib_ners.algorithms.ners_dqn import (
@@ -10,6 +11,7 @@ from rllib_ners.algorithms.ners_dqn import (
     NERSDQNConfig,
     enable_ners,
 )
+from rllib_ners.env.atari_rllib import register_atari_env, with_atari
 from rllib_ners.ners import NERSScorer, NERSSettings
 from rllib_ners.replay_buffers import (
     FastPrioritizedEpisodeReplayBuffer,
@@ -29,6 +31,7 @@ __all__ = [
     "NERSSettings",
     "__version__",
     "enable_ners",
+    "with_atari",
     "with_replay_buffer",
 ]
 
@@ -37,6 +40,7 @@ def _register_with_tune() -> None:
     from ray.tune.registry import register_trainable
 
     register_trainable("NERS-DQN", NERSDQN)
+    register_atari_env()
 
 
 _register_with_tune()

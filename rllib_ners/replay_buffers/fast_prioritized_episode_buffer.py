@@ -39,6 +39,19 @@ A tuple `n_step=(lo, hi)` draws each item's n uniformly from the *inclusive*
 range `{lo, ..., hi}` (RLlib's docstring promises a closed range; its code draws
 from `[lo, hi)`).
 
+Frame stacking
+--------------
+With `frame_stack=k > 1` (image observations, e.g. 84x84x1 Atari frames) every
+frame is stored once, in its own dtype, and the k-frame stacks of `obs` and
+`new_obs` are rebuilt at sample time by following `prev` pointers back through
+the same episode: the stack of `o_t` is `[o_{t-k+1}, ..., o_t]` concatenated
+along the last axis, oldest first - exactly what RLlib's
+`FrameStackingEnvToModule` feeds the RLModule when acting. Frames before the
+episode's first stored frame are zeros (RLlib's `fill=0.0`). A frame whose slot
+was evicted or overwritten is never used: a pointer counts only while its slot
+is occupied and older than the frame pointing at it, so stacks never mix
+episodes, across ring wrap and eviction included.
+
 Contract: as in RLlib, `sample()` and `update_priorities()` alternate: the
 priorities passed to `update_priorities` belong to the items of the last sample.
 """
@@ -183,6 +196,10 @@ class FastPrioritizedEpisodeReplayBuffer(
             passes none (DQN passes `replay_buffer_config["beta"]`).
         metrics_num_episodes_for_smoothing: Window for the smoothed buffer metrics.
         seed: Seed of the buffer's own random generator (sampling and n-step draws).
+        frame_stack: Number of frames `k` in each sampled observation. With
+            `k > 1` the observations must be images, `(H, W)` or `(H, W, C)`
+            (one frame per step); each is stored once and `obs`/`new_obs` come
+            out as `(H, W, k * C)` stacks (see "Frame stacking" above).
     """
 
     def __init__(
@@ -195,6 +212,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         beta: float = 0.0,
         metrics_num_episodes_for_smoothing: int = 100,
         seed: Optional[int] = None,
+        frame_stack: int = 1,
         **kwargs,
     ):
         if kwargs:
@@ -202,7 +220,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 f"Unknown replay buffer settings {sorted(kwargs)} for "
                 f"{type(self).__name__}. Remove them from `replay_buffer_config`; "
                 f"known settings are capacity, batch_size_B, batch_length_T, alpha, "
-                f"beta, seed, metrics_num_episodes_for_smoothing."
+                f"beta, seed, frame_stack, metrics_num_episodes_for_smoothing."
             )
         capacity = _check_positive_int("capacity", capacity)
         if capacity < 2:
@@ -212,6 +230,7 @@ class FastPrioritizedEpisodeReplayBuffer(
             )
         batch_size_B = _check_positive_int("batch_size_B", batch_size_B)
         batch_length_T = _check_positive_int("batch_length_T", batch_length_T)
+        self._frame_stack = _check_positive_int("frame_stack", frame_stack)
         if not (np.isfinite(alpha) and alpha >= 0.0):
             raise ValueError(
                 f"`alpha` must be a finite number >= 0, got alpha={alpha!r}. "
@@ -238,6 +257,9 @@ class FastPrioritizedEpisodeReplayBuffer(
 
         # Slot bookkeeping (always allocated: small integer arrays).
         self._next = np.full(capacity, -1, dtype=np.int64)
+        # Slot of the previous observation of the same episode (-1: none stored);
+        # only valid while that slot is occupied and older (see _stacked_frames).
+        self._prev = np.full(capacity, -1, dtype=np.int64)
         self._is_transition = np.zeros(capacity, dtype=bool)
         self._occupied = np.zeros(capacity, dtype=bool)
         self._episode_uid = np.full(capacity, -1, dtype=np.int64)
@@ -330,7 +352,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         new_slots = (self._write_pos + np.arange(num_new)) % self.capacity
         self._evict(new_slots)
 
-        obs_slots, obs_rows = [], []
+        obs_slots, obs_rows, prev_slots = [], [], []
         step_slots, next_slots = [], []
         tail_slots = []
         offset = 0
@@ -346,6 +368,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 mine = new_slots[offset : offset + n]
                 obs_slots.append(mine)
                 obs_rows.append(np.arange(1, n + 1))
+                prev_slots.append(np.concatenate([[old_tail], mine[:-1]]))
                 step_slots.append(np.concatenate([[old_tail], mine[:-1]]))
                 next_slots.append(mine)
                 # The old tail stops being a tail.
@@ -356,6 +379,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 mine = new_slots[offset : offset + n + 1]
                 obs_slots.append(mine)
                 obs_rows.append(np.arange(n + 1))
+                prev_slots.append(np.concatenate([[-1], mine[:-1]]))
                 step_slots.append(mine[:-1])
                 next_slots.append(mine[1:])
             offset += len(mine)
@@ -384,6 +408,7 @@ class FastPrioritizedEpisodeReplayBuffer(
             [np.full(len(s), c["uid"]) for c, s in zip(chunks, obs_slots)]
         )
         self._occupied[all_obs_slots] = True
+        self._prev[all_obs_slots] = np.concatenate(prev_slots)
         self._stamp[all_obs_slots] = self._num_slots_written + np.arange(
             len(all_obs_slots)
         )
@@ -469,6 +494,13 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._observation_space = episode.observation_space
         self._action_space = episode.action_space
         obs, actions = chunk["obs"], chunk["actions"]
+        if self._frame_stack > 1 and obs.ndim not in (3, 4):
+            raise ValueError(
+                f"`frame_stack={self._frame_stack}` stacks image frames, but the "
+                f"observations have shape {obs.shape[1:]}, not (H, W) or (H, W, C). "
+                f"Remove `frame_stack` from `replay_buffer_config` (or set it to 1) "
+                f"for non-image observations."
+            )
         self._obs = np.zeros((self.capacity,) + obs.shape[1:], dtype=obs.dtype)
         self._actions = np.zeros(
             (self.capacity,) + actions.shape[1:], dtype=actions.dtype
@@ -478,6 +510,70 @@ class FastPrioritizedEpisodeReplayBuffer(
             self._extra[key] = np.zeros(
                 (self.capacity,) + values.shape[1:], dtype=values.dtype
             )
+
+    # --------------------------------------------------------- frame stacks
+    @property
+    def frame_stack(self) -> int:
+        return self._frame_stack
+
+    @property
+    def sampled_observation_space(self):
+        """Observation space of sampled `obs`: the stored one, or its k-stack."""
+        space = self._observation_space
+        if self._frame_stack == 1 or space is None:
+            return space
+        import gymnasium as gym
+
+        def stack(bound):
+            bound = np.asarray(bound)
+            if bound.ndim == 2:
+                bound = bound[..., None]
+            return np.concatenate([bound] * self._frame_stack, axis=-1)
+
+        return gym.spaces.Box(
+            low=stack(space.low), high=stack(space.high), dtype=space.dtype
+        )
+
+    def _observations_at(self, slots: np.ndarray) -> np.ndarray:
+        """Observations at `slots` (any shape), k-frame stacks if `frame_stack`."""
+        if self._frame_stack == 1:
+            return self._obs[slots]
+        return self._stacked_frames(slots)
+
+    def _stacked_frames(self, slots: np.ndarray) -> np.ndarray:
+        """`[..., H, W, k * C]` stacks ending at `slots`, oldest frame first.
+
+        Walks `prev` pointers k - 1 times for all items at once. A pointer is
+        followed only while its slot is occupied and was written before the
+        current one (`stamp` grows with every write), so an evicted or
+        overwritten frame - possibly of another episode now - is never used;
+        missing frames are zeros, as in RLlib's frame stacking when acting.
+        """
+        k = self._frame_stack
+        flat = np.asarray(slots, dtype=np.int64).reshape(-1)
+        index = np.empty((k, flat.size), dtype=np.int64)
+        valid = np.ones((k, flat.size), dtype=bool)
+        index[k - 1] = flat
+        for j in range(k - 2, -1, -1):
+            current = index[j + 1]
+            prev = self._prev[current]
+            # -1 (none) wraps to the last slot in take(); masked out just below.
+            ok = valid[j + 1] & (prev >= 0)
+            ok &= self._occupied.take(prev) & (
+                self._stamp.take(prev) < self._stamp[current]
+            )
+            index[j] = np.where(ok, prev, current)
+            valid[j] = ok
+        frame_shape = self._obs.shape[1:]
+        channels = frame_shape[2] if len(frame_shape) == 3 else 1
+        height, width = frame_shape[:2]
+        out = np.empty((flat.size, height, width, k * channels), dtype=self._obs.dtype)
+        for j in range(k):
+            frames = self._obs[index[j]].reshape(flat.size, height, width, channels)
+            if not valid[j].all():
+                frames[~valid[j]] = 0
+            out[..., j * channels : (j + 1) * channels] = frames
+        return out.reshape(np.shape(slots) + out.shape[1:])
 
     def _plan_continuations(self, chunks: List[dict]) -> List[bool]:
         """Decides which chunks can reuse their episode's stored tail slot.
@@ -543,6 +639,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._is_transition[evicted] = False
         self._episode_uid[evicted] = -1
         self._next[evicted] = -1
+        self._prev[evicted] = -1
         self._on_evict(evicted)
 
     def _on_evict(self, slots: np.ndarray) -> None:
@@ -671,8 +768,8 @@ class FastPrioritizedEpisodeReplayBuffer(
         """The n-step transitions starting at `slots`, as numpy columns."""
         walk = self._n_step_transitions(slots, n_steps, gamma)
         return {
-            OBS: self._obs[slots],
-            NEXT_OBS: self._obs[walk["next_slot"]],
+            OBS: self._observations_at(slots),
+            NEXT_OBS: self._observations_at(walk["next_slot"]),
             ACTIONS: self._actions[slots],
             REWARDS: walk[REWARDS].astype(np.float32),
             TERMINATEDS: walk[TERMINATEDS],
@@ -792,6 +889,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         )
         ts = batch[TIMESTEPS].tolist()
         item_columns = self._item_columns(batch)
+        observation_space = self.sampled_observation_space
         for i in range(len(slots)):
             extra = {"weights": [weights[i]], "n_step": [n_steps[i]]}
             for name, column in item_columns.items():
@@ -800,7 +898,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 extra[key] = [batch[key][i]]
             episode = SingleAgentEpisode(
                 observations=[obs[i], new_obs[i]],
-                observation_space=self._observation_space,
+                observation_space=observation_space,
                 infos=list(infos[i]) if infos is not None else None,
                 actions=[actions[i]],
                 action_space=self._action_space,
@@ -865,7 +963,7 @@ class FastPrioritizedEpisodeReplayBuffer(
             np.concatenate([step_slots, bootstrap[:, None]], axis=1),
         )
         batch = {
-            OBS: self._obs[obs_slots],
+            OBS: self._observations_at(obs_slots),
             ACTIONS: self._actions[step_slots],
             REWARDS: np.where(mask, self._rewards[step_slots], 0.0).astype(np.float32),
             TERMINATEDS: mask & self._terminated[step_slots],
@@ -892,7 +990,7 @@ class FastPrioritizedEpisodeReplayBuffer(
             episodes.append(
                 SingleAgentEpisode(
                     observations=list(batch[OBS][b, : L + 1]),
-                    observation_space=self._observation_space,
+                    observation_space=self.sampled_observation_space,
                     infos=list(batch["infos"][b, : L + 1]) if include_infos else None,
                     actions=list(batch[ACTIONS][b, :L]),
                     action_space=self._action_space,
@@ -1014,9 +1112,25 @@ class FastPrioritizedEpisodeReplayBuffer(
     def _log_extra_metrics(self, metrics) -> None:
         """Hook for subclasses to add their metrics."""
 
+    def storage_nbytes(self) -> int:
+        """Bytes held by the buffer's numpy arrays (storage, bookkeeping, trees).
+
+        Object arrays (`infos`) count their pointers only, not the dicts.
+        """
+        owners = (self, self._sum_tree, self._min_tree)
+        arrays = [
+            value
+            for owner in owners
+            for value in vars(owner).values()
+            if isinstance(value, np.ndarray)
+        ]
+        arrays += list(self._extra.values())
+        return int(sum(array.nbytes for array in arrays))
+
     # ------------------------------------------------------------------ state
     _STATE_ARRAYS = (
         "_next",
+        "_prev",
         "_is_transition",
         "_occupied",
         "_episode_uid",
@@ -1060,6 +1174,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         }
         state.update({name: getattr(self, name) for name in self._STATE_SCALARS})
         state["capacity"] = self.capacity
+        state["frame_stack"] = self._frame_stack
         state["_extra"] = {key: column.copy() for key, column in self._extra.items()}
         state["_open_episodes"] = dict(self._open_episodes)
         state["_tail_slot_to_episode_id"] = dict(self._tail_slot_to_episode_id)
@@ -1074,6 +1189,12 @@ class FastPrioritizedEpisodeReplayBuffer(
             raise ValueError(
                 f"Cannot restore a buffer of capacity {state['capacity']} into one of "
                 f"capacity={self.capacity}; build it with the same `capacity`."
+            )
+        if int(state.get("frame_stack", 1)) != self._frame_stack:
+            raise ValueError(
+                f"Cannot restore a buffer saved with frame_stack="
+                f"{state.get('frame_stack', 1)} into one with frame_stack="
+                f"{self._frame_stack}; build it with the same `frame_stack`."
             )
         for name in self._STATE_ARRAYS + self._STATE_SCALARS:
             value = state[name]

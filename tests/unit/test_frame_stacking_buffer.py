@@ -1,0 +1,324 @@
+"""Frame stacking in the replay buffers (`frame_stack=k`): frames stored once,
+stacks rebuilt at sample time exactly as RLlib's `FrameStackingEnvToModule`
+builds them when acting (oldest frame first along the last axis, zeros before
+the episode's first frame), never with frames of another episode or stale slots.
+
+Every frame encodes its episode and timestep: pixel (0, 0) is `ep + 1`, pixel
+(0, 1) is `t + 1`, the rest is `ep + t + 1`; a blank frame is all zeros.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from rllib_ners.replay_buffers import (
+    FastPrioritizedEpisodeReplayBuffer,
+    NERSEpisodeReplayBuffer,
+)
+
+H, W = 3, 2
+K = 4
+FRAME_SPACE = gym.spaces.Box(0, 255, (H, W, 1), np.uint8)
+ACT_SPACE = gym.spaces.Discrete(3)
+GAMMA = 0.9
+
+
+def frame(ep: int, t: int) -> np.ndarray:
+    image = np.full((H, W, 1), ep + t + 1, dtype=np.uint8)
+    image[0, 0, 0] = ep + 1
+    image[0, 1, 0] = t + 1
+    return image
+
+
+def chunk(ep, t0, t1, *, terminated=False):
+    """Chunk of episode `ep` with steps `t0 .. t1 - 1` (frames `t0 .. t1`)."""
+    return SingleAgentEpisode(
+        id_=f"ep{ep}",
+        observations=[frame(ep, t) for t in range(t0, t1 + 1)],
+        actions=[t % 3 for t in range(t0, t1)],
+        rewards=[float(ep * 100 + t) for t in range(t0, t1)],
+        terminated=terminated,
+        t_started=t0,
+        len_lookback_buffer=0,
+        observation_space=FRAME_SPACE,
+        action_space=ACT_SPACE,
+    )
+
+
+def decode(stack: np.ndarray):
+    """`(ep, t)` of the newest frame of a `(H, W, K)` stack."""
+    return int(stack[0, 0, -1]) - 1, int(stack[0, 1, -1]) - 1
+
+
+def reference_stack(ep, t, first_stored_t=0):
+    """The k-stack ending at `(ep, t)`; frames before `first_stored_t` blank."""
+    frames = [
+        frame(ep, u) if u >= first_stored_t else np.zeros((H, W, 1), np.uint8)
+        for u in range(t - K + 1, t + 1)
+    ]
+    return np.concatenate(frames, axis=-1)
+
+
+def stored_frames(buffer):
+    """`{(ep, t)}` of the frames the buffer holds (read off its storage)."""
+    slots = np.flatnonzero(buffer._occupied)
+    frames = buffer._obs[slots]
+    return {(int(f[0, 0, 0]) - 1, int(f[0, 1, 0]) - 1) for f in frames}
+
+
+def expected_from_storage(ep, t, stored):
+    """Reference stack using only frames still stored, walking back from t."""
+    frames, u, alive = [], t, True
+    for _ in range(K):
+        alive = alive and u >= 0 and (ep, u) in stored
+        frames.append(frame(ep, u) if alive else np.zeros((H, W, 1), np.uint8))
+        u -= 1
+    return np.concatenate(frames[::-1], axis=-1)
+
+
+def make_buffer(cls=FastPrioritizedEpisodeReplayBuffer, capacity=1000, **kwargs):
+    return cls(capacity, alpha=0.6, beta=0.4, seed=0, frame_stack=K, **kwargs)
+
+
+def test_columnar_stacks_match_the_episode_frames_exactly():
+    buffer = make_buffer()
+    # Interleaved chunks of three episodes, as several EnvRunners send them.
+    buffer.add([chunk(0, 0, 5), chunk(1, 0, 2)])
+    buffer.add([chunk(1, 2, 3), chunk(0, 5, 9, terminated=True), chunk(2, 0, 6)])
+    buffer.add(chunk(1, 3, 8, terminated=True))
+    ends = {0: 9, 1: 8, 2: 6}
+    batch = buffer.sample_batch(512, n_step=3, gamma=GAMMA)
+    assert batch["obs"].shape == (512, H, W, K)
+    assert batch["obs"].dtype == np.uint8
+    seen = set()
+    for obs, new_obs, n in zip(batch["obs"], batch["new_obs"], batch["n_step"]):
+        ep, t = decode(obs)
+        seen.add((ep, t))
+        np.testing.assert_array_equal(obs, reference_stack(ep, t))
+        assert n == min(3, ends[ep] - t)
+        np.testing.assert_array_equal(new_obs, reference_stack(ep, t + n))
+    # Every transition was drawn, episode starts (t < 3) and chunk joins included.
+    assert seen == {(ep, t) for ep, end in ends.items() for t in range(end)}
+
+
+def test_episode_starts_are_zero_padded_like_rllib_acting():
+    buffer = make_buffer()
+    buffer.add(chunk(7, 0, 4, terminated=True))
+    batch = buffer.sample_batch(200, n_step=1)
+    # What FrameStackingEnvToModule hands the module at each step of the episode.
+    acting = SingleAgentEpisode(observation_space=FRAME_SPACE, action_space=ACT_SPACE)
+    acting.add_env_reset(observation=frame(7, 0))
+    rllib_stacks = []
+    for t in range(1, 5):
+        rllib_stacks.append(
+            np.concatenate(acting.get_observations(slice(-K, None), fill=0.0), axis=2)
+        )
+        acting.add_env_step(observation=frame(7, t), action=0, reward=0.0)
+    rllib_stacks.append(
+        np.concatenate(acting.get_observations(slice(-K, None), fill=0.0), axis=2)
+    )
+    for obs, new_obs in zip(batch["obs"], batch["new_obs"]):
+        _, t = decode(obs)
+        np.testing.assert_array_equal(obs, rllib_stacks[t])
+        np.testing.assert_array_equal(new_obs, rllib_stacks[t + 1])
+    stack_t1 = batch["obs"][[decode(o)[1] == 1 for o in batch["obs"]]][0]
+    assert not stack_t1[..., :2].any() and stack_t1[..., 2:].all()
+    assert FrameStackingEnvToModule(num_frames=K).num_frames == K
+
+
+def test_one_step_chunks_continue_the_stack_across_chunk_joins():
+    buffer = make_buffer()
+    buffer.add(chunk(3, 0, 1))
+    for t in range(1, 7):
+        buffer.add([chunk(3, t, t + 1, terminated=t == 6), chunk(4, t - 1, t)])
+    batch = buffer.sample_batch(400)
+    for obs in batch["obs"]:
+        ep, t = decode(obs)
+        np.testing.assert_array_equal(obs, reference_stack(ep, t))
+
+
+def test_chunk_starting_mid_episode_without_its_past_is_blank_padded():
+    buffer = make_buffer()
+    buffer.add(chunk(5, 10, 14))  # t_started=10, nothing earlier stored
+    batch = buffer.sample_batch(100)
+    for obs in batch["obs"]:
+        ep, t = decode(obs)
+        np.testing.assert_array_equal(obs, reference_stack(ep, t, first_stored_t=10))
+
+
+def test_eviction_blanks_overwritten_frames_even_of_the_same_episode():
+    """Capacity 10: ep 0 takes slots 0-4 (t 0..4), ep 1 slots 5-9; ep 0 then
+    continues into slots 0-1 (t 5, 6), evicting its own t 0, 1. The frame
+    before t 2 sits in slot 1, now ep 0's t 6 (same episode, newer): unusable."""
+    buffer = make_buffer(capacity=10)
+    buffer.add([chunk(0, 0, 4), chunk(1, 0, 4)])
+    buffer.add(chunk(0, 4, 6))
+    assert int(buffer._prev[2]) == 1  # stale pointer, still set
+    batch = buffer.sample_batch(300)
+    got = {decode(obs): obs for obs in batch["obs"]}
+    assert set(got) == {(0, 2), (0, 3), (0, 4), (0, 5), (1, 0), (1, 1), (1, 2), (1, 3)}
+    for (ep, t), obs in got.items():
+        first = 2 if ep == 0 else 0
+        np.testing.assert_array_equal(obs, reference_stack(ep, t, first_stored_t=first))
+    buffer.check_invariants()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ring_wrap_never_mixes_episodes(seed):
+    """Random interleaved chunks through a small ring: every sampled stack holds
+    only frames of its own episode that are still stored, newest last."""
+    rng = np.random.default_rng(seed)
+    buffer = make_buffer(capacity=37)
+    progress = {}
+    next_ep = 0
+    for _ in range(120):
+        if len(progress) < 3 or rng.random() < 0.1:
+            progress[next_ep] = 0
+            next_ep += 1
+        ep = int(rng.choice(list(progress)))
+        t0 = progress[ep]
+        t1 = t0 + int(rng.integers(1, 6))
+        done = rng.random() < 0.15
+        buffer.add(chunk(ep, t0, t1, terminated=done))
+        if done:
+            del progress[ep]
+        else:
+            progress[ep] = t1
+        stored = stored_frames(buffer)
+        batch = buffer.sample_batch(64, n_step=(1, 3), gamma=GAMMA)
+        for obs, new_obs in zip(batch["obs"], batch["new_obs"]):
+            ep_, t = decode(obs)
+            np.testing.assert_array_equal(obs, expected_from_storage(ep_, t, stored))
+            ep_next, t_next = decode(new_obs)
+            assert ep_next == ep_ and t_next > t
+            np.testing.assert_array_equal(
+                new_obs, expected_from_storage(ep_, t_next, stored)
+            )
+        buffer.check_invariants()
+
+
+def test_sample_returns_stacked_episodes_with_the_stacked_space():
+    buffer = make_buffer()
+    buffer.add([chunk(0, 0, 6, terminated=True), chunk(1, 0, 3)])
+    episodes = buffer.sample(num_items=32, n_step=2, gamma=GAMMA, beta=0.4)
+    assert len(episodes) == 32
+    for episode in episodes:
+        assert episode.observation_space.shape == (H, W, K)
+        assert episode.observation_space.dtype == np.uint8
+        obs, new_obs = episode.get_observations(0), episode.get_observations(1)
+        ep, t = decode(obs)
+        np.testing.assert_array_equal(obs, reference_stack(ep, t))
+        assert episode.observation_space.contains(obs)
+        n = int(episode.get_extra_model_outputs("n_step", 0))
+        np.testing.assert_array_equal(new_obs, reference_stack(ep, t + n))
+
+
+def test_sequences_carry_stacks_for_every_step():
+    buffer = make_buffer()
+    buffer.add([chunk(0, 0, 9, terminated=True), chunk(1, 0, 7)])
+    batch = buffer.sample_sequences(16, 5)
+    assert batch["obs"].shape == (16, 6, H, W, K)
+    for row, length in zip(batch["obs"], batch["lengths"]):
+        ep, t0 = decode(row[0])
+        for j in range(length + 1):
+            np.testing.assert_array_equal(row[j], reference_stack(ep, t0 + j))
+
+
+def test_ners_buffer_stacks_its_sampler_training_batch():
+    buffer = make_buffer(NERSEpisodeReplayBuffer)
+    buffer.add([chunk(0, 0, 8, terminated=True), chunk(1, 0, 5)])
+    sampled = buffer.sample_batch(32, n_step=2, gamma=GAMMA)
+    buffer.update_priorities(np.tile([0.5, 0.1, 0.2], (32, 1)))
+    assert sampled["obs"].shape == (32, H, W, K)
+    train = buffer.sample_sampler_training_batch(8, n_step=2, gamma=GAMMA)
+    assert train["obs"].shape[1:] == (H, W, K)
+    for obs, new_obs in zip(train["obs"], train["new_obs"]):
+        ep, t = decode(obs)
+        np.testing.assert_array_equal(obs, reference_stack(ep, t))
+        assert decode(new_obs)[0] == ep
+
+
+def test_state_round_trip_restores_frames_pointers_and_rng():
+    buffer = make_buffer(capacity=23)
+    for ep in range(6):
+        buffer.add([chunk(ep, 0, 3), chunk(ep + 10, 0, 2)])
+        buffer.add(chunk(ep, 3, 5, terminated=True))
+    state = buffer.get_state()
+    restored = make_buffer(capacity=23)
+    restored.set_state(state)
+    a = buffer.sample_batch(50, n_step=3, gamma=GAMMA)
+    b = restored.sample_batch(50, n_step=3, gamma=GAMMA)
+    for key in ("obs", "new_obs", "indices", "weights"):
+        np.testing.assert_array_equal(a[key], b[key])
+    # Both go on identically after more adds (pointers restored too).
+    for buf in (buffer, restored):
+        buf.add(chunk(10, 2, 6))
+    a = buffer.sample_batch(50)
+    b = restored.sample_batch(50)
+    np.testing.assert_array_equal(a["obs"], b["obs"])
+    with pytest.raises(ValueError, match="frame_stack"):
+        FastPrioritizedEpisodeReplayBuffer(23, frame_stack=2).set_state(state)
+
+
+def test_frame_stack_needs_images_and_a_positive_integer():
+    vector_episode = SingleAgentEpisode(
+        observations=[np.zeros(4, np.float32)] * 3,
+        actions=[0, 1],
+        rewards=[0.0, 0.0],
+        len_lookback_buffer=0,
+    )
+    buffer = FastPrioritizedEpisodeReplayBuffer(100, frame_stack=4)
+    with pytest.raises(ValueError, match="frame_stack"):
+        buffer.add(vector_episode)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="frame_stack"):
+            FastPrioritizedEpisodeReplayBuffer(100, frame_stack=bad)
+    # Without stacking, vectors are fine and (H, W) frames come out unchanged.
+    FastPrioritizedEpisodeReplayBuffer(100).add(vector_episode)
+
+
+def test_two_dimensional_frames_stack_to_k_channels():
+    buffer = FastPrioritizedEpisodeReplayBuffer(100, seed=0, frame_stack=3)
+    buffer.add(
+        SingleAgentEpisode(
+            observations=[np.full((2, 2), t + 1, np.uint8) for t in range(4)],
+            actions=[0, 0, 0],
+            rewards=[0.0, 0.0, 0.0],
+            len_lookback_buffer=0,
+        )
+    )
+    batch = buffer.sample_batch(30)
+    for obs in batch["obs"]:
+        t = int(obs[0, 0, -1]) - 1
+        expected = [max(u + 1, 0) if u >= 0 else 0 for u in range(t - 2, t + 1)]
+        np.testing.assert_array_equal(obs[0, 0], expected)
+        assert obs.shape == (2, 2, 3)
+
+
+def test_100k_atari_buffer_arrays_stay_under_one_gigabyte():
+    """Capacity 100k of 84x84x1 uint8 frames: 0.706 GB of frames (each stored
+    once) plus bookkeeping and trees, for the NERS buffer (the largest)."""
+    buffer = NERSEpisodeReplayBuffer(100_000, alpha=0.5, beta=0.4, frame_stack=4)
+    space = gym.spaces.Box(0, 255, (84, 84, 1), np.uint8)
+    buffer.add(
+        SingleAgentEpisode(
+            observations=[np.zeros((84, 84, 1), np.uint8)] * 3,
+            actions=[0, 1],
+            rewards=[0.0, 1.0],
+            extra_model_outputs={"weights_seq_no": [0, 0]},
+            observation_space=space,
+            action_space=gym.spaces.Discrete(9),
+            len_lookback_buffer=0,
+        )
+    )
+    frames = buffer._obs.nbytes
+    total = buffer.storage_nbytes()
+    assert frames == 100_000 * 84 * 84
+    assert frames < total < 1.0e9
+    # Stock RLlib keeps 4 float32 frames per observation (and new_obs again).
+    stock_per_transition = 84 * 84 * 4 * 4
+    assert 100_000 * stock_per_transition / total > 3.5
