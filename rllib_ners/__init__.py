@@ -1,8 +1,8 @@
 """rllib_ners: the Neural Experience Replay Sampler (NERS) for Ray RLlib 2.60.
 
 Importing the package registers its algorithms with Ray Tune under "NERS-DQN"
-(so `tune.Tuner("NERS-DQN", ...)` works) and the Atari env creator under
-"rllib_ners.atari"; it has no other side effects.
+and "RainbowDQN" (so `tune.Tuner("NERS-DQN", ...)` works) and the Atari env
+creator under "rllib_ners.atari"; it has no other side effects.
 """
 
 from rllib_ners.algorithms.ners_dqn import (
@@ -11,6 +11,7 @@ from rllib_ners.algorithms.ners_dqn import (
     NERSDQNConfig,
     enable_ners,
 )
+from rllib_ners.algorithms.rainbow import RainbowDQN, RainbowDQNConfig
 from rllib_ners.env.atari_rllib import register_atari_env, with_atari
 from rllib_ners.ners import NERSScorer, NERSSettings
 from rllib_ners.replay_buffers import (
@@ -18,6 +19,7 @@ from rllib_ners.replay_buffers import (
     NERSEpisodeReplayBuffer,
     with_replay_buffer,
 )
+from rllib_ners.rl_modules import NoisyLinear, RainbowCatalog, RainbowTorchRLModule
 
 __version__ = "0.1.0"
 
@@ -29,6 +31,11 @@ __all__ = [
     "NERSEpisodeReplayBuffer",
     "NERSScorer",
     "NERSSettings",
+    "NoisyLinear",
+    "RainbowCatalog",
+    "RainbowDQN",
+    "RainbowDQNConfig",
+    "RainbowTorchRLModule",
     "__version__",
     "enable_ners",
     "with_atari",
@@ -40,6 +47,7 @@ def _register_with_tune() -> None:
     from ray.tune.registry import register_trainable
 
     register_trainable("NERS-DQN", NERSDQN)
+    register_trainable("RainbowDQN", RainbowDQN)
     register_atari_env()
 
 

@@ -31,6 +31,7 @@ from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
     LEARNER_CONFIG_NERS_KEY,
 )
 from rllib_ners.algorithms.ners_dqn.sampler_update import NERSSamplerUpdate
+from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQNConfig
 from rllib_ners.ners.settings import NERSSettings
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
@@ -87,8 +88,12 @@ def _check_ners_buffer(replay_buffer_config: Optional[dict], setting: str) -> No
         )
 
 
-class NERSDQNConfig(DQNConfig):
+class NERSDQNConfig(RainbowDQNConfig):
     """DQN config with the NERS sampler; `.ners(...)` holds the sampler's settings.
+
+    A `RainbowDQNConfig`: its RLModule is `RainbowTorchRLModule`, so `noisy`,
+    `sigma0`, `adam_epsilon` and C51/dueling all work (defaults give RLlib's own
+    dueling DQN network).
 
     .. code-block:: python
 
