@@ -86,6 +86,7 @@ NUM_PRIORITIES_NONFINITE_LIFETIME = "num_priorities_nonfinite_skipped_lifetime"
 NUM_PRIORITIES_STALE_LIFETIME = "num_priorities_stale_skipped_lifetime"
 MAX_PRIORITY = "max_priority"
 SAMPLED_N_STEP_MEAN = "sampled_n_step_mean"
+SAMPLE_BETA = "beta"
 
 # Priorities are floored here so that no stored transition becomes unreachable.
 _MIN_PRIORITY = 1e-12
@@ -200,6 +201,12 @@ class FastPrioritizedEpisodeReplayBuffer(
             `k > 1` the observations must be images, `(H, W)` or `(H, W, C)`
             (one frame per step); each is stored once and `obs`/`new_obs` come
             out as `(H, W, k * C)` stacks (see "Frame stacking" above).
+        beta_final: With `beta_annealing_timesteps`, the importance-sampling
+            exponent rises linearly from `beta` to `beta_final` over that many
+            env steps added after the first sample (PER / data-efficient
+            Rainbow: 0.4 -> 1 over the run). `sample()` callers must then pass
+            no beta or the initial `beta` (RLlib's DQN passes the config's).
+        beta_annealing_timesteps: Length of the annealing, in added env steps.
     """
 
     def __init__(
@@ -213,6 +220,8 @@ class FastPrioritizedEpisodeReplayBuffer(
         metrics_num_episodes_for_smoothing: int = 100,
         seed: Optional[int] = None,
         frame_stack: int = 1,
+        beta_final: Optional[float] = None,
+        beta_annealing_timesteps: Optional[int] = None,
         **kwargs,
     ):
         if kwargs:
@@ -220,7 +229,8 @@ class FastPrioritizedEpisodeReplayBuffer(
                 f"Unknown replay buffer settings {sorted(kwargs)} for "
                 f"{type(self).__name__}. Remove them from `replay_buffer_config`; "
                 f"known settings are capacity, batch_size_B, batch_length_T, alpha, "
-                f"beta, seed, frame_stack, metrics_num_episodes_for_smoothing."
+                f"beta, beta_final, beta_annealing_timesteps, seed, frame_stack, "
+                f"metrics_num_episodes_for_smoothing."
             )
         capacity = _check_positive_int("capacity", capacity)
         if capacity < 2:
@@ -237,6 +247,23 @@ class FastPrioritizedEpisodeReplayBuffer(
                 f"0 samples uniformly, 1 fully by priority."
             )
         self._default_beta = _check_beta(beta)
+        if (beta_final is None) != (beta_annealing_timesteps is None):
+            raise ValueError(
+                f"Beta annealing needs both `beta_final` and "
+                f"`beta_annealing_timesteps` in `replay_buffer_config`, got "
+                f"beta_final={beta_final!r}, "
+                f"beta_annealing_timesteps={beta_annealing_timesteps!r}."
+            )
+        self._beta_final = None if beta_final is None else _check_beta(beta_final)
+        self._beta_annealing_timesteps = (
+            None
+            if beta_annealing_timesteps is None
+            else _check_positive_int(
+                "beta_annealing_timesteps", beta_annealing_timesteps
+            )
+        )
+        # Env steps added when the first sample was drawn (annealing starts).
+        self._beta_anneal_start: Optional[int] = None
         # Deliberately skip PrioritizedEpisodeReplayBuffer.__init__: it allocates
         # two Python-list segment trees of 2 * 2**ceil(log2(capacity)) nodes and a
         # deque of all leaf ids, none of which we use.
@@ -681,6 +708,30 @@ class FastPrioritizedEpisodeReplayBuffer(
         self.sampled_timesteps += num_items
         return slots, weights.astype(np.float32)
 
+    def _resolve_beta(self, beta: Optional[float]) -> float:
+        """The importance-sampling exponent of this sample (annealed, if set)."""
+        if self._beta_annealing_timesteps is None:
+            return self._default_beta if beta is None else _check_beta(beta)
+        if beta is not None and not np.isclose(beta, self._default_beta):
+            raise ValueError(
+                f"sample(beta={beta!r}) conflicts with the buffer's beta annealing "
+                f"({self._default_beta} -> {self._beta_final}); pass no beta, or "
+                f"remove `beta_final`/`beta_annealing_timesteps` from "
+                f"`replay_buffer_config`."
+            )
+        if self._beta_anneal_start is None:
+            self._beta_anneal_start = self._num_steps_added_lifetime
+        return self.current_beta()
+
+    def current_beta(self) -> float:
+        """`beta` now: annealed linearly over the env steps added since the
+        first sample, or the constant `beta` without annealing."""
+        if self._beta_annealing_timesteps is None or self._beta_anneal_start is None:
+            return self._default_beta
+        done = self._num_steps_added_lifetime - self._beta_anneal_start
+        fraction = min(1.0, done / self._beta_annealing_timesteps)
+        return self._default_beta + fraction * (self._beta_final - self._default_beta)
+
     def _draw_n_steps(self, num_items: int, n_step) -> np.ndarray:
         lo, hi = normalize_n_step(n_step)
         if lo == hi:
@@ -758,7 +809,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         num_items = _check_positive_int(
             "num_items", num_items if num_items is not None else self.batch_size_B
         )
-        beta = self._default_beta if beta is None else _check_beta(beta)
+        beta = self._resolve_beta(beta)
         self._check_gamma(gamma)
         n_steps = self._draw_n_steps(num_items, n_step)
         slots, weights = self._draw(num_items, beta)
@@ -828,7 +879,8 @@ class FastPrioritizedEpisodeReplayBuffer(
         """
         self._check_unsupported_sample_kwargs(kwargs)
         T = batch_length_T if batch_length_T is not None else self.batch_length_T
-        beta = self._default_beta if beta is None else _check_beta(beta)
+        if beta is not None:
+            _check_beta(beta)
         self._check_gamma(gamma)
         if T and T > 1:
             if normalize_n_step(n_step) != (1, 1):
@@ -939,7 +991,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         """
         B = _check_positive_int("batch_size_B", batch_size_B)
         T = _check_positive_int("batch_length_T", batch_length_T)
-        beta = self._default_beta if beta is None else _check_beta(beta)
+        beta = self._resolve_beta(beta)
         starts, weights = self._draw(B, beta)
         step_slots = np.empty((B, T), dtype=np.int64)
         mask = np.zeros((B, T), dtype=bool)
@@ -1094,6 +1146,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         )
         m.log_value(NUM_EPISODES_STORED, self._num_tails, reduce="mean", window=1)
         m.log_value(MAX_PRIORITY, self._max_priority, reduce="mean", window=1)
+        m.log_value(SAMPLE_BETA, self.current_beta(), reduce="mean", window=1)
         m.log_value(
             SAMPLED_N_STEP_MEAN, self._sampled_n_step_mean, reduce="mean", window=1
         )
@@ -1148,6 +1201,9 @@ class FastPrioritizedEpisodeReplayBuffer(
     _STATE_SCALARS = (
         "_alpha",
         "_default_beta",
+        "_beta_final",
+        "_beta_annealing_timesteps",
+        "_beta_anneal_start",
         "_max_priority",
         "_write_pos",
         "_num_slots_written",

@@ -228,3 +228,31 @@ def test_real_ale_matches_a_hand_rolled_reference():
     assert raw_total > clipped_total > 0  # MsPacman pellets are worth 10
     env.close()
     raw.close()
+
+
+def test_ners_buffer_replay_returns_are_unclipped_games_not_lives():
+    """Lives end episodes and rewards are clipped, but the NERS replay reward
+    must compare game scores: the buffer takes `game_return` from the last
+    info of a game and skips episodes that ended with a lost life."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from rllib_ners.replay_buffers import NERSEpisodeReplayBuffer
+
+    def life(id_, infos_end, rewards):
+        n = len(rewards)
+        return SingleAgentEpisode(
+            id_=id_,
+            observations=[np.zeros((4, 4, 1), np.uint8)] * (n + 1),
+            infos=[{}] * n + [infos_end],
+            actions=[0] * n,
+            rewards=rewards,
+            terminated=True,
+            len_lookback_buffer=0,
+        )
+
+    buffer = NERSEpisodeReplayBuffer(100, frame_stack=4)
+    buffer.add(life("life1", {LIFE_LOST_KEY: True}, [1.0, 1.0]))
+    buffer.add(life("life2", {GAME_RETURN_KEY: 480.0, GAME_LENGTH_KEY: 5}, [1.0] * 3))
+    # An env without game infos: the summed episode reward, as before.
+    buffer.add(life("plain", {}, [2.0, 3.0]))
+    assert buffer.pop_finished_episode_returns() == [480.0, 5.0]
