@@ -33,10 +33,12 @@ from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
 from rllib_ners.algorithms.ners_dqn.sampler_update import NERSSamplerUpdate
 from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQNConfig
 from rllib_ners.ners.settings import NERSSettings
+from rllib_ners.rng_state import global_rng_state, set_global_rng_state
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
 _UPDATER_STATE = "ners_sampler_update"
 _BUFFER_STATE = "replay_buffer"
+_RNG_STATE = "global_rng"
 
 
 def buffer_type_to_string(buffer_type: Any) -> str:
@@ -226,6 +228,10 @@ class NERSSamplerMixin:
             _BUFFER_STATE, components, not_components
         ):
             state[_BUFFER_STATE] = self.local_replay_buffer.get_state()
+        if self._check_component(_RNG_STATE, components, not_components):
+            # This process's generators: a local EnvRunner explores with torch's,
+            # a local Learner draws noise from it. The buffer has its own RNG.
+            state[_RNG_STATE] = global_rng_state()
         return state
 
     def set_state(self, state) -> None:
@@ -234,6 +240,8 @@ class NERSSamplerMixin:
             self._ners_update.set_state(state[_UPDATER_STATE])
         if _BUFFER_STATE in state:
             self.local_replay_buffer.set_state(state[_BUFFER_STATE])
+        if _RNG_STATE in state:
+            set_global_rng_state(state[_RNG_STATE])
 
 
 class NERSDQN(NERSSamplerMixin, DQN):

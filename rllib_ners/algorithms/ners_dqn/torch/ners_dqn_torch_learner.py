@@ -52,8 +52,13 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
     SAMPLE_POSITION,
     TARGET_Q,
 )
+from rllib_ners.rng_state import global_rng_state, set_global_rng_state
 
 NERS_SAMPLER_STATE = "ners_sampler"
+# RLlib 2.60's DQNLearner keeps the timestep of its last target-network update in
+# a plain attribute that no checkpoint holds: a restored Learner would sync its
+# target nets at its first update. Ours saves it.
+TARGET_UPDATE_TS_STATE = "last_target_update_ts"
 _FEATURE_COLUMNS = ("obs", "new_obs", "actions", "rewards", DELTA, TARGET_Q, "ts")
 
 
@@ -246,7 +251,11 @@ class NERSDQNTorchLearner(RainbowDQNTorchLearner):
                     for k, v in self.ners_scorer.state_dict().items()
                 },
                 "optimizer": self.ners_optimizer.state_dict(),
+                # A remote Learner's own process generators (noisy-net noise).
+                "global_rng": global_rng_state(),
             }
+        if self._check_component(TARGET_UPDATE_TS_STATE, components, not_components):
+            state[TARGET_UPDATE_TS_STATE] = dict(self.last_update_ts_by_mid)
         return state
 
     @override(DQNTorchLearner)
@@ -256,3 +265,7 @@ class NERSDQNTorchLearner(RainbowDQNTorchLearner):
         if sampler_state is not None:
             self.ners_scorer.load_state_dict(sampler_state["scorer"])
             self.ners_optimizer.load_state_dict(sampler_state["optimizer"])
+            if "global_rng" in sampler_state:
+                set_global_rng_state(sampler_state["global_rng"])
+        if TARGET_UPDATE_TS_STATE in state:
+            self.last_update_ts_by_mid.update(state[TARGET_UPDATE_TS_STATE])

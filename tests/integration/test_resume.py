@@ -1,0 +1,284 @@
+"""Exact resume: `algo.save_to_path()` + `Algorithm.from_checkpoint()`.
+
+What a checkpoint brings back, compared value by value with the saved algorithm:
+every stored transition, the priorities (both trees), the NERS feature cache and
+I_all, the finished-episode returns, the buffer's RNG, the sampler networks and
+their Adam state, the replay-reward baseline, and this process's global RNGs.
+
+From there on the restored algorithm draws the same replay samples, and one
+Learner update plus one REINFORCE step on them give bit-identical weights and
+priorities. A whole `train()` cannot repeat the uninterrupted run: RLlib 2.60's
+EnvRunner state holds neither the environment nor its episode in progress, so the
+restored EnvRunner starts a fresh episode (with a re-seeded env) and collects
+different transitions. The tests check the strongest property that holds.
+
+Algorithms are listed as `ResumeCase`s; ACER adds its own case to `CASES`.
+"""
+
+import pickle
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import ray
+import torch
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    TD_ERROR_KEY,
+)
+from ray.rllib.utils.numpy import convert_to_numpy
+
+from rllib_ners import NERSDQNConfig
+from rllib_ners.rng_state import global_rng_state, set_global_rng_state
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def assert_same_state(a, b, where="state"):
+    """Recursive exact equality of two state dicts (arrays, tensors, scalars)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            assert_same_state(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+        assert a.dtype == b.dtype, where
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    elif isinstance(a, float) and np.isnan(a):
+        assert isinstance(b, float) and np.isnan(b), where
+    else:
+        assert a == b, where
+
+
+# ------------------------------------------------------------------ NERS-DQN
+def ners_dqn_config(store_buffer=True):
+    return (
+        NERSDQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0, rollout_fragment_length=8)
+        .training(
+            n_step=3,
+            train_batch_size_per_learner=32,
+            num_steps_sampled_before_learning_starts=100,
+            replay_buffer_config={"capacity": 5000},
+            store_buffer_in_checkpoints=store_buffer,
+        )
+        .reporting(min_sample_timesteps_per_iteration=300)
+        .debugging(seed=0)
+    )
+
+
+def ners_dqn_replay_update(algo, env_steps):
+    """DQN's sample -> Learner update -> update_priorities, without the EnvRunner.
+
+    Returns the sampled buffer slots.
+    """
+    config, buffer = algo.config, algo.local_replay_buffer
+    episodes = buffer.sample(
+        num_items=config.total_train_batch_size,
+        n_step=config.n_step,
+        gamma=config.gamma,
+        beta=config.replay_buffer_config.get("beta"),
+        sample_episodes=True,
+    )
+    slots = buffer._last_sampled_indices.copy()
+    results = algo.learner_group.update(
+        episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps}
+    )
+    # As DQN's training step does: each Learner's item series, Learner by Learner.
+    rows = np.concatenate(
+        [
+            item
+            for result in results
+            for item in convert_to_numpy(result[DEFAULT_MODULE_ID][TD_ERROR_KEY].peek())
+        ]
+    )
+    buffer.update_priorities(rows)
+    return slots
+
+
+def ners_dqn_sampler_step(algo):
+    """One REINFORCE step on I_train drawn from the buffer; returns its slots."""
+    update = algo._ners_update
+    batch = algo.local_replay_buffer.sample_sampler_training_batch(
+        update.settings.train_size, n_step=update.n_step, gamma=update.gamma
+    )
+    learner = algo.learner_group._learner
+    learner.ners_reinforce(batch, replay_reward=1.0)
+    return batch["indices"]
+
+
+def ners_dqn_learner_state(algo):
+    state = algo.learner_group._learner.get_state(
+        components=["rl_module", "optimizer", "ners_sampler", "last_target_update_ts"]
+    )
+    # The process RNG snapshot is checked on its own (both algorithms share it).
+    state["ners_sampler"].pop("global_rng")
+    return state
+
+
+@dataclass
+class ResumeCase:
+    name: str
+    config: Callable  # (store_buffer: bool) -> AlgorithmConfig
+    replay_update: Callable  # (algo, env_steps) -> sampled slots
+    sampler_step: Callable  # (algo) -> slots the sampler trained on
+    learner_state: Callable  # (algo) -> comparable Learner state
+
+
+CASES = [
+    ResumeCase(
+        "ners_dqn",
+        ners_dqn_config,
+        ners_dqn_replay_update,
+        ners_dqn_sampler_step,
+        ners_dqn_learner_state,
+    ),
+    # ACER: add ResumeCase("acer", ...) here.
+]
+
+
+@pytest.fixture(params=CASES, ids=lambda case: case.name)
+def case(request):
+    return request.param
+
+
+@pytest.fixture
+def trained_and_restored(case, tmp_path):
+    """(case, original, restored, global RNG state right after saving)."""
+    algo = case.config(True).build_algo()
+    restored = None
+    try:
+        for _ in range(2):
+            algo.train()
+        # One more replay update, so that the save falls between two sampler
+        # updates: I_all is not empty.
+        case.replay_update(
+            algo,
+            algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)),
+        )
+        path = algo.save_to_path(str(tmp_path / "ckpt"))
+        rng_at_save = global_rng_state()
+        # Move every global generator on, as the rest of a process would.
+        random.random(), np.random.random(), torch.rand(1)
+        restored = Algorithm.from_checkpoint(path)
+        yield case, algo, restored, rng_at_save
+    finally:
+        if restored is not None:
+            restored.stop()
+        algo.stop()
+
+
+def test_restore_brings_back_buffer_sampler_baseline_and_rngs(trained_and_restored):
+    case, algo, restored, rng_at_save = trained_and_restored
+    # The process generators continue exactly where the saved run left them.
+    assert_same_state(global_rng_state(), rng_at_save, "global rng")
+
+    old, new = algo.local_replay_buffer, restored.local_replay_buffer
+    assert len(old) == len(new) > 0
+    assert old._num_nonfinite_priorities == new._num_nonfinite_priorities
+    assert old.sampled_set_size == new.sampled_set_size > 0  # I_all
+    # Every transition, both trees, feature cache, I_all, returns and buffer RNG.
+    assert_same_state(old.get_state(), new.get_state(), "buffer")
+    np.testing.assert_array_equal(old._sum_tree.leaves, new._sum_tree.leaves)
+    assert old._sum_tree.total() == new._sum_tree.total()
+    assert_same_state(
+        algo._ners_update.get_state(), restored._ners_update.get_state(), "baseline"
+    )
+    assert algo._ners_update.window.previous_mean is not None
+    # Sampler networks, their Adam moments, the RLModule and its optimizer, and
+    # when the target network was last synced.
+    learner_state = case.learner_state(algo)
+    assert_same_state(learner_state, case.learner_state(restored))
+    assert learner_state["last_target_update_ts"][DEFAULT_MODULE_ID] > 0
+    new.check_invariants()
+
+
+def test_restored_algorithm_continues_bit_identically(trained_and_restored):
+    """Both algorithms share this process's generators: each step starts both
+    from the same generator state, as two separate processes would be."""
+    case, algo, restored, rng_at_save = trained_and_restored
+    env_steps = algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME))
+    assert env_steps == restored.metrics.peek(
+        (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
+    )
+
+    def both(step):
+        start = global_rng_state()
+        out_a = step(algo)
+        after_a = global_rng_state()
+        set_global_rng_state(start)
+        out_b = step(restored)
+        assert_same_state(global_rng_state(), after_a, "global rng after the step")
+        return out_a, out_b
+
+    set_global_rng_state(rng_at_save)
+    for _ in range(3):
+        slots_a, slots_b = both(lambda a: case.replay_update(a, env_steps))
+        np.testing.assert_array_equal(slots_a, slots_b)
+        np.testing.assert_array_equal(
+            algo.local_replay_buffer._sum_tree.leaves,
+            restored.local_replay_buffer._sum_tree.leaves,
+        )
+        assert_same_state(case.learner_state(algo), case.learner_state(restored))
+    slots_a, slots_b = both(case.sampler_step)
+    np.testing.assert_array_equal(slots_a, slots_b)
+    assert_same_state(case.learner_state(algo), case.learner_state(restored))
+    assert_same_state(
+        algo.local_replay_buffer.get_state(), restored.local_replay_buffer.get_state()
+    )
+    # A real train() goes on from the restored state (fresh env episode).
+    added = restored.local_replay_buffer.get_added_timesteps()
+    result = restored.train()
+    assert restored.local_replay_buffer.get_added_timesteps() >= added + 300
+    assert result["ners"]["num_sampler_updates_lifetime"] >= 1
+    restored.local_replay_buffer.check_invariants()
+
+
+@pytest.mark.parametrize("store_buffer", [True, False])
+def test_store_buffer_in_checkpoints_is_honoured(case, tmp_path, store_buffer):
+    config = case.config(store_buffer)
+    assert case.config(True).store_buffer_in_checkpoints  # our default
+    algo = config.build_algo()
+    try:
+        algo.train()
+        stored = len(algo.local_replay_buffer)
+        assert stored > 0
+        path = Path(algo.save_to_path(str(tmp_path / "ckpt")))
+        with open(path / f"{Algorithm.STATE_FILE_NAME}.pkl", "rb") as f:
+            saved = pickle.load(f)
+        assert ("replay_buffer" in saved) is store_buffer
+        # The sampler's baseline is saved either way.
+        assert "ners_sampler_update" in saved
+    finally:
+        algo.stop()
+    restored = Algorithm.from_checkpoint(str(path))
+    try:
+        buffer = restored.local_replay_buffer
+        assert len(buffer) == (stored if store_buffer else 0)
+        assert buffer.get_added_timesteps() == (
+            algo.local_replay_buffer.get_added_timesteps() if store_buffer else 0
+        )
+        restored.train()
+        assert len(buffer) > (stored if store_buffer else 0)
+        buffer.check_invariants()
+    finally:
+        restored.stop()
