@@ -1,0 +1,141 @@
+"""Faults: an EnvRunner killed mid-training with RLlib's restart option on.
+
+Training must go on, the replay buffer's invariants must hold, and the killed
+runner's unfinished episode must not corrupt what is stored: every stored
+transition continues its own episode (timestep + 1) and its next observation is
+what CartPole's dynamics give for (observation, action), so no fragment was
+spliced onto another episode's tail.
+
+(NaN/inf injection is tested in test_ners_dqn.py, bad input in
+tests/unit/test_bad_input.py, the long soak in tests/unit/test_soak.py.)
+Algorithms are listed in `CASES`; ACER adds its own config builder there.
+"""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import ray
+
+from rllib_ners import NERSDQNConfig
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def ners_dqn_config():
+    return (
+        NERSDQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2, rollout_fragment_length=8)
+        .training(
+            n_step=3,
+            train_batch_size_per_learner=32,
+            num_steps_sampled_before_learning_starts=100,
+            replay_buffer_config={"capacity": 5000},
+        )
+        .reporting(min_sample_timesteps_per_iteration=200)
+        .fault_tolerance(
+            restart_failed_env_runners=True,
+            delay_between_env_runner_restarts_s=0.0,
+        )
+        .debugging(seed=0)
+    )
+
+
+CASES = {"ners_dqn": ners_dqn_config}  # ACER: add "acer": acer_config
+
+
+def cartpole_step(obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """gymnasium's CartPole-v1 dynamics (Euler), vectorised over rows."""
+    gravity, masspole, length, force_mag, tau = 9.8, 0.1, 0.5, 10.0, 0.02
+    total_mass, polemass_length = 1.0 + masspole, masspole * length
+    x, x_dot, theta, theta_dot = obs.astype(np.float64).T
+    force = np.where(actions == 1, force_mag, -force_mag)
+    cos, sin = np.cos(theta), np.sin(theta)
+    temp = (force + polemass_length * theta_dot**2 * sin) / total_mass
+    theta_acc = (gravity * sin - cos * temp) / (
+        length * (4.0 / 3.0 - masspole * cos**2 / total_mass)
+    )
+    x_acc = temp - polemass_length * theta_acc * cos / total_mass
+    return np.stack(
+        [
+            x + tau * x_dot,
+            x_dot + tau * x_acc,
+            theta + tau * theta_dot,
+            theta_dot + tau * theta_acc,
+        ],
+        axis=1,
+    )
+
+
+def assert_stored_episodes_are_whole(buffer):
+    buffer.check_invariants()
+    steps = np.flatnonzero(buffer._is_transition)
+    nxt = buffer._next[steps]
+    assert steps.size > 0
+    np.testing.assert_array_equal(buffer._episode_uid[nxt], buffer._episode_uid[steps])
+    np.testing.assert_array_equal(buffer._ts[nxt], buffer._ts[steps] + 1)
+    predicted = cartpole_step(buffer._obs[steps], buffer._actions[steps])
+    np.testing.assert_allclose(buffer._obs[nxt], predicted, atol=1e-5)
+
+
+def test_the_chain_check_catches_a_spliced_fragment():
+    """The physics check is not vacuous: join a transition to an observation of
+    another episode (pointers, episode ids and timesteps stay consistent)."""
+    algo = ners_dqn_config().env_runners(num_env_runners=0).build_algo()
+    try:
+        algo.train()
+        buffer = algo.local_replay_buffer
+        assert_stored_episodes_are_whole(buffer)
+        steps = np.flatnonzero(buffer._is_transition)
+        other = steps[buffer._episode_uid[steps] != buffer._episode_uid[steps[3]]]
+        buffer._obs[buffer._next[steps[3]]] = buffer._obs[other[-1]]
+        with pytest.raises(AssertionError):
+            assert_stored_episodes_are_whole(buffer)
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_killed_env_runner_is_restarted_and_the_buffer_stays_sound(name):
+    algo = CASES[name]().build_algo()
+    try:
+        group = algo.env_runner_group
+        algo.train()
+        steps_before = len(algo.local_replay_buffer)
+        assert group.num_healthy_remote_workers() == 2
+
+        # Kill runner 1 between iterations, then runner 2 while train() runs.
+        ray.kill(group._worker_manager._actors[1], no_restart=False)
+        result = algo.train()
+        killer = threading.Timer(
+            0.5,
+            lambda: ray.kill(group._worker_manager._actors[2], no_restart=False),
+        )
+        killer.start()
+        try:
+            for _ in range(2):
+                result = algo.train()
+        finally:
+            killer.join()
+
+        deadline = time.time() + 60
+        while group.num_healthy_remote_workers() < 2 and time.time() < deadline:
+            group.probe_unhealthy_env_runners()
+            time.sleep(1.0)
+        assert group.num_remote_worker_restarts() >= 2
+        assert group.num_healthy_remote_workers() == 2
+        result = algo.train()  # both restarted runners sample again
+        assert len(algo.local_replay_buffer) > steps_before
+        assert result["ners"]["num_sampler_updates_lifetime"] >= 1
+        assert_stored_episodes_are_whole(algo.local_replay_buffer)
+    finally:
+        algo.stop()
