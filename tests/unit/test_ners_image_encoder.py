@@ -1,0 +1,67 @@
+"""The NERS sampler's image encoder on stacked Atari frames.
+
+Its convolutions have stride == kernel size (the reference's two 5x5 stride-5
+convs), so it runs them as patch matmuls on channels-last images; this must equal
+conv2d exactly, forward and backward, including the cropped border (84 = 16*5+4).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rllib_ners.ners.scorer import NERSScorer
+from rllib_ners.ners.settings import NERSSettings
+
+SPACE = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+
+
+def make_scorer(seed=0):
+    torch.manual_seed(seed)
+    return NERSScorer(SPACE, gym.spaces.Discrete(9), NERSSettings())
+
+
+def test_patch_matmul_equals_conv2d_on_uint8_and_float_stacks():
+    encoder = make_scorer().encoder
+    frames = torch.randint(0, 256, (6, 84, 84, 4), dtype=torch.uint8)
+    with torch.no_grad():
+        np.testing.assert_allclose(
+            encoder(frames).numpy(),
+            encoder.forward_conv(frames).numpy(),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        as_float = frames.float() / 255.0
+        np.testing.assert_allclose(
+            encoder(as_float).numpy(), encoder(frames).numpy(), rtol=1e-5, atol=1e-6
+        )
+    # The border that conv2d drops (rows/cols 80-83) does not matter either.
+    changed = frames.clone()
+    changed[:, 80:, :, :] = 255 - changed[:, 80:, :, :]
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(changed), encoder(frames))
+
+
+def test_every_frame_of_the_stack_matters():
+    encoder = make_scorer().encoder
+    frames = torch.randint(0, 256, (2, 84, 84, 4), dtype=torch.uint8)
+    with torch.no_grad():
+        base = encoder(frames)
+        for channel in range(4):
+            changed = frames.clone()
+            changed[..., channel] = 0
+            assert (encoder(changed) - base).abs().max() > 1e-4
+
+
+def test_gradients_match_conv2d():
+    frames = torch.randint(0, 256, (5, 84, 84, 4), dtype=torch.uint8)
+    grads = []
+    for path in ("forward", "forward_conv"):
+        encoder = make_scorer(seed=3).encoder
+        getattr(encoder, path)(frames).square().sum().backward()
+        grads.append({n: p.grad.clone() for n, p in encoder.named_parameters()})
+    assert set(grads[0]) == set(grads[1])
+    for name in grads[0]:
+        assert grads[0][name].abs().sum() > 0, name
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6)
