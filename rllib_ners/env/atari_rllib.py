@@ -86,7 +86,7 @@ class AtariGameMetricsCallback(RLlibCallback):
         metrics_logger.log_value(
             GAME_LENGTH_MEAN, float(info[GAME_LENGTH_KEY]), window=window
         )
-        metrics_logger.log_value(NUM_GAMES_LIFETIME, 1, reduce="sum")
+        metrics_logger.log_value(NUM_GAMES_LIFETIME, 1, reduce="lifetime_sum")
 
 
 def _with_callback(config, callback_class) -> list:
