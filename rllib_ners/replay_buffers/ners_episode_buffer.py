@@ -272,14 +272,14 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     )
 
     @override(FastPrioritizedEpisodeReplayBuffer)
-    def get_state(self) -> Dict[str, Any]:
-        state = super().get_state()
+    def get_state(self, *, copy: bool = True) -> Dict[str, Any]:
+        state = super().get_state(copy=copy)
         state["_finished_returns"] = list(self._finished_returns)
         state["_partial_returns"] = dict(self._partial_returns)
         return state
 
     @override(FastPrioritizedEpisodeReplayBuffer)
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
+    def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
+        super().set_state(state, copy=copy)
         self._finished_returns = list(state["_finished_returns"])
         self._partial_returns = dict(state["_partial_returns"])

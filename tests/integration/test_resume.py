@@ -262,7 +262,19 @@ def test_store_buffer_in_checkpoints_is_honoured(case, tmp_path, store_buffer):
         algo.train()
         stored = len(algo.local_replay_buffer)
         assert stored > 0
+        buffer_get_state = algo.local_replay_buffer.get_state
+        copies = []
+
+        def spy(*, copy=True):
+            copies.append(copy)
+            return buffer_get_state(copy=copy)
+
+        algo.local_replay_buffer.get_state = spy
         path = Path(algo.save_to_path(str(tmp_path / "ckpt")))
+        algo.get_state()
+        # Saving writes the live arrays out (no second copy of the storage in
+        # memory); a state handed to the caller is a copy.
+        assert copies == ([False, True] if store_buffer else [])
         with open(path / f"{Algorithm.STATE_FILE_NAME}.pkl", "rb") as f:
             saved = pickle.load(f)
         assert ("replay_buffer" in saved) is store_buffer

@@ -202,6 +202,25 @@ class NERSDQNConfig(RainbowDQNConfig):
 class NERSSamplerMixin:
     """Buffer creation, sampler updates and checkpoint state for NERS algorithms."""
 
+    # True while save_to_path()/restore_from_path() run: the buffer state then
+    # goes straight to or comes straight from disk, so the buffer hands out and
+    # adopts its arrays without copying them (peak memory +1x storage, not +2x).
+    _ners_checkpoint_io = False
+
+    def save_to_path(self, *args, **kwargs):
+        self._ners_checkpoint_io = True
+        try:
+            return super().save_to_path(*args, **kwargs)
+        finally:
+            self._ners_checkpoint_io = False
+
+    def restore_from_path(self, *args, **kwargs):
+        self._ners_checkpoint_io = True
+        try:
+            return super().restore_from_path(*args, **kwargs)
+        finally:
+            self._ners_checkpoint_io = False
+
     def _create_local_replay_buffer_if_necessary(self, config):
         """RLlib's version with `type` accepted as a class object, too."""
         buffer_config = config.get("replay_buffer_config")
@@ -227,7 +246,9 @@ class NERSSamplerMixin:
         if self.config.store_buffer_in_checkpoints and self._check_component(
             _BUFFER_STATE, components, not_components
         ):
-            state[_BUFFER_STATE] = self.local_replay_buffer.get_state()
+            state[_BUFFER_STATE] = self.local_replay_buffer.get_state(
+                copy=not self._ners_checkpoint_io
+            )
         if self._check_component(_RNG_STATE, components, not_components):
             # This process's generators: a local EnvRunner explores with torch's,
             # a local Learner draws noise from it. The buffer has its own RNG.
@@ -239,7 +260,9 @@ class NERSSamplerMixin:
         if _UPDATER_STATE in state:
             self._ners_update.set_state(state[_UPDATER_STATE])
         if _BUFFER_STATE in state:
-            self.local_replay_buffer.set_state(state[_BUFFER_STATE])
+            self.local_replay_buffer.set_state(
+                state[_BUFFER_STATE], copy=not self._ners_checkpoint_io
+            )
         if _RNG_STATE in state:
             set_global_rng_state(state[_RNG_STATE])
 
