@@ -256,3 +256,36 @@ def test_ners_buffer_replay_returns_are_unclipped_games_not_lives():
     # An env without game infos: the summed episode reward, as before.
     buffer.add(life("plain", {}, [2.0, 3.0]))
     assert buffer.pop_finished_episode_returns() == [480.0, 5.0]
+
+
+def test_with_atari_wires_env_stacking_buffer_eval_and_metrics():
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    from rllib_ners.env.atari_rllib import AtariGameMetricsCallback, with_atari
+
+    class Mine(RLlibCallback):
+        pass
+
+    config = (
+        DQNConfig()
+        .training(replay_buffer_config={"type": "X", "capacity": 7})
+        .callbacks(Mine)
+    )
+    config = with_atari(config, "Pong", env_config={"noop_max": 5})
+    assert config.env == "rllib_ners.atari"
+    assert config.env_config == {"game": "Pong", "noop_max": 5}
+    assert config.evaluation_config["env_config"] == {
+        "game": "Pong",
+        "noop_max": 5,
+        "episodic_life": False,
+        "clip_rewards": False,
+    }
+    assert config.replay_buffer_config == {"type": "X", "capacity": 7, "frame_stack": 4}
+    # RLlib's default lookback of 1 would zero-fill stacks after every chunk cut.
+    assert config.episode_lookback_horizon == 3
+    connector = config._env_to_module_connector(None, None, None)
+    assert connector.num_frames == 4
+    assert config.callbacks_class == [Mine, AtariGameMetricsCallback]
+    with pytest.raises(ValueError, match="noop"):
+        with_atari(DQNConfig(), "Pong", env_config={"noops": 5})
