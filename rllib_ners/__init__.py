@@ -51,4 +51,16 @@ def _register_with_tune() -> None:
     register_atari_env()
 
 
+def _register_on_every_ray_init() -> None:
+    # Tune's registry writes import-time registrations into the first Ray
+    # session's KV store and then forgets them, so after ray.shutdown() and a
+    # new ray.init() in the same process "NERS-DQN" would be unknown. Ray runs
+    # these hooks after each ray.init(), right after Tune's own flush hook.
+    import ray._private.worker as ray_worker
+
+    if _register_with_tune not in ray_worker._post_init_hooks:
+        ray_worker._post_init_hooks.append(_register_with_tune)
+
+
 _register_with_tune()
+_register_on_every_ray_init()
