@@ -38,12 +38,20 @@ __all__ = [
     "RainbowTorchRLModule",
     "__version__",
     "enable_ners",
+    "register_with_tune",
     "with_atari",
     "with_replay_buffer",
 ]
 
 
-def _register_with_tune() -> None:
+def register_with_tune() -> None:
+    """Registers "NERS-DQN", "RainbowDQN" and the Atari env creator with Tune.
+
+    Runs on import and after every `ray.init()`. Tune's registry forgets names
+    at `ray.shutdown()`; code that looks them up while Ray is down after a
+    shutdown (e.g. `get_trainable_cls`) calls this first, as RLlib re-registers
+    its own algorithms on lookup.
+    """
     from ray.tune.registry import register_trainable
 
     register_trainable("NERS-DQN", NERSDQN)
@@ -58,9 +66,9 @@ def _register_on_every_ray_init() -> None:
     # these hooks after each ray.init(), right after Tune's own flush hook.
     import ray._private.worker as ray_worker
 
-    if _register_with_tune not in ray_worker._post_init_hooks:
-        ray_worker._post_init_hooks.append(_register_with_tune)
+    if register_with_tune not in ray_worker._post_init_hooks:
+        ray_worker._post_init_hooks.append(register_with_tune)
 
 
-_register_with_tune()
+register_with_tune()
 _register_on_every_ray_init()

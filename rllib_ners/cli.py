@@ -353,8 +353,10 @@ def _resolve_algo(name: str) -> type:
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.tune.registry import get_trainable_cls
 
-    import rllib_ners  # noqa: F401  (registers NERS-DQN with Tune)
+    from rllib_ners import register_with_tune
 
+    # Again, not just at import: Tune forgets names after a ray.shutdown().
+    register_with_tune()
     try:
         with warnings.catch_warnings():
             # RLlib's lazy registration imports DreamerV3, which builds a gymnasium
@@ -384,6 +386,9 @@ def _check_env(env: Any) -> None:
         return  # an env class or creator set in a Python example
     from ray.tune.registry import ENV_CREATOR, _global_registry
 
+    from rllib_ners import register_with_tune
+
+    register_with_tune()  # "rllib_ners.atari", even after a ray.shutdown()
     if _global_registry.contains(ENV_CREATOR, env):
         return
     import gymnasium as gym

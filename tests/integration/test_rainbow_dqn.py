@@ -1,5 +1,5 @@
 """Rainbow DQN inside RLlib: the six extensions switch independently, one train()
-each on CartPole; checkpoints keep the replay buffer; Tune finds "RainbowDQN"."""
+each on CartPole; checkpoints keep the replay buffer."""
 
 import numpy as np
 import pytest
@@ -167,9 +167,3 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path):
         restored.train()
     finally:
         restored.stop()
-
-
-def test_tune_knows_rainbow_dqn():
-    from ray.tune.registry import get_trainable_cls
-
-    assert get_trainable_cls("RainbowDQN") is RainbowDQN

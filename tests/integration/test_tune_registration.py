@@ -1,17 +1,39 @@
-"""Tune finds our algorithms by name in every Ray session of a process, not just
-the first (Tune's registry forgets import-time registrations at ray.shutdown())."""
+"""Tune finds our algorithms and env by name: after the import, in every Ray
+session of a process (Tune's registry forgets import-time names at
+ray.shutdown()), and after `register_with_tune()` while Ray is down."""
+
+import subprocess
+import sys
 
 import ray
-from ray.tune.registry import get_trainable_cls
+from ray.tune.registry import ENV_CREATOR, _global_registry, get_trainable_cls
 
 import rllib_ners
+
+
+def _assert_names_known():
+    assert get_trainable_cls("NERS-DQN") is rllib_ners.NERSDQN
+    assert get_trainable_cls("RainbowDQN") is rllib_ners.RainbowDQN
+    assert _global_registry.contains(ENV_CREATOR, "rllib_ners.atari")
+
+
+def test_import_registers_names_without_ray():
+    code = (
+        "import ray, rllib_ners\n"
+        "from ray.tune.registry import get_trainable_cls\n"
+        "assert not ray.is_initialized()\n"
+        "assert get_trainable_cls('NERS-DQN') is rllib_ners.NERSDQN\n"
+        "assert get_trainable_cls('RainbowDQN') is rllib_ners.RainbowDQN\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_names_survive_ray_shutdown_and_reinit():
     for _ in range(2):
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
         try:
-            assert get_trainable_cls("NERS-DQN") is rllib_ners.NERSDQN
-            assert get_trainable_cls("RainbowDQN") is rllib_ners.RainbowDQN
+            _assert_names_known()
         finally:
             ray.shutdown()
+    rllib_ners.register_with_tune()  # Ray is down again: names come back
+    _assert_names_known()
