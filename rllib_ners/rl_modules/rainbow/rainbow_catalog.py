@@ -52,6 +52,32 @@ def is_image_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
 
+def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
+    """Our CNN kind ("nature", "data_efficient") for image spaces, or None for
+    RLlib's own encoders (vectors, or a CNN from `conv_filters`)."""
+    kind = cfg.get(CNN_ENCODER_KEY)
+    if kind is not None and kind not in CNN_LAYERS:
+        raise ValueError(
+            f"Unknown model_config cnn_encoder={kind!r}; use 'nature', "
+            f"'data_efficient', or None (RLlib's CNN from conv_filters)."
+        )
+    if not is_image_space(observation_space):
+        if kind is not None:
+            raise ValueError(
+                f"model_config cnn_encoder={kind!r} needs [H, W, C] image "
+                f"observations, got {observation_space}. Remove cnn_encoder."
+            )
+        return None
+    if kind is None:
+        return None if cfg.get("conv_filters") else "nature"
+    if cfg.get("conv_filters"):
+        raise ValueError(
+            f"model_config sets both cnn_encoder={kind!r} and conv_filters; "
+            f"remove one (conv_filters builds RLlib's CNN instead)."
+        )
+    return kind
+
+
 class RainbowCatalog(DQNCatalog):
     """`DQNCatalog` with noisy streams and the Nature / data-efficient CNNs."""
 
@@ -62,7 +88,7 @@ class RainbowCatalog(DQNCatalog):
             **self._model_config_dict,
         }
         self._check_model_config(cfg)
-        self.cnn_encoder = self._resolve_cnn_encoder(self.observation_space, cfg)
+        self.cnn_encoder = resolve_cnn_encoder(self.observation_space, cfg)
         if self.cnn_encoder is None:
             # Vector observations, or RLlib's CNN from `conv_filters`.
             super()._determine_components_hook()
@@ -101,31 +127,6 @@ class RainbowCatalog(DQNCatalog):
                 f"C51 needs v_min < v_max, got v_min={cfg['v_min']!r}, "
                 f"v_max={cfg['v_max']!r}."
             )
-
-    @staticmethod
-    def _resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
-        """Our CNN kind for image spaces, or None for RLlib's own encoders."""
-        kind = cfg.get(CNN_ENCODER_KEY)
-        if kind is not None and kind not in CNN_LAYERS:
-            raise ValueError(
-                f"Unknown model_config cnn_encoder={kind!r}; use 'nature', "
-                f"'data_efficient', or None (RLlib's CNN from conv_filters)."
-            )
-        if not is_image_space(observation_space):
-            if kind is not None:
-                raise ValueError(
-                    f"model_config cnn_encoder={kind!r} needs [H, W, C] image "
-                    f"observations, got {observation_space}. Remove cnn_encoder."
-                )
-            return None
-        if kind is None:
-            return None if cfg.get("conv_filters") else "nature"
-        if cfg.get("conv_filters"):
-            raise ValueError(
-                f"model_config sets both cnn_encoder={kind!r} and conv_filters; "
-                f"remove one (conv_filters builds RLlib's CNN instead)."
-            )
-        return kind
 
     @override(Catalog)
     def build_encoder(self, framework: str) -> Encoder:

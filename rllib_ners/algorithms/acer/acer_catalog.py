@@ -1,0 +1,83 @@
+"""Catalog of ACER's RLModule: a shared trunk, a policy head and a Q head.
+
+The trunk is RLlib's MLP encoder for vector observations (`fcnet_hiddens`,
+`fcnet_activation`); for `[H, W, C]` images it is the Nature CNN (default) or the
+data-efficient CNN of `rllib_ners.rl_modules` (model_config `cnn_encoder`), or
+RLlib's own CNN when `conv_filters` is set. Both heads are MLPs with
+`head_fcnet_hiddens` / `head_fcnet_activation` and one output per action: the
+policy's logits and `Q(s, .)`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import gymnasium as gym
+from ray.rllib.core.models.base import Encoder
+from ray.rllib.core.models.catalog import Catalog
+from ray.rllib.utils.annotations import override
+
+from rllib_ners.rl_modules.rainbow.rainbow_catalog import resolve_cnn_encoder
+from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
+    QStream,
+    RainbowCNNEncoder,
+    cnn_output_dim,
+)
+
+
+def check_discrete_actions(action_space: gym.Space, who: str = "ACER") -> None:
+    """ACER's Q head and bias correction sum over a finite action set."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ValueError(
+            f"{who} supports Discrete action spaces only (its Q head and bias "
+            f"correction sum over all actions), got {action_space}. Use an env with "
+            f"discrete actions, or SAC/PPO for continuous control."
+        )
+
+
+class ACERCatalog(Catalog):
+    """Builds ACER's trunk (`build_encoder`), `build_pi_head` and `build_q_head`."""
+
+    @override(Catalog)
+    def _determine_components_hook(self):
+        check_discrete_actions(self.action_space)
+        cfg = self._model_config_dict
+        if cfg.get("use_lstm") or cfg.get("use_attention"):
+            raise ValueError(
+                "ACER's RLModule is not recurrent: set model_config use_lstm=False "
+                "(replayed sequences are scored step by step)."
+            )
+        self.cnn_encoder = resolve_cnn_encoder(self.observation_space, cfg)
+        if self.cnn_encoder is None:
+            super()._determine_components_hook()
+            return
+        self._encoder_config = None
+        self._action_dist_class_fn = functools.partial(
+            self._get_dist_cls_from_action_space, action_space=self.action_space
+        )
+        self.latent_dims = (
+            cnn_output_dim(self.observation_space.shape, self.cnn_encoder),
+        )
+
+    @override(Catalog)
+    def build_encoder(self, framework: str) -> Encoder:
+        if self.cnn_encoder is None:
+            return super().build_encoder(framework)
+        return RainbowCNNEncoder(self.observation_space.shape, self.cnn_encoder)
+
+    def _build_head(self) -> QStream:
+        cfg = self._model_config_dict
+        return QStream(
+            self.latent_dims[0],
+            cfg["head_fcnet_hiddens"],
+            int(self.action_space.n),
+            activation=cfg["head_fcnet_activation"],
+        )
+
+    def build_pi_head(self, framework: str) -> QStream:
+        """Policy logits, one per action."""
+        return self._build_head()
+
+    def build_q_head(self, framework: str) -> QStream:
+        """`Q(s, a)` for every action."""
+        return self._build_head()

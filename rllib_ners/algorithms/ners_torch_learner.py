@@ -1,0 +1,169 @@
+"""The NERS sampler inside a torch Learner, for any algorithm that replays.
+
+`NERSTorchLearnerMixin` gives a `TorchLearner` the scorer networks and their Adam
+optimiser (on the Learner's device, outside RLlib's optimiser registry, so the
+agent's updates never zero or step them), batch scoring with the global context,
+the REINFORCE step `ners_reinforce()` that the algorithm calls on every Learner
+at episode ends, and checkpoint state. `NERSDQNTorchLearner` and
+`ACERTorchLearner` use it.
+
+With several Learners (`num_learners > 1`) RLlib splits each sampled batch
+between them; the scorer then takes its global context over the whole batch (an
+all-reduce across the Learners' process group), starts from rank 0's weights,
+and averages REINFORCE gradients, so every Learner holds the same sampler at all
+times, as DDP keeps the RLModules equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT
+
+from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import ners_settings_from_config
+from rllib_ners.ners.scorer import NERSScorer, reinforce_loss
+from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
+from rllib_ners.rng_state import global_rng_state, set_global_rng_state
+
+NERS_SAMPLER_STATE = "ners_sampler"
+# The columns the scorer's features are built from.
+NERS_FEATURE_COLUMNS = ("obs", "new_obs", "actions", "rewards", DELTA, TARGET_Q, "ts")
+
+
+def sampler_tensors(batch: Dict[str, Any], device) -> Dict[str, torch.Tensor]:
+    """The scorer's feature columns of a numpy batch, as tensors on `device`."""
+    return {
+        name: torch.as_tensor(np.asarray(batch[name]), device=device)
+        for name in NERS_FEATURE_COLUMNS
+    }
+
+
+def _sum_over_learners(tensor: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+class NERSTorchLearnerMixin:
+    """Scorer, optimiser, scoring and REINFORCE for a `TorchLearner` subclass.
+
+    Call `build_ners_sampler()` from `build()`; list the mixin before the
+    TorchLearner class so that its `get_state`/`set_state` wrap the Learner's.
+    """
+
+    # Checked by NERSEpisodeReplayBuffer at build time.
+    supports_ners_replay = True
+    ners_scorer: Optional[NERSScorer] = None
+
+    def build_ners_sampler(self) -> None:
+        self.ners_settings = ners_settings_from_config(self.config)
+        module = self.module[DEFAULT_MODULE_ID]
+        external_dim = None
+        if self.ners_settings.encoder == "module":
+            probe = torch.as_tensor(
+                np.asarray(module.observation_space.sample())[None], device=self._device
+            )
+            external_dim = int(self._module_encode(probe).shape[-1])
+        self.ners_scorer = NERSScorer(
+            module.observation_space,
+            module.action_space,
+            self.ners_settings,
+            external_encoder_dim=external_dim,
+        ).to(self._device)
+        self.ners_optimizer = torch.optim.Adam(
+            self.ners_scorer.parameters(), lr=self.ners_settings.lr
+        )
+        if self._sampler_is_distributed():
+            # Learners seed differently (or not at all): start from rank 0's nets.
+            for tensor in self.ners_scorer.state_dict().values():
+                dist.broadcast(tensor, src=0)
+
+    def _sampler_is_distributed(self) -> bool:
+        """Whether several Learners share a torch process group (DDP)."""
+        return (
+            self.distributed
+            and dist.is_available()
+            and dist.is_initialized()
+            and dist.get_world_size() > 1
+        )
+
+    def _module_encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """The RLModule's own encoder output, detached (encoder='module')."""
+        module = self.module[DEFAULT_MODULE_ID].unwrapped()
+        with torch.no_grad():
+            return module.encoder({Columns.OBS: obs})[ENCODER_OUT].detach()
+
+    def _encode_fn(self) -> Optional[Callable]:
+        return self._module_encode if self.ners_settings.encoder == "module" else None
+
+    def ners_score(self, columns: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores a (shard of a) sampled batch without gradients.
+
+        `columns` holds `NERS_FEATURE_COLUMNS` as tensors. With several Learners
+        each holds a shard, and the global context covers the whole batch.
+        """
+        with torch.no_grad():
+            features = self.ners_scorer.featurize_batch(
+                columns, encode=self._encode_fn()
+            )
+            if self._sampler_is_distributed():
+                return self.ners_scorer(features, all_reduce_sum=_sum_over_learners)
+            return self.ners_scorer(features)
+
+    def ners_reinforce(
+        self, batch: Dict[str, np.ndarray], replay_reward: float
+    ) -> Dict[str, float]:
+        """One REINFORCE step of the sampler on I_train (numpy columns).
+
+        Only the sampler's parameters move: the RLModule is untouched (with
+        encoder='module' its encoder output enters detached). Every Learner gets
+        the same batch; with several, the gradients are averaged all the same, so
+        their samplers stay identical whatever the floating-point details.
+        """
+        tensors = sampler_tensors(batch, self._device)
+        self.ners_scorer.train()
+        features = self.ners_scorer.featurize_batch(tensors, encode=self._encode_fn())
+        scores = self.ners_scorer(features)
+        loss = reinforce_loss(scores, replay_reward, self.ners_settings.log_eps)
+        self.ners_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self._sampler_is_distributed():
+            world_size = dist.get_world_size()
+            for param in self.ners_scorer.parameters():
+                if param.grad is not None:
+                    dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
+                    param.grad /= world_size
+        self.ners_optimizer.step()
+        return {
+            "loss": float(loss.detach().cpu()),
+            "score_mean": float(scores.detach().mean().cpu()),
+        }
+
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self.ners_scorer is not None and self._check_component(
+            NERS_SAMPLER_STATE, components, not_components
+        ):
+            state[NERS_SAMPLER_STATE] = {
+                "scorer": {
+                    k: v.detach().cpu()
+                    for k, v in self.ners_scorer.state_dict().items()
+                },
+                "optimizer": self.ners_optimizer.state_dict(),
+                # A remote Learner's own process generators (e.g. noisy nets).
+                "global_rng": global_rng_state(),
+            }
+        return state
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        sampler_state: Optional[dict] = state.get(NERS_SAMPLER_STATE)
+        if sampler_state is not None and self.ners_scorer is not None:
+            self.ners_scorer.load_state_dict(sampler_state["scorer"])
+            self.ners_optimizer.load_state_dict(sampler_state["optimizer"])
+            if "global_rng" in sampler_state:
+                set_global_rng_state(sampler_state["global_rng"])
