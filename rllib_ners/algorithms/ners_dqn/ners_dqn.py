@@ -17,63 +17,24 @@ Two routes lead here: `NERSDQNConfig` (below), or a stock `DQNConfig` passed to
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Dict, Optional, Tuple
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.from_config import from_config
-from ray.rllib.utils.replay_buffers import ReplayBuffer
 
 from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
     LEARNER_CONFIG_NERS_KEY,
 )
 from rllib_ners.algorithms.ners_dqn.sampler_update import NERSSamplerUpdate
-from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQNConfig
+from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
+from rllib_ners.algorithms.replay_state import (
+    NERS_BUFFER_TYPE,
+    buffer_type_to_string,
+    resolve_buffer_class,
+)
 from rllib_ners.ners.settings import NERSSettings
-from rllib_ners.rng_state import global_rng_state, set_global_rng_state
-
-NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
-_UPDATER_STATE = "ners_sampler_update"
-_BUFFER_STATE = "replay_buffer"
-_RNG_STATE = "global_rng"
-
-
-def buffer_type_to_string(buffer_type: Any) -> str:
-    """A replay buffer `type` as the dotted string RLlib 2.60 needs.
-
-    RLlib tests `"EpisodeReplayBuffer" in type`, which raises a TypeError for a
-    class object (and Tune turns strings back into classes on round trips).
-    """
-    if isinstance(buffer_type, str):
-        return buffer_type
-    if isinstance(buffer_type, type):
-        return f"{buffer_type.__module__}.{buffer_type.__qualname__}"
-    raise ValueError(
-        f"replay_buffer_config['type'] must be a class or a dotted import path, got "
-        f"{buffer_type!r}."
-    )
-
-
-def resolve_buffer_class(buffer_type: Any) -> type:
-    """Imports a buffer type given as a class, a dotted path or an RLlib short name."""
-    if isinstance(buffer_type, type):
-        return buffer_type
-    name = buffer_type_to_string(buffer_type)
-    module_name, _, class_name = name.rpartition(".")
-    try:
-        if not module_name:
-            module = importlib.import_module("ray.rllib.utils.replay_buffers")
-        else:
-            module = importlib.import_module(module_name)
-        return getattr(module, class_name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(
-            f"Unknown replay buffer type {name!r} in replay_buffer_config['type']: "
-            f"{error}. Use e.g. '{NERS_BUFFER_TYPE}'."
-        ) from None
 
 
 def _check_ners_buffer(replay_buffer_config: Optional[dict], setting: str) -> None:
@@ -199,75 +160,7 @@ class NERSDQNConfig(RainbowDQNConfig):
         return NERSDQNTorchLearner
 
 
-class NERSSamplerMixin:
-    """Buffer creation, sampler updates and checkpoint state for NERS algorithms."""
-
-    # True while save_to_path()/restore_from_path() run: the buffer state then
-    # goes straight to or comes straight from disk, so the buffer hands out and
-    # adopts its arrays without copying them (peak memory +1x storage, not +2x).
-    _ners_checkpoint_io = False
-
-    def save_to_path(self, *args, **kwargs):
-        self._ners_checkpoint_io = True
-        try:
-            return super().save_to_path(*args, **kwargs)
-        finally:
-            self._ners_checkpoint_io = False
-
-    def restore_from_path(self, *args, **kwargs):
-        self._ners_checkpoint_io = True
-        try:
-            return super().restore_from_path(*args, **kwargs)
-        finally:
-            self._ners_checkpoint_io = False
-
-    def _create_local_replay_buffer_if_necessary(self, config):
-        """RLlib's version with `type` accepted as a class object, too."""
-        buffer_config = config.get("replay_buffer_config")
-        if not buffer_config or buffer_config.get("no_local_replay_buffer"):
-            return None
-        buffer_config = dict(
-            buffer_config, type=buffer_type_to_string(buffer_config["type"])
-        )
-        if "EpisodeReplayBuffer" in buffer_config["type"]:
-            buffer_config["metrics_num_episodes_for_smoothing"] = (
-                self.config.metrics_num_episodes_for_smoothing
-            )
-        # RLlib leaves its buffers unseeded; ours follow `config.debugging(seed=)`
-        # unless the buffer config names its own seed, so seeded runs repeat.
-        if self.config.seed is not None:
-            buffer_config.setdefault("seed", self.config.seed)
-        return from_config(ReplayBuffer, buffer_config)
-
-    def get_state(self, components=None, *, not_components=None, **kwargs):
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        if self._check_component(_UPDATER_STATE, components, not_components):
-            state[_UPDATER_STATE] = self._ners_update.get_state()
-        if self.config.store_buffer_in_checkpoints and self._check_component(
-            _BUFFER_STATE, components, not_components
-        ):
-            state[_BUFFER_STATE] = self.local_replay_buffer.get_state(
-                copy=not self._ners_checkpoint_io
-            )
-        if self._check_component(_RNG_STATE, components, not_components):
-            # This process's generators: a local EnvRunner explores with torch's,
-            # a local Learner draws noise from it. The buffer has its own RNG.
-            state[_RNG_STATE] = global_rng_state()
-        return state
-
-    def set_state(self, state) -> None:
-        super().set_state(state)
-        if _UPDATER_STATE in state:
-            self._ners_update.set_state(state[_UPDATER_STATE])
-        if _BUFFER_STATE in state:
-            self.local_replay_buffer.set_state(
-                state[_BUFFER_STATE], copy=not self._ners_checkpoint_io
-            )
-        if _RNG_STATE in state:
-            set_global_rng_state(state[_RNG_STATE])
-
-
-class NERSDQN(NERSSamplerMixin, DQN):
+class NERSDQN(RainbowDQN):
     """DQN whose replay sampler is learned (see the module docstring)."""
 
     @classmethod

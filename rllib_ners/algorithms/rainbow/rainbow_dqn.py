@@ -31,9 +31,10 @@ from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.algorithms.replay_state import ReplayStateMixin
+
 # DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
 DQN_DEFAULT_EPSILON = [(0, 1.0), (10000, 0.05)]
-_BUFFER_STATE = "replay_buffer"
 
 
 def epsilon_is_zero(epsilon: Any) -> bool:
@@ -221,28 +222,11 @@ class RainbowDQNConfig(DQNConfig):
             )
 
 
-class RainbowDQN(DQN):
+class RainbowDQN(ReplayStateMixin, DQN):
     """RLlib's DQN with `RainbowDQNConfig`; checkpoints include the replay buffer
-    when `store_buffer_in_checkpoints=True`."""
+    when `store_buffer_in_checkpoints=True` (see `ReplayStateMixin`)."""
 
     @classmethod
     @override(DQN)
     def get_default_config(cls) -> AlgorithmConfig:
         return RainbowDQNConfig()
-
-    @override(DQN)
-    def get_state(self, components=None, *, not_components=None, **kwargs):
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        if (
-            self.config.store_buffer_in_checkpoints
-            and self.local_replay_buffer is not None
-            and self._check_component(_BUFFER_STATE, components, not_components)
-        ):
-            state[_BUFFER_STATE] = self.local_replay_buffer.get_state()
-        return state
-
-    @override(DQN)
-    def set_state(self, state) -> None:
-        super().set_state(state)
-        if _BUFFER_STATE in state and self.local_replay_buffer is not None:
-            self.local_replay_buffer.set_state(state[_BUFFER_STATE])

@@ -1,0 +1,167 @@
+"""Replay buffers in our algorithms: building them and keeping them in checkpoints.
+
+RLlib 2.60 builds an algorithm's replay buffer from `replay_buffer_config` but
+(1) crashes when `type` is a class object (and Tune turns dotted strings into
+classes on every trial), (2) never seeds the buffer, and (3) never puts the
+buffer into checkpoints, whatever `store_buffer_in_checkpoints` says.
+`ReplayStateMixin` fixes all three for our algorithms (Rainbow DQN, NERS-DQN,
+ACER) and adds what exact resume also needs: this process's global RNGs, the
+NERS sampler update's state (`self._ners_update`, when the algorithm has one)
+and any extra state an algorithm lists in `_extra_checkpoint_state()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict
+
+from ray.rllib.utils.from_config import from_config
+from ray.rllib.utils.replay_buffers import ReplayBuffer
+
+from rllib_ners.rng_state import global_rng_state, set_global_rng_state
+
+NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
+FAST_BUFFER_TYPE = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+BUFFER_STATE = "replay_buffer"
+NERS_UPDATE_STATE = "ners_sampler_update"
+RNG_STATE = "global_rng"
+EXTRA_STATE = "algorithm_extra"
+
+
+def buffer_type_to_string(buffer_type: Any) -> str:
+    """A replay buffer `type` as the dotted string RLlib 2.60 needs.
+
+    RLlib tests `"EpisodeReplayBuffer" in type`, which raises a TypeError for a
+    class object (and Tune turns strings back into classes on round trips).
+    """
+    if isinstance(buffer_type, str):
+        return buffer_type
+    if isinstance(buffer_type, type):
+        return f"{buffer_type.__module__}.{buffer_type.__qualname__}"
+    raise ValueError(
+        f"replay_buffer_config['type'] must be a class or a dotted import path, got "
+        f"{buffer_type!r}."
+    )
+
+
+def resolve_buffer_class(buffer_type: Any) -> type:
+    """Imports a buffer type given as a class, a dotted path or an RLlib short name."""
+    if isinstance(buffer_type, type):
+        return buffer_type
+    name = buffer_type_to_string(buffer_type)
+    module_name, _, class_name = name.rpartition(".")
+    try:
+        if not module_name:
+            module = importlib.import_module("ray.rllib.utils.replay_buffers")
+        else:
+            module = importlib.import_module(module_name)
+        return getattr(module, class_name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(
+            f"Unknown replay buffer type {name!r} in replay_buffer_config['type']: "
+            f"{error}. Use e.g. '{NERS_BUFFER_TYPE}' or '{FAST_BUFFER_TYPE}'."
+        ) from None
+
+
+def _is_fast_buffer(obj_or_class: Any) -> bool:
+    from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+        FastPrioritizedEpisodeReplayBuffer,
+    )
+
+    cls = obj_or_class if isinstance(obj_or_class, type) else type(obj_or_class)
+    return issubclass(cls, FastPrioritizedEpisodeReplayBuffer)
+
+
+class ReplayStateMixin:
+    """Buffer creation and checkpoint state for an `Algorithm` subclass (list it
+    before the Algorithm class)."""
+
+    # True while save_to_path()/restore_from_path() run: the buffer state then
+    # goes straight to or comes straight from disk, so our buffers hand out and
+    # adopt their arrays without copying them (peak memory +1x storage, not +2x).
+    _checkpoint_io = False
+    _ners_update = None
+
+    def save_to_path(self, *args, **kwargs):
+        self._checkpoint_io = True
+        try:
+            return super().save_to_path(*args, **kwargs)
+        finally:
+            self._checkpoint_io = False
+
+    def restore_from_path(self, *args, **kwargs):
+        self._checkpoint_io = True
+        try:
+            return super().restore_from_path(*args, **kwargs)
+        finally:
+            self._checkpoint_io = False
+
+    def _create_local_replay_buffer_if_necessary(self, config):
+        """RLlib's version with `type` accepted as a class object, too."""
+        buffer_config = config.get("replay_buffer_config")
+        if not buffer_config or buffer_config.get("no_local_replay_buffer"):
+            return None
+        buffer_config = dict(
+            buffer_config, type=buffer_type_to_string(buffer_config["type"])
+        )
+        if "EpisodeReplayBuffer" in buffer_config["type"]:
+            buffer_config["metrics_num_episodes_for_smoothing"] = (
+                self.config.metrics_num_episodes_for_smoothing
+            )
+        # RLlib leaves its buffers unseeded; ours follow `config.debugging(seed=)`
+        # unless the buffer config names its own seed, so seeded runs repeat.
+        if self.config.seed is not None and _is_fast_buffer(
+            resolve_buffer_class(buffer_config["type"])
+        ):
+            buffer_config.setdefault("seed", self.config.seed)
+        return from_config(ReplayBuffer, buffer_config)
+
+    def _extra_checkpoint_state(self) -> Dict[str, Any]:
+        """Algorithm state beyond RLlib's, the buffer's and the sampler's."""
+        return {}
+
+    def _set_extra_checkpoint_state(self, state: Dict[str, Any]) -> None:
+        """Restores what `_extra_checkpoint_state()` returned."""
+
+    def _buffer_state(self) -> Dict[str, Any]:
+        buffer = self.local_replay_buffer
+        if _is_fast_buffer(buffer):
+            return buffer.get_state(copy=not self._checkpoint_io)
+        return buffer.get_state()
+
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self._ners_update is not None and self._check_component(
+            NERS_UPDATE_STATE, components, not_components
+        ):
+            state[NERS_UPDATE_STATE] = self._ners_update.get_state()
+        if (
+            self.config.store_buffer_in_checkpoints
+            and self.local_replay_buffer is not None
+            and self._check_component(BUFFER_STATE, components, not_components)
+        ):
+            state[BUFFER_STATE] = self._buffer_state()
+        if self._check_component(RNG_STATE, components, not_components):
+            # This process's generators: a local EnvRunner explores with torch's,
+            # a local Learner draws noise from it. The buffer has its own RNG.
+            state[RNG_STATE] = global_rng_state()
+        extra = self._extra_checkpoint_state()
+        if extra and self._check_component(EXTRA_STATE, components, not_components):
+            state[EXTRA_STATE] = extra
+        return state
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if NERS_UPDATE_STATE in state and self._ners_update is not None:
+            self._ners_update.set_state(state[NERS_UPDATE_STATE])
+        if BUFFER_STATE in state and self.local_replay_buffer is not None:
+            if _is_fast_buffer(self.local_replay_buffer):
+                self.local_replay_buffer.set_state(
+                    state[BUFFER_STATE], copy=not self._checkpoint_io
+                )
+            else:
+                self.local_replay_buffer.set_state(state[BUFFER_STATE])
+        if RNG_STATE in state:
+            set_global_rng_state(state[RNG_STATE])
+        if EXTRA_STATE in state:
+            self._set_extra_checkpoint_state(state[EXTRA_STATE])
