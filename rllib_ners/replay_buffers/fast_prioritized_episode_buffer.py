@@ -318,6 +318,8 @@ class FastPrioritizedEpisodeReplayBuffer(
 
         self._last_sampled_indices = np.zeros(0, dtype=np.int64)
         self._last_sampled_stamps = np.zeros(0, dtype=np.int64)
+        # (step slots, chunk lengths) of the last add(), for recent_sequences().
+        self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._num_steps_added_lifetime = 0
         self._num_steps_evicted_lifetime = 0
         self._num_steps_sampled_lifetime = 0
@@ -370,6 +372,7 @@ class FastPrioritizedEpisodeReplayBuffer(
             raise ValueError(f"`weight` must be a finite number > 0, got {weight!r}.")
         chunks = [self._read_chunk(e) for e in episodes if len(e) > 0]
         if not chunks:
+            self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
             return
         self._ensure_storage(chunks[0])
         continuing = self._plan_continuations(chunks)
@@ -479,6 +482,10 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._num_timesteps_added += num_steps
         self._num_slots_written += num_new
         self._write_pos = (self._write_pos + num_new) % self.capacity
+        self._last_added_steps = (
+            all_step_slots,
+            np.array([c["len"] for c in chunks], dtype=np.int64),
+        )
         self._after_add(all_step_slots, chunks)
 
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
@@ -991,12 +998,58 @@ class FastPrioritizedEpisodeReplayBuffer(
         to `T` steps and stops early at the episode's stored end. `obs` has
         `T + 1` columns: `obs[:, k]` is the observation before step `k`, and
         `obs[b, lengths[b]]` the observation after the row's last step (for
-        bootstrapping). Padding repeats the last valid entry.
+        bootstrapping); from there on every column repeats it, so `obs[:, T]`
+        is each row's bootstrap observation. Other padding repeats the last
+        valid entry; `rewards` are 0 and the flags False at padded steps.
         """
         B = _check_positive_int("batch_size_B", batch_size_B)
         T = _check_positive_int("batch_length_T", batch_length_T)
         beta = self._resolve_beta(beta)
         starts, weights = self._draw(B, beta)
+        return self._sequence_columns(starts, weights, T, include_infos=include_infos)
+
+    def recent_sequences(
+        self, batch_length_T: int, *, include_infos: bool = False
+    ) -> Dict[str, np.ndarray]:
+        """The steps of the last `add()` call, cut into sequences of at most `T`.
+
+        For on-policy updates (ACER): every chunk of the last `add()` is split at
+        `0, T, 2T, ...` into rows that stay inside the chunk; the columns are
+        those of `sample_sequences()` with `weights` 1. Does not count as a
+        sample (no priority update is expected after it).
+        """
+        T = _check_positive_int("batch_length_T", batch_length_T)
+        step_slots, chunk_lengths = self._last_added_steps
+        if step_slots.size == 0:
+            raise ValueError(
+                "recent_sequences() needs steps from a preceding add() call; the "
+                "last add() stored none."
+            )
+        # Row r covers chunk positions [r_start, r_start + r_len).
+        pieces = -(-chunk_lengths // T)
+        chunk_of_row = np.repeat(np.arange(chunk_lengths.size), pieces)
+        chunk_offsets = np.concatenate([[0], np.cumsum(chunk_lengths)[:-1]])
+        first_row = np.concatenate([[0], np.cumsum(pieces)[:-1]])
+        piece = np.arange(pieces.sum()) - first_row[chunk_of_row]
+        row_start = piece * T
+        max_lengths = np.minimum(T, chunk_lengths[chunk_of_row] - row_start)
+        starts = step_slots[chunk_offsets[chunk_of_row] + row_start]
+        weights = np.ones(starts.size, dtype=np.float32)
+        return self._sequence_columns(
+            starts, weights, T, max_lengths=max_lengths, include_infos=include_infos
+        )
+
+    def _sequence_columns(
+        self,
+        starts: np.ndarray,
+        weights: np.ndarray,
+        T: int,
+        *,
+        max_lengths: Optional[np.ndarray] = None,
+        include_infos: bool = False,
+    ) -> Dict[str, np.ndarray]:
+        """Follows every start forward for up to `T` (or `max_lengths`) steps."""
+        B = starts.shape[0]
         step_slots = np.empty((B, T), dtype=np.int64)
         mask = np.zeros((B, T), dtype=bool)
         current = starts.copy()
@@ -1007,6 +1060,8 @@ class FastPrioritizedEpisodeReplayBuffer(
             nxt = self._next[current]
             ended = self._terminated[current] | self._truncated[current]
             active = active & ~ended & self._is_transition[nxt]
+            if max_lengths is not None:
+                active &= k + 1 < max_lengths
             current = np.where(active, nxt, current)
         lengths = mask.sum(axis=1)
         bootstrap = self._next[step_slots[np.arange(B), lengths - 1]]
@@ -1273,6 +1328,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._min_tree.set_state(state["min_tree"])
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state["rng"]
+        self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     # ------------------------------------------------------------- invariants
     def check_invariants(self) -> None:

@@ -196,6 +196,16 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             )
         return rows[order, :3]
 
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def sample_sequences(self, batch_size_B: int, batch_length_T: int, **kwargs):
+        """`FastPrioritizedEpisodeReplayBuffer.sample_sequences()` plus the
+        `sample_position` column (one per sequence): the rows a sequence
+        learner (ACER) returns to `update_priorities()` are for the sequence
+        starts, in any order."""
+        batch = super().sample_sequences(batch_size_B, batch_length_T, **kwargs)
+        batch[SAMPLE_POSITION] = np.arange(batch[INDICES].shape[0])
+        return batch
+
     # ---------------------------------------------------- sampler training
     @property
     def sampled_set_size(self) -> int:

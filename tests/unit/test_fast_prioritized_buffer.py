@@ -480,6 +480,48 @@ def test_continuation_after_tail_eviction_starts_fresh_fragment():
 
 
 # ----------------------------------------------------------------- sequences
+def test_recent_sequences_cut_the_last_add_into_rows_inside_each_chunk():
+    """On-policy rows: the last add's chunks split at 0, T, 2T..., never crossing
+    into the next chunk of the same episode added in the same call, never
+    touching older data, and not counted as a sample."""
+    buf = FastPrioritizedEpisodeReplayBuffer(200, seed=0)
+    buf.add([chunk(1, 0, 5)])  # older data: must not appear
+    buf.add(
+        [
+            chunk(1, 5, 12, terminated=True),  # continues ep 1: 7 steps
+            chunk(2, 0, 3),  # 3 steps, first chunk of ep 2
+            chunk(2, 3, 8),  # 5 more steps of ep 2 in the same call
+        ]
+    )
+    batch = buf.recent_sequences(3)
+    # ep1 7 steps -> 3+3+1; ep2 3 steps -> 3; ep2 5 steps -> 3+2.
+    expected_rows = [(1, 5, 3), (1, 8, 3), (1, 11, 1), (2, 0, 3), (2, 3, 3), (2, 6, 2)]
+    got = [
+        (int(batch["obs"][r, 0, 0]), int(batch["obs"][r, 0, 1]), int(length))
+        for r, length in enumerate(batch["lengths"])
+    ]
+    assert got == expected_rows
+    np.testing.assert_array_equal(batch["weights"], 1.0)
+    for r, (ep, t0, length) in enumerate(expected_rows):
+        np.testing.assert_array_equal(
+            batch["obs"][r, : length + 1, 1], t0 + np.arange(length + 1)
+        )
+        np.testing.assert_array_equal(
+            batch["action_logp"][r, :length], [logp(ep, t0 + k) for k in range(length)]
+        )
+        np.testing.assert_array_equal(
+            batch["rewards"][r, :length], [reward(ep, t0 + k) for k in range(length)]
+        )
+    # Only ep 1's last row ends the episode (terminated at t=11).
+    assert batch["terminateds"].sum() == 1 and batch["terminateds"][2, 0]
+    # Not a sample: nothing is waiting for update_priorities().
+    assert buf._last_sampled_indices.size == 0
+    assert buf.get_metrics()  # metrics still consistent
+    buf.add([])
+    with pytest.raises(ValueError, match="preceding add"):
+        buf.recent_sequences(3)
+
+
 def test_sample_sequences():
     buf = FastPrioritizedEpisodeReplayBuffer(200, seed=4)
     stored = {
