@@ -1,10 +1,11 @@
 """rllib_ners: the Neural Experience Replay Sampler (NERS) for Ray RLlib 2.60.
 
-Importing the package registers its algorithms with Ray Tune under "NERS-DQN"
-and "RainbowDQN" (so `tune.Tuner("NERS-DQN", ...)` works) and the Atari env
+Importing the package registers its algorithms with Ray Tune under "NERS-DQN",
+"RainbowDQN" and "ACER" (so `tune.Tuner("NERS-DQN", ...)` works) and the Atari env
 creator under "rllib_ners.atari"; it has no other side effects.
 """
 
+from rllib_ners.algorithms.acer import ACER, ACERConfig
 from rllib_ners.algorithms.ners_dqn import (
     NERSDQN,
     NERSCallback,
@@ -24,6 +25,8 @@ from rllib_ners.rl_modules import NoisyLinear, RainbowCatalog, RainbowTorchRLMod
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACER",
+    "ACERConfig",
     "FastPrioritizedEpisodeReplayBuffer",
     "NERSCallback",
     "NERSDQN",
@@ -45,7 +48,7 @@ __all__ = [
 
 
 def register_with_tune() -> None:
-    """Registers "NERS-DQN", "RainbowDQN" and the Atari env creator with Tune.
+    """Registers "NERS-DQN", "RainbowDQN", "ACER" and the Atari env creator with Tune.
 
     Runs on import and after every `ray.init()`. Tune's registry forgets names
     at `ray.shutdown()`; code that looks them up while Ray is down after a
@@ -56,6 +59,7 @@ def register_with_tune() -> None:
 
     register_trainable("NERS-DQN", NERSDQN)
     register_trainable("RainbowDQN", RainbowDQN)
+    register_trainable("ACER", ACER)
     register_atari_env()
 
 

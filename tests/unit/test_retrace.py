@@ -15,7 +15,9 @@ from rllib_ners.algorithms.acer.torch.retrace_torch import (
 )
 
 
-def retrace_numpy(rewards, q_taken, values, rho, bootstrap, terminated, lengths, gamma, c):
+def retrace_numpy(
+    rewards, q_taken, values, rho, bootstrap, terminated, lengths, gamma, c
+):
     """Row by row, step by step, as the paper writes it."""
     B, T = rewards.shape
     out = np.zeros((B, T))
@@ -55,8 +57,15 @@ def random_sequences(rng, B=7, T=9):
 def test_retrace_matches_numpy_loop(seed, c, gamma):
     data = random_sequences(np.random.default_rng(seed))
     expected = retrace_numpy(
-        data["rewards"], data["q_taken"], data["values"], data["rho"],
-        data["bootstrap"], data["terminated"], data["lengths"], gamma, c,
+        data["rewards"],
+        data["q_taken"],
+        data["values"],
+        data["rho"],
+        data["bootstrap"],
+        data["terminated"],
+        data["lengths"],
+        gamma,
+        c,
     )
     as_t = lambda x: torch.as_tensor(x, dtype=torch.float64)  # noqa: E731
     got = retrace_q_targets(
@@ -133,7 +142,9 @@ def test_policy_objective_on_a_hand_computed_two_action_three_step_sequence():
     expected = np.zeros((3, 2))
     for t, a in enumerate([0, 1, 1]):
         onehot = np.eye(2)[a]
-        expected[t] += min(1.0, rho[t, a]) * (onehot - p[t]) * (q_ret[0, t].item() - v[t])
+        expected[t] += (
+            min(1.0, rho[t, a]) * (onehot - p[t]) * (q_ret[0, t].item() - v[t])
+        )
         for b in range(2):
             coeff = max(0.0, 1.0 - 1.0 / rho[t, b])
             expected[t] += p[t, b] * coeff * (np.eye(2)[b] - p[t]) * (q[t, b] - v[t])

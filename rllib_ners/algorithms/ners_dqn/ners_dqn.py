@@ -17,13 +17,14 @@ Two routes lead here: `NERSDQNConfig` (below), or a stock `DQNConfig` passed to
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Optional
 
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.algorithms.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
     LEARNER_CONFIG_NERS_KEY,
 )
@@ -51,7 +52,7 @@ def _check_ners_buffer(replay_buffer_config: Optional[dict], setting: str) -> No
         )
 
 
-class NERSDQNConfig(RainbowDQNConfig):
+class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
     """DQN config with the NERS sampler; `.ners(...)` holds the sampler's settings.
 
     A `RainbowDQNConfig`: its RLModule is `RainbowTorchRLModule`, so `noisy`,
@@ -74,7 +75,7 @@ class NERSDQNConfig(RainbowDQNConfig):
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or NERSDQN)
-        self.ners_config: Dict[str, Any] = NERSSettings().to_dict()
+        self._init_ners_config()
         self.replay_buffer_config = {
             "type": NERS_BUFFER_TYPE,
             "capacity": 50000,
@@ -83,43 +84,6 @@ class NERSDQNConfig(RainbowDQNConfig):
         }
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
-
-    def ners(
-        self,
-        *,
-        hidden_size: Optional[int] = NotProvided,
-        encoder: Optional[str] = NotProvided,
-        encoder_hiddens: Optional[Tuple[int, ...]] = NotProvided,
-        encoder_out_dim: Optional[int] = NotProvided,
-        lr: Optional[float] = NotProvided,
-        train_size: Optional[int] = NotProvided,
-        replay_reward_mode: Optional[str] = NotProvided,
-        min_episodes_per_update: Optional[int] = NotProvided,
-        timestep_scale: Optional[float] = NotProvided,
-        action_encoding: Optional[str] = NotProvided,
-        log_eps: Optional[float] = NotProvided,
-    ) -> NERSDQNConfig:
-        """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
-
-        Args:
-            hidden_size: Width of the local/global/score networks (default 128).
-            encoder: "separate" (the paper's own state encoder, default) or
-                "module" (the RLModule's encoder output, detached).
-            encoder_hiddens: Hidden layers of the separate encoder's MLP.
-            encoder_out_dim: Output size of the separate encoder (default 32).
-            lr: Adam learning rate of the sampler (default 1e-4).
-            train_size: |I_train| per REINFORCE step (default 32).
-            replay_reward_mode: "train_return" (default) or "eval_return".
-            min_episodes_per_update: Finished training episodes per sampler
-                update (default 1: every episode end, as in the paper).
-            timestep_scale: Divides the in-episode timestep before tanh.
-            action_encoding: "one_hot" (default) or "scaled_index".
-            log_eps: Epsilon inside the REINFORCE log (default 1e-6).
-        """
-        for name, value in locals().items():
-            if name != "self" and value is not NotProvided:
-                self.ners_config[name] = value
-        return self
 
     @override(DQNConfig)
     def validate(self) -> None:
@@ -133,23 +97,7 @@ class NERSDQNConfig(RainbowDQNConfig):
                 type=buffer_type_to_string(self.replay_buffer_config["type"]),
             )
         _check_ners_buffer(self.replay_buffer_config, "NERSDQNConfig")
-        try:
-            NERSSettings.from_dict(self.ners_config)
-        except ValueError as error:
-            self._value_error(str(error))
-        if self.is_multi_agent:
-            self._value_error(
-                "NERSDQN supports single-agent setups only; remove the multi_agent() "
-                "policies or use a plain DQNConfig."
-            )
-        if self.ners_config.get("replay_reward_mode") == "eval_return" and not (
-            self.evaluation_interval or self.evaluation_num_env_runners
-        ):
-            self._value_error(
-                "NERS replay_reward_mode='eval_return' needs evaluation workers: set "
-                "config.evaluation(evaluation_num_env_runners=1, "
-                "evaluation_duration=5, evaluation_duration_unit='episodes')."
-            )
+        self._validate_ners("NERSDQN")
 
     @override(DQNConfig)
     def get_default_learner_class(self):

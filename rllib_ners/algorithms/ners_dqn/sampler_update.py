@@ -6,7 +6,8 @@ finished episodes with the window before it, instead of with the very first
 evaluation forever), and by default the windows are the training episodes RLlib
 already runs (no extra evaluation episodes).
 
-Used by `NERSDQN.training_step()` and by `NERSCallback` (stock DQN route).
+Used by `NERSDQN.training_step()`, `NERSCallback` (stock DQN route) and
+`ACER.training_step()`.
 """
 
 from __future__ import annotations
@@ -82,10 +83,13 @@ class NERSSamplerUpdate:
     """Runs the sampler update when enough training episodes have finished."""
 
     @classmethod
-    def from_config(cls, config) -> NERSSamplerUpdate:
-        """For a NERSDQNConfig, or a DQNConfig set up by `enable_ners()`."""
+    def from_config(cls, config, *, n_step=None) -> NERSSamplerUpdate:
+        """For a NERSDQNConfig, a DQNConfig set up by `enable_ners()`, or an
+        ACERConfig (pass `n_step=1`: its features use 1-step transitions)."""
         return cls(
-            ners_settings_from_config(config), n_step=config.n_step, gamma=config.gamma
+            ners_settings_from_config(config),
+            n_step=config.n_step if n_step is None else n_step,
+            gamma=config.gamma,
         )
 
     def __init__(self, settings: NERSSettings, *, n_step, gamma: float):

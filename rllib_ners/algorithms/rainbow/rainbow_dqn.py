@@ -31,6 +31,10 @@ from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.algorithms.env_checks import (
+    check_discrete_actions,
+    check_frame_stack_fits_observations,
+)
 from rllib_ners.algorithms.replay_state import ReplayStateMixin
 
 # DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
@@ -187,6 +191,8 @@ class RainbowDQNConfig(DQNConfig):
                 f"remove it or set num_atoms=1."
             )
         self._check_custom_classes()
+        check_discrete_actions(self, type(self).__name__.replace("Config", ""))
+        check_frame_stack_fits_observations(self)
 
     def _check_custom_classes(self) -> None:
         from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (

@@ -1,0 +1,555 @@
+"""ACER: actor-critic with experience replay, on RLlib's new API stack.
+
+Wang, Bapst, Heess, Mnih, Munos, Kavukcuoglu & de Freitas, "Sample Efficient
+Actor-Critic with Experience Replay", ICLR 2017. Discrete actions.
+
+One training step:
+  1. the EnvRunners act with the current softmax policy for
+     `rollout_fragment_length` (default: `sequence_length`) steps per env and
+     store each step's policy logits (`action_dist_inputs`): the behaviour
+     policy mu of everything that is later replayed;
+  2. the fresh chunks go into the replay buffer;
+  3. once `num_steps_sampled_before_learning_starts` steps are stored: one
+     on-policy update on the fresh chunks, cut into sequences of at most
+     `sequence_length` steps, then `n` off-policy updates on sequences replayed
+     from the buffer, `n` = `replay_ratio` (fixed) or drawn from
+     Poisson(`replay_ratio`) (as in the paper);
+  4. with the NERS buffer, after a step in which enough episodes finished, the
+     NERS sampler takes one REINFORCE step (as in NERS-DQN).
+
+The losses (Retrace critic, truncated importance sampling with bias correction,
+entropy bonus, optional efficient trust region against the average policy
+network) are in `torch/acer_torch_learner.py`, the math in
+`torch/retrace_torch.py`.
+
+Replay is of sequences (one row per sequence start, columnar, straight from
+`FastPrioritizedEpisodeReplayBuffer.sample_sequences()`): uniform with the
+default buffer (`alpha=0`), by priority with `alpha > 0` (PER on sequence
+starts, priority `|Q_ret - Q|`) or by learned NERS scores with
+`NERSEpisodeReplayBuffer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import numpy as np
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import (
+    ALL_MODULES,
+    ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    REPLAY_BUFFER_ADD_DATA_TIMER,
+    REPLAY_BUFFER_RESULTS,
+    REPLAY_BUFFER_SAMPLE_TIMER,
+    REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TD_ERROR_KEY,
+    TIMERS,
+)
+from ray.rllib.utils.numpy import convert_to_numpy
+
+from rllib_ners.algorithms.acer.acer_learner import SEQUENCE_START_TS, SEQUENCE_WEIGHTS
+from rllib_ners.algorithms.env_checks import (
+    check_discrete_actions,
+    check_frame_stack_fits_observations,
+)
+from rllib_ners.algorithms.ners_config import NERSConfigMixin
+from rllib_ners.algorithms.ners_dqn.sampler_update import NERSSamplerUpdate
+from rllib_ners.algorithms.replay_state import (
+    FAST_BUFFER_TYPE,
+    ReplayStateMixin,
+    buffer_type_to_string,
+    resolve_buffer_class,
+)
+from rllib_ners.ners.settings import NERSSettings
+from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
+
+REPLAY_RATIO_DISTRIBUTIONS = ("poisson", "fixed")
+# Metric keys under `result["acer"]`.
+ACER_RESULTS = "acer"
+NUM_ON_POLICY_UPDATES = "num_on_policy_updates_lifetime"
+NUM_OFF_POLICY_UPDATES = "num_off_policy_updates_lifetime"
+OFF_POLICY_UPDATES_PER_STEP = "off_policy_updates_per_step"
+_REPLAY_RNG_STATE = "replay_ratio_rng"
+
+
+class ACERConfig(NERSConfigMixin, AlgorithmConfig):
+    """Configuration of `ACER`.
+
+    .. code-block:: python
+
+        from rllib_ners import ACERConfig
+
+        config = (
+            ACERConfig()
+            .environment("CartPole-v1")
+            .training(lr=5e-4, sequence_length=20, replay_ratio=4.0)
+        )
+        algo = config.build_algo()
+        algo.train()
+
+    With NERS, replayed sequence starts are drawn by the learned sampler:
+
+    .. code-block:: python
+
+        config = (
+            ACERConfig()
+            .environment("CartPole-v1")
+            .training(
+                replay_buffer_config={
+                    "type": "rllib_ners.NERSEpisodeReplayBuffer",
+                    "capacity": 50000,
+                    "alpha": 0.6,
+                    "beta": 0.4,
+                }
+            )
+            .ners(hidden_size=128, lr=1e-4)
+        )
+    """
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or ACER)
+        # .training()
+        self.lr = 5e-4
+        self.gamma = 0.99
+        self.grad_clip = 40.0
+        self.train_batch_size_per_learner = 320
+        self.sequence_length = 20
+        self.replay_ratio = 4.0
+        self.replay_ratio_distribution = "poisson"
+        self.truncation_c = 10.0
+        self.retrace_c = 1.0
+        self.entropy_coeff = 0.01
+        self.q_loss_coeff = 0.5
+        self.tau = 0.01
+        self.use_trust_region = True
+        self.trust_region_delta = 1.0
+        self.num_steps_sampled_before_learning_starts = 1000
+        self.replay_buffer_config = {
+            "type": FAST_BUFFER_TYPE,
+            "capacity": 50000,
+            "alpha": 0.0,
+            "beta": 0.0,
+        }
+        # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
+        self.store_buffer_in_checkpoints = True
+        self._init_ners_config()
+        # .env_runners(): "auto" acts for `sequence_length` steps per env.
+        self.rollout_fragment_length = "auto"
+        # .reporting(): about 1000 env steps per train() call.
+        self.min_sample_timesteps_per_iteration = 1000
+
+    @override(AlgorithmConfig)
+    def training(
+        self,
+        *,
+        sequence_length: Optional[int] = NotProvided,
+        replay_ratio: Optional[float] = NotProvided,
+        replay_ratio_distribution: Optional[str] = NotProvided,
+        truncation_c: Optional[float] = NotProvided,
+        retrace_c: Optional[float] = NotProvided,
+        entropy_coeff: Optional[float] = NotProvided,
+        q_loss_coeff: Optional[float] = NotProvided,
+        tau: Optional[float] = NotProvided,
+        use_trust_region: Optional[bool] = NotProvided,
+        trust_region_delta: Optional[float] = NotProvided,
+        num_steps_sampled_before_learning_starts: Optional[int] = NotProvided,
+        replay_buffer_config: Optional[dict] = NotProvided,
+        store_buffer_in_checkpoints: Optional[bool] = NotProvided,
+        **kwargs,
+    ) -> ACERConfig:
+        """Sets ACER's training settings (and RLlib's: `lr`, `gamma`, `grad_clip`,
+        `train_batch_size_per_learner`, ...).
+
+        Args:
+            sequence_length: Steps per replayed sequence (`T`, default 20); also
+                the EnvRunners' `rollout_fragment_length` when that is "auto".
+                `train_batch_size_per_learner` counts steps, so each off-policy
+                update replays `train_batch_size_per_learner // sequence_length`
+                sequences per Learner.
+            replay_ratio: Off-policy updates per on-policy update (default 4, as
+                in the paper's Atari runs; 0 is on-policy ACER).
+            replay_ratio_distribution: "poisson" (default: the number of
+                off-policy updates per step is drawn from Poisson(replay_ratio),
+                as in the paper) or "fixed" (exactly `replay_ratio`, which must
+                then be an integer).
+            truncation_c: `c` of the truncated importance weight `min(c, rho)`
+                in the policy gradient and of the bias correction
+                `[1 - c / rho(a)]_+` (the paper uses 10).
+            retrace_c: Truncation of the Retrace traces, `min(retrace_c, rho)`
+                (Retrace uses 1).
+            entropy_coeff: Weight of the policy's entropy bonus.
+            q_loss_coeff: Weight of the critic loss `0.5 (Q_ret - Q)^2`.
+            tau: Polyak rate of the average policy network after every update,
+                `avg <- tau * current + (1 - tau) * avg` (paper: alpha = 0.99,
+                i.e. tau = 0.01).
+            use_trust_region: Project each step's policy gradient so that the
+                linearised KL to the average policy grows by at most
+                `trust_region_delta` (ACER's efficient trust region).
+            trust_region_delta: `delta` of the trust region (paper: 1).
+            num_steps_sampled_before_learning_starts: Stored env steps before
+                any update (on- or off-policy).
+            replay_buffer_config: `type` is one of this package's buffers:
+                `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (with `alpha=0`:
+                uniform, the default; `alpha > 0`: prioritised by
+                `|Q_ret - Q|` of the sequence start) or
+                `rllib_ners.NERSEpisodeReplayBuffer` (NERS; set `.ners(...)`).
+            store_buffer_in_checkpoints: Whether checkpoints hold the replay
+                buffer (default True).
+        """
+        super().training(**kwargs)
+        for name, value in locals().items():
+            if name in ("self", "kwargs", "__class__") or value is NotProvided:
+                continue
+            setattr(self, name, value)
+        return self
+
+    @property
+    def uses_ners_replay(self) -> bool:
+        """Whether the replay buffer is the NERS buffer (or a subclass)."""
+        from rllib_ners.replay_buffers.ners_episode_buffer import (
+            NERSEpisodeReplayBuffer,
+        )
+
+        buffer_type = (self.replay_buffer_config or {}).get("type", FAST_BUFFER_TYPE)
+        return issubclass(resolve_buffer_class(buffer_type), NERSEpisodeReplayBuffer)
+
+    @property
+    def replay_sequences_per_learner(self) -> int:
+        return self.train_batch_size_per_learner // self.sequence_length
+
+    @override(AlgorithmConfig)
+    def get_rollout_fragment_length(self, worker_index: int = 0) -> int:
+        if self.rollout_fragment_length == "auto":
+            return self.sequence_length
+        return self.rollout_fragment_length
+
+    @override(AlgorithmConfig)
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        from rllib_ners.algorithms.acer.torch.default_acer_torch_rl_module import (
+            DefaultACERTorchRLModule,
+        )
+
+        return RLModuleSpec(
+            module_class=DefaultACERTorchRLModule, model_config=self.model_config
+        )
+
+    @override(AlgorithmConfig)
+    def get_default_learner_class(self):
+        from rllib_ners.algorithms.acer.torch.acer_torch_learner import (
+            ACERTorchLearner,
+        )
+
+        return ACERTorchLearner
+
+    @override(AlgorithmConfig)
+    def validate(self) -> None:
+        super().validate()
+        if not self.enable_rl_module_and_learner:
+            self._value_error(
+                "ACER runs on RLlib's new API stack only; remove "
+                "config.api_stack(enable_rl_module_and_learner=False, ...)."
+            )
+        if self.framework_str != "torch":
+            self._value_error(
+                f"ACER supports framework 'torch' only, got {self.framework_str!r}. "
+                f"Use config.framework('torch')."
+            )
+        if self.is_multi_agent:
+            self._value_error(
+                "ACER supports single-agent setups only; remove the multi_agent() "
+                "policies."
+            )
+        self._validate_acer_numbers()
+        self._validate_replay_buffer()
+        check_discrete_actions(self, "ACER")
+        check_frame_stack_fits_observations(self)
+
+    def _validate_acer_numbers(self) -> None:
+        def positive_int(name: str, value: Any) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                self._value_error(
+                    f"{name} must be a positive integer, got {name}={value!r}. "
+                    f"Fix it with config.training({name}=...)."
+                )
+
+        def number_in(name: str, value: Any, rule: str, ok) -> None:
+            if not (
+                isinstance(value, (int, float)) and np.isfinite(value) and ok(value)
+            ):
+                self._value_error(
+                    f"{name} must be {rule}, got {name}={value!r}. Fix it with "
+                    f"config.training({name}=...)."
+                )
+
+        positive_int("sequence_length", self.sequence_length)
+        batch = self.train_batch_size_per_learner
+        if batch < self.sequence_length or batch % self.sequence_length:
+            self._value_error(
+                f"train_batch_size_per_learner={batch} must be a positive multiple of "
+                f"sequence_length={self.sequence_length} (each off-policy update "
+                f"replays train_batch_size_per_learner // sequence_length "
+                f"sequences). Set e.g. config.training(train_batch_size_per_learner="
+                f"{16 * self.sequence_length})."
+            )
+        number_in("replay_ratio", self.replay_ratio, ">= 0", lambda v: v >= 0)
+        if self.replay_ratio_distribution not in REPLAY_RATIO_DISTRIBUTIONS:
+            self._value_error(
+                f"replay_ratio_distribution={self.replay_ratio_distribution!r} is "
+                f"unknown; use one of {REPLAY_RATIO_DISTRIBUTIONS}."
+            )
+        if self.replay_ratio_distribution == "fixed" and float(
+            self.replay_ratio
+        ) != int(self.replay_ratio):
+            self._value_error(
+                f"replay_ratio_distribution='fixed' runs exactly replay_ratio "
+                f"off-policy updates per step, so replay_ratio must be an integer, "
+                f"got {self.replay_ratio!r}. Use an integer or "
+                f"replay_ratio_distribution='poisson'."
+            )
+        number_in("truncation_c", self.truncation_c, "> 0", lambda v: v > 0)
+        number_in("retrace_c", self.retrace_c, "> 0", lambda v: v > 0)
+        number_in("entropy_coeff", self.entropy_coeff, ">= 0", lambda v: v >= 0)
+        number_in("q_loss_coeff", self.q_loss_coeff, "> 0", lambda v: v > 0)
+        number_in("tau", self.tau, "in (0, 1]", lambda v: 0 < v <= 1)
+        number_in("trust_region_delta", self.trust_region_delta, "> 0", lambda v: v > 0)
+        number_in("gamma", self.gamma, "in [0, 1]", lambda v: 0 <= v <= 1)
+        number_in(
+            "num_steps_sampled_before_learning_starts",
+            self.num_steps_sampled_before_learning_starts,
+            ">= 0",
+            lambda v: v >= 0,
+        )
+
+    def _validate_replay_buffer(self) -> None:
+        from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+            FastPrioritizedEpisodeReplayBuffer,
+        )
+
+        buffer_config = self.replay_buffer_config
+        if not isinstance(buffer_config, dict) or "type" not in buffer_config:
+            self._value_error(
+                f"ACER needs replay_buffer_config with a 'type', got "
+                f"{buffer_config!r}; e.g. {{'type': '{FAST_BUFFER_TYPE}', "
+                f"'capacity': 50000}}."
+            )
+        try:
+            buffer_class = resolve_buffer_class(buffer_config["type"])
+        except ValueError as error:
+            self._value_error(str(error))
+        if not (
+            isinstance(buffer_class, type)
+            and issubclass(buffer_class, FastPrioritizedEpisodeReplayBuffer)
+        ):
+            self._value_error(
+                f"ACER replays columnar sequences from this package's buffers; got "
+                f"replay_buffer_config['type']={buffer_config['type']!r}. Use "
+                f"'{FAST_BUFFER_TYPE}' (alpha=0: uniform) or "
+                f"'rllib_ners.NERSEpisodeReplayBuffer'."
+            )
+        self.replay_buffer_config = dict(
+            buffer_config, type=buffer_type_to_string(buffer_config["type"])
+        )
+        capacity = buffer_config.get("capacity", 10000)
+        rollout = self.get_rollout_fragment_length() * self.num_envs_per_env_runner
+        rollout *= max(1, self.num_env_runners)
+        needed = self.total_train_batch_size + 2 * rollout
+        if isinstance(capacity, (int, float)) and capacity < needed:
+            self._value_error(
+                f"replay_buffer_config['capacity']={capacity} is too small for ACER: "
+                f"it must hold a replayed batch ({self.total_train_batch_size} steps) "
+                f"and two rounds of fresh rollouts ({rollout} steps each). Set it to "
+                f"at least {needed}."
+            )
+        if self.uses_ners_replay:
+            self._validate_ners("ACER")
+        elif self.ners_config != NERSSettings().to_dict():
+            self._value_error(
+                "config.ners(...) settings have no effect without the NERS replay "
+                "buffer; set replay_buffer_config['type'] to "
+                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call."
+            )
+
+
+class ACER(ReplayStateMixin, Algorithm):
+    """ACER (see the module docstring)."""
+
+    @classmethod
+    @override(Algorithm)
+    def get_default_config(cls) -> AlgorithmConfig:
+        return ACERConfig()
+
+    @override(Algorithm)
+    def setup(self, config: AlgorithmConfig) -> None:
+        super().setup(config)
+        # Draws the number of off-policy updates per step; part of checkpoints.
+        self._replay_rng = np.random.default_rng(self.config.seed)
+        buffer = self.local_replay_buffer
+        self._updates_priorities = self.config.uses_ners_replay or buffer.alpha > 0
+        if self.config.uses_ners_replay:
+            self._ners_update = NERSSamplerUpdate.from_config(self.config, n_step=1)
+        self._num_on_policy_updates = 0
+        self._num_off_policy_updates = 0
+
+    @override(Algorithm)
+    def training_step(self) -> None:
+        buffer = self.local_replay_buffer
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            episodes, env_runner_results = synchronous_parallel_sample(
+                worker_set=self.env_runner_group,
+                concat=True,
+                sample_timeout_s=self.config.sample_timeout_s,
+                _uses_new_env_runners=True,
+                _return_metrics=True,
+            )
+        self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
+        with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
+            buffer.add(episodes)
+
+        if len(buffer) >= self.config.num_steps_sampled_before_learning_starts and (
+            sum(len(e) for e in episodes) > 0
+        ):
+            self._learn(buffer)
+        self.metrics.aggregate([buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
+        if self._ners_update is not None:
+            self._ners_update.maybe_update(self)
+
+    def _learn(self, buffer) -> None:
+        T = self.config.sequence_length
+        learner_results = [
+            self._update(buffer.recent_sequences(T), replayed=False),
+        ]
+        self._num_on_policy_updates += 1
+        num_replays = self._num_replay_updates()
+        for _ in range(num_replays):
+            with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
+                batch = buffer.sample_sequences(
+                    self.config.replay_sequences_per_learner
+                    * max(1, self.config.num_learners),
+                    T,
+                )
+            learner_results.append(self._update(batch, replayed=True))
+        self._num_off_policy_updates += num_replays
+        for results in learner_results:
+            self.metrics.aggregate(results, key=LEARNER_RESULTS)
+        self.metrics.log_dict(
+            {
+                NUM_ON_POLICY_UPDATES: self._num_on_policy_updates,
+                NUM_OFF_POLICY_UPDATES: self._num_off_policy_updates,
+            },
+            key=ACER_RESULTS,
+            reduce="max",
+            window=1,
+        )
+        self.metrics.log_value(
+            (ACER_RESULTS, OFF_POLICY_UPDATES_PER_STEP), num_replays, window=100
+        )
+        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            modules = set(learner_results[-1][0].keys()) - {ALL_MODULES}
+            self.env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.learner_group,
+                policies=modules,
+                inference_only=True,
+            )
+
+    def _num_replay_updates(self) -> int:
+        ratio = float(self.config.replay_ratio)
+        if self.config.replay_ratio_distribution == "fixed":
+            return int(ratio)
+        return int(self._replay_rng.poisson(ratio))
+
+    def _update(self, sequences: Dict[str, np.ndarray], *, replayed: bool):
+        """One Learner update on columnar sequences; returns the Learner results.
+
+        For replayed batches of a prioritising buffer, the rows the Learners
+        return (one per sequence start) go to `update_priorities()`.
+        """
+        with_priorities = replayed and self._updates_priorities
+        batch = self._train_batch(sequences, with_positions=with_priorities)
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            results = self.learner_group.update(
+                batch=batch,
+                timesteps={
+                    NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
+                        (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+                    )
+                },
+            )
+        # Rows are per Learner (a contiguous shard each, in order); they are
+        # popped so that they never reach the logged results.
+        rows = [
+            convert_to_numpy(module_results.pop(TD_ERROR_KEY).peek())
+            for result in results
+            for module_results in result.values()
+            if TD_ERROR_KEY in module_results
+        ]
+        if with_priorities:
+            with self.metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
+                self.local_replay_buffer.update_priorities(
+                    np.concatenate([np.concatenate(r) for r in rows])
+                )
+        return results
+
+    def _train_batch(
+        self, sequences: Dict[str, np.ndarray], *, with_positions: bool
+    ) -> MultiAgentBatch:
+        """The Learners' columnar batch, in whole sequences (rows)."""
+        if Columns.ACTION_DIST_INPUTS not in sequences:
+            raise ValueError(
+                "ACER needs the behaviour policy's `action_dist_inputs` stored with "
+                "every step, but the replay buffer holds none: the EnvRunners' "
+                "RLModule must return action_dist_inputs when exploring (ACER's "
+                "default module does)."
+            )
+        columns = {
+            Columns.OBS: sequences["obs"],
+            Columns.ACTIONS: sequences["actions"],
+            Columns.REWARDS: sequences["rewards"],
+            Columns.TERMINATEDS: sequences["terminateds"],
+            Columns.LOSS_MASK: sequences["mask"],
+            Columns.ACTION_DIST_INPUTS: sequences[Columns.ACTION_DIST_INPUTS],
+            SEQUENCE_WEIGHTS: sequences["weights"],
+        }
+        if with_positions:
+            columns[SEQUENCE_START_TS] = sequences["ts"][:, 0]
+            columns[SAMPLE_POSITION] = np.arange(sequences["obs"].shape[0])
+        num_learners = max(1, self.config.num_learners)
+        padding = -len(columns[Columns.OBS]) % num_learners
+        if padding:
+            # RLlib shards a batch row-wise between the Learners; every Learner
+            # needs a row. Padded rows are copies of row 0 with no real steps.
+            columns = {
+                key: np.concatenate([value, np.repeat(value[:1], padding, axis=0)])
+                for key, value in columns.items()
+            }
+            columns[Columns.LOSS_MASK][-padding:] = False
+            columns[SEQUENCE_WEIGHTS][-padding:] = 0.0
+        env_steps = int(sequences["mask"].sum())
+        return MultiAgentBatch(
+            {DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=env_steps
+        )
+
+    @override(ReplayStateMixin)
+    def _extra_checkpoint_state(self) -> Dict[str, Any]:
+        return {
+            _REPLAY_RNG_STATE: self._replay_rng.bit_generator.state,
+            NUM_ON_POLICY_UPDATES: self._num_on_policy_updates,
+            NUM_OFF_POLICY_UPDATES: self._num_off_policy_updates,
+        }
+
+    @override(ReplayStateMixin)
+    def _set_extra_checkpoint_state(self, state: Dict[str, Any]) -> None:
+        self._replay_rng.bit_generator.state = state[_REPLAY_RNG_STATE]
+        self._num_on_policy_updates = int(state[NUM_ON_POLICY_UPDATES])
+        self._num_off_policy_updates = int(state[NUM_OFF_POLICY_UPDATES])

@@ -1,0 +1,224 @@
+"""ACER's torch Learner: Retrace critic, truncated-IS actor, trust region, NERS.
+
+Per update, on a batch of sequences (columns in `acer_learner.py`):
+
+  1. under no_grad: `pi`, `Q` and `V = sum_a pi Q` at every step and at the
+     bootstrap observation; the behaviour policy `mu` from the stored logits;
+     `rho = pi / mu`; Retrace targets `Q_ret` (`retrace_torch.py`);
+  2. actor: ACER's truncated importance-sampling policy gradient with bias
+     correction plus an entropy bonus; with `use_trust_region` the gradient
+     w.r.t. the policy's probabilities is projected per step so that the
+     linearised KL to the average policy grows by at most `trust_region_delta`;
+  3. critic: `0.5 (Q_ret - Q(s, a))^2`, weighted by `q_loss_coeff`;
+  4. every step's terms are weighted by its sequence's importance-sampling
+     weight and averaged over the real (unpadded) steps.
+
+Replayed batches from the NERS buffer (they carry `sample_position`) are also
+scored: the sequence starts' features `[s_0, a_0, r_0, s_1, delta_0, q_0, t_0]`
+with `delta_0 = |Q_ret(s_0, a_0) - Q(s_0, a_0)|` (the TD error's magnitude, as
+in NERS-DQN) and `q_0 = V(s_0)` go through the NERS scorer, and rows
+`[sigma, delta, q, position]` are reported under RLlib's TD-error key for the
+buffer's `update_priorities()`. Replayed batches from a prioritised non-NERS
+buffer report `delta_0` there (PER on sequence starts).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import TD_ERROR_KEY
+from ray.rllib.utils.typing import ModuleID, TensorType
+
+from rllib_ners.algorithms.acer.acer_learner import (
+    ENTROPY_KEY,
+    KL_AVERAGE_POLICY_KEY,
+    MEAN_RHO_KEY,
+    POLICY_LOSS_KEY,
+    Q_LOSS_KEY,
+    Q_RET_MEAN_KEY,
+    SEQUENCE_START_TS,
+    SEQUENCE_WEIGHTS,
+    TRUNCATED_FRACTION_KEY,
+    TRUST_REGION_ACTIVE_KEY,
+    ACERLearner,
+)
+from rllib_ners.algorithms.acer.default_acer_rl_module import QF_PREDS
+from rllib_ners.algorithms.acer.torch.retrace_torch import (
+    acer_policy_objective,
+    importance_weights,
+    kl_gradient_wrt_probs,
+    retrace_q_targets,
+    trust_region_step,
+)
+from rllib_ners.algorithms.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.replay_buffers.ners_episode_buffer import (
+    DELTA,
+    SAMPLE_POSITION,
+    TARGET_Q,
+)
+
+
+class ACERTorchLearner(NERSTorchLearnerMixin, ACERLearner, TorchLearner):
+    """See the module docstring."""
+
+    @override(TorchLearner)
+    def build(self) -> None:
+        super().build()
+        if self.config.uses_ners_replay:
+            self.build_ners_sampler()
+
+    @override(TorchLearner)
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: ModuleID,
+        config: Any,
+        batch: Dict[str, Any],
+        fwd_out: Dict[str, TensorType],
+    ) -> TensorType:
+        # ---------------------------------------------------------- inputs
+        logits_all = fwd_out[Columns.ACTION_DIST_INPUTS]  # [B, T + 1, A]
+        q_all = fwd_out[QF_PREDS]  # [B, T + 1, A]
+        logits, q_values = logits_all[:, :-1], q_all[:, :-1]
+        actions = batch[Columns.ACTIONS].long()
+        mask = batch[Columns.LOSS_MASK].bool()
+        step_weights = batch[SEQUENCE_WEIGHTS].float().unsqueeze(-1) * mask
+        num_steps = mask.sum().clamp(min=1)
+        log_pi = torch.log_softmax(logits, dim=-1)
+        pi = log_pi.exp()
+
+        # ---------------------------------------------- targets (no grad)
+        with torch.no_grad():
+            mu = torch.softmax(batch[Columns.ACTION_DIST_INPUTS].float(), dim=-1)
+            values = (pi * q_values).sum(-1)
+            bootstrap_pi = torch.softmax(logits_all[:, -1], dim=-1)
+            bootstrap_values = (bootstrap_pi * q_all[:, -1]).sum(-1)
+            weights = importance_weights(pi, mu, actions, config.truncation_c)
+            q_taken_const = q_values.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            q_ret = retrace_q_targets(
+                rewards=batch[Columns.REWARDS].float(),
+                q_taken=q_taken_const,
+                values=values,
+                rho_taken=weights["rho_taken"],
+                bootstrap_values=bootstrap_values,
+                terminateds=batch[Columns.TERMINATEDS],
+                mask=mask,
+                gamma=config.gamma,
+                c=config.retrace_c,
+            )
+
+        # ----------------------------------------------------------- actor
+        if config.use_trust_region:
+            # The objective as a function of the probabilities phi = pi, per step
+            # (summed, not averaged: the constraint is per step, eq. 12).
+            log_phi = torch.log(pi.clamp(min=1e-12))
+            objective = acer_policy_objective(
+                log_pi=log_phi,
+                pi=pi,
+                actions=actions,
+                q_ret=q_ret,
+                q_values=q_values,
+                values=values,
+                truncated=weights["truncated"],
+                correction=weights["correction"],
+            ) + config.entropy_coeff * -(pi * log_phi).sum(-1)
+            (g,) = torch.autograd.grad(
+                (step_weights * objective).sum(), pi, retain_graph=True
+            )
+            with torch.no_grad():
+                average_logits = (
+                    self.module[module_id]
+                    .unwrapped()
+                    .forward_target({Columns.OBS: batch[Columns.OBS][:, :-1]})[
+                        TARGET_NETWORK_ACTION_DIST_INPUTS
+                    ]
+                )
+                pi_average = torch.softmax(average_logits, dim=-1)
+                k = kl_gradient_wrt_probs(pi_average, pi)
+                z = trust_region_step(g, k, config.trust_region_delta)
+                active = ((k * g).sum(-1) > config.trust_region_delta) & mask
+            policy_loss = -(z * pi).sum() / num_steps
+        else:
+            objective = acer_policy_objective(
+                log_pi=log_pi,
+                pi=pi,
+                actions=actions,
+                q_ret=q_ret,
+                q_values=q_values,
+                values=values,
+                truncated=weights["truncated"],
+                correction=weights["correction"],
+            )
+            entropy_bonus = config.entropy_coeff * -(pi * log_pi).sum(-1)
+            policy_loss = (
+                -(step_weights * (objective + entropy_bonus)).sum() / num_steps
+            )
+
+        # ---------------------------------------------------------- critic
+        q_taken = q_values.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        td = q_ret - q_taken
+        q_loss = 0.5 * (step_weights * td.pow(2)).sum() / num_steps
+        total_loss = policy_loss + config.q_loss_coeff * q_loss
+
+        # --------------------------------------------------------- logging
+        with torch.no_grad():
+            real = mask.float()
+            entropy = -(pi * log_pi).sum(-1)
+            metrics = {
+                POLICY_LOSS_KEY: policy_loss,
+                Q_LOSS_KEY: q_loss,
+                ENTROPY_KEY: (entropy * real).sum() / num_steps,
+                MEAN_RHO_KEY: (weights["rho_taken"] * real).sum() / num_steps,
+                TRUNCATED_FRACTION_KEY: (
+                    (weights["rho_taken"] > config.truncation_c).float() * real
+                ).sum()
+                / num_steps,
+                Q_RET_MEAN_KEY: (q_ret * real).sum() / num_steps,
+            }
+            if config.use_trust_region:
+                kl = (pi_average * (pi_average.clamp(min=1e-12).log() - log_pi)).sum(-1)
+                metrics[KL_AVERAGE_POLICY_KEY] = (kl * real).sum() / num_steps
+                metrics[TRUST_REGION_ACTIVE_KEY] = active.float().sum() / num_steps
+        self.metrics.log_dict(
+            {key: value.detach() for key, value in metrics.items()},
+            key=module_id,
+            window=1,
+        )
+        if SAMPLE_POSITION in batch:
+            self._report_replay_rows(module_id, batch, td.detach().abs(), values)
+        return total_loss
+
+    def _report_replay_rows(
+        self,
+        module_id: ModuleID,
+        batch: Dict[str, Any],
+        delta: torch.Tensor,
+        values: torch.Tensor,
+    ) -> None:
+        """Per sequence start: NERS rows `[sigma, delta, q, position]`, or plain
+        `delta` for a prioritised non-NERS buffer, under RLlib's TD-error key."""
+        delta_0, value_0 = delta[:, 0], values[:, 0]
+        if self.ners_scorer is None:
+            rows = delta_0
+        else:
+            obs = batch[Columns.OBS]
+            scores = self.ners_score(
+                {
+                    "obs": obs[:, 0],
+                    "new_obs": obs[:, 1],
+                    "actions": batch[Columns.ACTIONS][:, 0],
+                    "rewards": batch[Columns.REWARDS][:, 0],
+                    DELTA: delta_0,
+                    TARGET_Q: value_0,
+                    "ts": batch[SEQUENCE_START_TS],
+                }
+            )
+            position = batch[SAMPLE_POSITION].to(scores.dtype)
+            rows = torch.stack([scores, delta_0, value_0, position], dim=-1)
+        self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
+        self.metrics.log_value((module_id, TD_ERROR_KEY), rows, reduce="item_series")

@@ -1,0 +1,77 @@
+"""Config checks that need the env's spaces, run in `validate()` without Ray.
+
+RLlib's `validate()` never looks at the env, so a continuous action space only
+fails once EnvRunners and Learners are up, as a traceback from inside an actor.
+Our configs build the env here once (or use `config.observation_space` /
+`config.action_space` when set) and raise a `ValueError` naming the problem
+before anything starts.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import gymnasium as gym
+
+
+def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
+    """`(observation_space, action_space)` of a single-agent config's env.
+
+    Built here the way RLlib's EnvRunner builds it (a Tune-registered creator
+    with `env_config`, a gymnasium id, or an env class/callable), then closed.
+    None when there is no env yet or it cannot be built in this process:
+    RLlib then reports the env problem itself when it builds the env.
+    """
+    if config.observation_space is not None and config.action_space is not None:
+        return config.observation_space, config.action_space
+    env_spec = config.env
+    if env_spec is None or config.is_multi_agent:
+        return None
+    from ray.rllib.env.env_context import EnvContext
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    env_config = EnvContext(dict(config.env_config or {}), worker_index=0)
+    try:
+        if isinstance(env_spec, str):
+            if _global_registry.contains(ENV_CREATOR, env_spec):
+                env = _global_registry.get(ENV_CREATOR, env_spec)(env_config)
+            else:
+                env = gym.make(env_spec, **dict(env_config))
+        else:
+            env = env_spec(env_config)
+    except Exception:  # noqa: BLE001 - RLlib reports its own env errors later
+        return None
+    try:
+        if not isinstance(env, gym.Env):
+            return None
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def check_discrete_actions(config, who: str) -> None:
+    """Raises (through `config._value_error`) unless the actions are Discrete."""
+    spaces = env_spaces(config)
+    if spaces is not None and not isinstance(spaces[1], gym.spaces.Discrete):
+        config._value_error(
+            f"{who} supports Discrete action spaces only, but env {config.env!r} "
+            f"has action space {spaces[1]}. Use an env with discrete actions (SAC "
+            f"or PPO handle continuous control)."
+        )
+
+
+def check_frame_stack_fits_observations(config) -> None:
+    """`replay_buffer_config['frame_stack'] > 1` stacks image frames only."""
+    frame_stack = (config.replay_buffer_config or {}).get("frame_stack", 1)
+    if frame_stack in (None, 1):
+        return
+    spaces = env_spaces(config)
+    if spaces is None:
+        return
+    shape = getattr(spaces[0], "shape", None)
+    if shape is None or len(shape) not in (2, 3):
+        config._value_error(
+            f"replay_buffer_config['frame_stack']={frame_stack} stacks image frames, "
+            f"but env {config.env!r} has observations {spaces[0]}. Remove "
+            f"`frame_stack` from replay_buffer_config (or set it to 1)."
+        )

@@ -1,0 +1,78 @@
+"""`.ners(...)`: the NERS sampler's settings on an AlgorithmConfig.
+
+Shared by `NERSDQNConfig` and `ACERConfig` (whose NERS settings only matter with
+the NERS replay buffer). The values live in `config.ners_config` as a plain dict
+(Tune can search over it) and are validated as `rllib_ners.NERSSettings`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ray.rllib.algorithms.algorithm_config import NotProvided
+
+from rllib_ners.ners.settings import NERSSettings
+
+
+class NERSConfigMixin:
+    """Adds `ners()` and `_validate_ners()` to an `AlgorithmConfig` subclass."""
+
+    def _init_ners_config(self) -> None:
+        self.ners_config = NERSSettings().to_dict()
+
+    def ners(
+        self,
+        *,
+        hidden_size: Optional[int] = NotProvided,
+        encoder: Optional[str] = NotProvided,
+        encoder_hiddens: Optional[Tuple[int, ...]] = NotProvided,
+        encoder_out_dim: Optional[int] = NotProvided,
+        lr: Optional[float] = NotProvided,
+        train_size: Optional[int] = NotProvided,
+        replay_reward_mode: Optional[str] = NotProvided,
+        min_episodes_per_update: Optional[int] = NotProvided,
+        timestep_scale: Optional[float] = NotProvided,
+        action_encoding: Optional[str] = NotProvided,
+        log_eps: Optional[float] = NotProvided,
+    ):
+        """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
+
+        Args:
+            hidden_size: Width of the local/global/score networks (default 128).
+            encoder: "separate" (the paper's own state encoder, default) or
+                "module" (the RLModule's encoder output, detached).
+            encoder_hiddens: Hidden layers of the separate encoder's MLP.
+            encoder_out_dim: Output size of the separate encoder (default 32).
+            lr: Adam learning rate of the sampler (default 1e-4).
+            train_size: |I_train| per REINFORCE step (default 32).
+            replay_reward_mode: "train_return" (default) or "eval_return".
+            min_episodes_per_update: Finished training episodes per sampler
+                update (default 1: every episode end, as in the paper).
+            timestep_scale: Divides the in-episode timestep before tanh.
+            action_encoding: "one_hot" (default) or "scaled_index".
+            log_eps: Epsilon inside the REINFORCE log (default 1e-6).
+        """
+        for name, value in locals().items():
+            if name != "self" and value is not NotProvided:
+                self.ners_config[name] = value
+        return self
+
+    def _validate_ners(self, who: str) -> None:
+        """Raises (via `_value_error`) for bad NERS settings and set-ups."""
+        try:
+            NERSSettings.from_dict(self.ners_config)
+        except ValueError as error:
+            self._value_error(str(error))
+        if self.is_multi_agent:
+            self._value_error(
+                f"{who} supports single-agent setups only; remove the multi_agent() "
+                f"policies."
+            )
+        if self.ners_config.get("replay_reward_mode") == "eval_return" and not (
+            self.evaluation_interval or self.evaluation_num_env_runners
+        ):
+            self._value_error(
+                "NERS replay_reward_mode='eval_return' needs evaluation workers: set "
+                "config.evaluation(evaluation_num_env_runners=1, "
+                "evaluation_duration=5, evaluation_duration_unit='episodes')."
+            )
