@@ -69,8 +69,6 @@ _STOP_ALIASES = {
     "timesteps_total": STEPS_KEY,
 }
 YAML_EXPERIMENT_KEYS = ("config", "description", "env", "run", "stop")
-# Algorithms the project plans but does not ship yet.
-NOT_IMPLEMENTED_ALGOS = ("ACER",)
 # AlgorithmConfig methods a config dict may address as {"method": {kwargs}}.
 _CONFIG_METHODS = (
     "api_stack",
@@ -364,14 +362,9 @@ def _resolve_algo(name: str) -> type:
             warnings.simplefilter("ignore")
             cls = get_trainable_cls(name)
     except Exception:  # TuneError: "Unknown trainable"
-        if name.upper() in NOT_IMPLEMENTED_ALGOS:
-            raise CLIError(
-                f"algorithm {name!r} is not implemented yet in rllib_ners; use "
-                "NERS-DQN, DQN or another RLlib algorithm"
-            ) from None
         raise CLIError(
             f"unknown algorithm {name!r}: not registered with Ray Tune (try NERS-DQN, "
-            "DQN, SAC or PPO)"
+            "ACER, RainbowDQN, DQN, SAC or PPO)"
         ) from None
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise CLIError(f"{name!r} is a Tune trainable but not an RLlib algorithm")

@@ -25,7 +25,7 @@ from ray.rllib.core.columns import Columns
 
 from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import NERS_RESULTS
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN, NUM_GAMES_LIFETIME
-from rllib_ners.presets import atari_data_efficient_rainbow
+from rllib_ners.presets import atari_acer, atari_data_efficient_rainbow
 
 pytestmark = [
     pytest.mark.slow,
@@ -127,6 +127,51 @@ def test_ms_pacman_ners_rainbow_smoke(ray_session):
         # scaled to 100k transitions this stays far below 1 GB.
         assert buffer.storage_nbytes() < 1.1 * frames
         assert buffer.storage_nbytes() * 100_000 / capacity < 1.0e9
+    finally:
+        algo.stop()
+        torch.set_num_threads(threads)
+
+
+def test_pong_ners_acer_smoke(ray_session):
+    """ACER's Atari config (`pong_acer.py`) with NERS replay, scaled down: the
+    sequences replayed from the frame-once buffer carry the same 4-frame stacks
+    the module acted on, every loss is finite and the sampler is updated."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    ACTING_STACKS.clear()
+    config = (
+        atari_acer("Pong", replay="ners", num_envs_per_env_runner=2, capacity=4000)
+        .training(
+            train_batch_size_per_learner=80,
+            replay_ratio=1.0,
+            num_steps_sampled_before_learning_starts=200,
+        )
+        .env_runners(num_env_runners=0, env_to_module_connector=_stack_and_record)
+        .reporting(min_sample_timesteps_per_iteration=400)
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    try:
+        losses = []
+        for _ in range(3):
+            result = algo.train()
+            learner = result.get("learners", {}).get("default_policy", {})
+            if "q_loss" in learner:
+                losses.append((learner["q_loss"], learner["policy_loss"]))
+        assert len(losses) >= 2 and np.all(np.isfinite(losses)), losses
+        module = algo.learner_group._learner.module["default_policy"]
+        assert module.observation_space.shape == (84, 84, 4)
+        buffer = algo.local_replay_buffer
+        batch = buffer.sample_sequences(8, 20)
+        assert batch["obs"].shape == (8, 21, 84, 84, 4)
+        assert batch["obs"].dtype == np.uint8
+        for b in range(8):
+            for k in range(int(batch["lengths"][b])):
+                stack = batch["obs"][b, k]
+                key = (int(batch["ts"][b, k]), _digest(stack[..., -1]))
+                assert _digest(stack) in ACTING_STACKS[key], (b, k)
+        assert buffer._obs.nbytes == 4000 * 84 * 84
+        assert buffer.storage_nbytes() < 1.1 * buffer._obs.nbytes
     finally:
         algo.stop()
         torch.set_num_threads(threads)

@@ -91,7 +91,10 @@ def trained_run(ray_cluster, tmp_path_factory):
 
 ERROR_CASES = [
     (["train", "--algo", "FOO", "--env", "CartPole-v1"], "unknown algorithm 'FOO'"),
-    (["train", "--algo", "ACER", "--env", "CartPole-v1"], "'ACER' is not implemented"),
+    (
+        ["train", "--algo", "ACER", "--env", "Pendulum-v1", "--stop-iters", "1"],
+        "invalid config: ACER supports Discrete action spaces only",
+    ),
     (
         ["train", "--algo", "DQN", "--env", "NoSuchEnv-v9", "--stop-iters", "1"],
         "unknown environment id 'NoSuchEnv-v9'",
@@ -174,7 +177,12 @@ def test_error_cases_for_directories_without_runs(tmp_path, capsys):
         ("exp: [1, 2]", "must be a mapping"),
         ("exp: {run: DQN, env: CartPole-v1, stop: 5}", "`stop` must be a mapping"),
         ("exp: {run: DQN\n  bad: [", "invalid YAML"),
-        ("exp: {run: ACER, env: CartPole-v1}", "'ACER' is not implemented"),
+        (
+            "exp: {run: ACER, env: CartPole-v1, stop: {training_iteration: 1}, "
+            "config: {sequence_length: 7}}",
+            "train_batch_size_per_learner=320 must be a positive multiple of "
+            "sequence_length=7",
+        ),
         ("exp: {run: DQN, env: NoSuchEnv-v9, stop: {x: 1}}", "unknown environment"),
     ],
 )
