@@ -69,9 +69,10 @@ def test_train_with_each_buffer(replay):
         acer = result[ACER_RESULTS]
         assert acer["num_on_policy_updates_lifetime"] >= 1
         # Poisson(2) off-policy updates per step, on average.
-        ratio = acer["num_off_policy_updates_lifetime"] / acer[
-            "num_on_policy_updates_lifetime"
-        ]
+        ratio = (
+            acer["num_off_policy_updates_lifetime"]
+            / acer["num_on_policy_updates_lifetime"]
+        )
         assert 1.0 < ratio < 3.0
         after = module.state_dict()
         for key in before:

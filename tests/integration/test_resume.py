@@ -12,7 +12,8 @@ EnvRunner state holds neither the environment nor its episode in progress, so th
 restored EnvRunner starts a fresh episode (with a re-seeded env) and collects
 different transitions. The tests check the strongest property that holds.
 
-Algorithms are listed as `ResumeCase`s; ACER adds its own case to `CASES`.
+Algorithms are listed as `ResumeCase`s: NERS-DQN and ACER (with NERS replay;
+ACER also brings back its average policy network and replay-ratio generator).
 """
 
 import pickle
@@ -34,7 +35,7 @@ from ray.rllib.utils.metrics import (
 )
 from ray.rllib.utils.numpy import convert_to_numpy
 
-from rllib_ners import NERSDQNConfig
+from rllib_ners import ACERConfig, NERSDQNConfig
 from rllib_ners.rng_state import global_rng_state, set_global_rng_state
 
 pytestmark = pytest.mark.slow
@@ -115,7 +116,7 @@ def ners_dqn_replay_update(algo, env_steps):
     return slots
 
 
-def ners_dqn_sampler_step(algo):
+def ners_sampler_step(algo):
     """One REINFORCE step on I_train drawn from the buffer; returns its slots."""
     update = algo._ners_update
     batch = algo.local_replay_buffer.sample_sampler_training_batch(
@@ -126,13 +127,74 @@ def ners_dqn_sampler_step(algo):
     return batch["indices"]
 
 
-def ners_dqn_learner_state(algo):
-    state = algo.learner_group._learner.get_state(
-        components=["rl_module", "optimizer", "ners_sampler", "last_target_update_ts"]
-    )
+def learner_state(algo, components):
+    state = algo.learner_group._learner.get_state(components=components)
     # The process RNG snapshot is checked on its own (both algorithms share it).
     state["ners_sampler"].pop("global_rng")
     return state
+
+
+def ners_dqn_learner_state(algo):
+    return learner_state(
+        algo, ["rl_module", "optimizer", "ners_sampler", "last_target_update_ts"]
+    )
+
+
+def ners_dqn_extra_checks(algo, restored):
+    # When the target network was last synced (RLlib 2.60 forgets it).
+    state = ners_dqn_learner_state(algo)
+    assert state["last_target_update_ts"][DEFAULT_MODULE_ID] > 0
+
+
+# ---------------------------------------------------------------------- ACER
+def acer_config(store_buffer=True):
+    return (
+        ACERConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0)
+        .rl_module(model_config={"fcnet_hiddens": [32]})
+        .training(
+            sequence_length=10,
+            train_batch_size_per_learner=40,
+            replay_ratio=2.0,
+            num_steps_sampled_before_learning_starts=100,
+            replay_buffer_config={
+                "type": "rllib_ners.NERSEpisodeReplayBuffer",
+                "capacity": 5000,
+                "alpha": 0.6,
+                "beta": 0.4,
+            },
+            store_buffer_in_checkpoints=store_buffer,
+        )
+        .reporting(min_sample_timesteps_per_iteration=300)
+        .debugging(seed=0)
+    )
+
+
+def acer_replay_update(algo, env_steps):
+    """ACER's off-policy update on replayed sequences (NERS rows -> priorities);
+    returns the sampled sequence starts."""
+    config = algo.config
+    batch = algo.local_replay_buffer.sample_sequences(
+        config.replay_sequences_per_learner, config.sequence_length
+    )
+    algo._update(batch, replayed=True)
+    return batch["indices"]
+
+
+def acer_learner_state(algo):
+    # The RLModule state includes the average policy network.
+    return learner_state(algo, ["rl_module", "optimizer", "ners_sampler"])
+
+
+def acer_extra_checks(algo, restored):
+    # The Poisson generator of the replay ratio and the update counters.
+    assert_same_state(
+        algo._extra_checkpoint_state(), restored._extra_checkpoint_state(), "acer"
+    )
+    assert algo._num_off_policy_updates > 0
+    module = restored.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
+    assert any(k.startswith("_average_pi.") for k in module.state_dict())
 
 
 @dataclass
@@ -142,6 +204,7 @@ class ResumeCase:
     replay_update: Callable  # (algo, env_steps) -> sampled slots
     sampler_step: Callable  # (algo) -> slots the sampler trained on
     learner_state: Callable  # (algo) -> comparable Learner state
+    extra_checks: Callable  # (algo, restored) -> None
 
 
 CASES = [
@@ -149,10 +212,18 @@ CASES = [
         "ners_dqn",
         ners_dqn_config,
         ners_dqn_replay_update,
-        ners_dqn_sampler_step,
+        ners_sampler_step,
         ners_dqn_learner_state,
+        ners_dqn_extra_checks,
     ),
-    # ACER: add ResumeCase("acer", ...) here.
+    ResumeCase(
+        "acer",
+        acer_config,
+        acer_replay_update,
+        ners_sampler_step,  # the same NERS sampler update
+        acer_learner_state,
+        acer_extra_checks,
+    ),
 ]
 
 
@@ -206,9 +277,8 @@ def test_restore_brings_back_buffer_sampler_baseline_and_rngs(trained_and_restor
     assert algo._ners_update.window.previous_mean is not None
     # Sampler networks, their Adam moments, the RLModule and its optimizer, and
     # when the target network was last synced.
-    learner_state = case.learner_state(algo)
-    assert_same_state(learner_state, case.learner_state(restored))
-    assert learner_state["last_target_update_ts"][DEFAULT_MODULE_ID] > 0
+    assert_same_state(case.learner_state(algo), case.learner_state(restored))
+    case.extra_checks(algo, restored)
     new.check_invariants()
 
 
