@@ -1,8 +1,8 @@
 """Bad settings fail early with a ValueError that names the setting.
 
 Every case is checked before any Ray actor could start: buffer constructors and
-sample calls, NERS settings, and `NERSDQNConfig.validate()` (which `build_algo()`
-calls before creating EnvRunners or Learners).
+sample calls, NERS settings, and `NERSDQNConfig.validate()` / `ACERConfig.validate()`
+(which `build_algo()` calls before creating EnvRunners or Learners).
 """
 
 import gymnasium as gym
@@ -12,6 +12,7 @@ import ray
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_ners import (
+    ACERConfig,
     FastPrioritizedEpisodeReplayBuffer,
     NERSDQNConfig,
     NERSEpisodeReplayBuffer,
@@ -37,6 +38,13 @@ def _filled(cls=FastPrioritizedEpisodeReplayBuffer):
 
 def _ners_dqn(**ners):
     return NERSDQNConfig().environment("CartPole-v1").ners(**ners)
+
+
+def _acer(**training):
+    return ACERConfig().environment("CartPole-v1").training(**training).validate()
+
+
+NERS_BUFFER = {"type": "rllib_ners.NERSEpisodeReplayBuffer", "capacity": 5000}
 
 
 BUFFER_CASES = [
@@ -99,12 +107,72 @@ CONFIG_CASES = [
             .validate()
         ),
     ),
+    (
+        "supports Discrete action spaces only",
+        lambda: NERSDQNConfig().environment("Pendulum-v1").validate(),
+    ),
+    (
+        "frame_stack",
+        lambda: (
+            NERSDQNConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config={**NERS_BUFFER, "frame_stack": 4})
+            .validate()
+        ),
+    ),
+]
+
+ACER_CASES = [
+    ("sequence_length", lambda: _acer(sequence_length=0)),
+    ("multiple of sequence_length", lambda: _acer(train_batch_size_per_learner=50)),
+    ("replay_ratio", lambda: _acer(replay_ratio=-1.0)),
+    ("replay_ratio_distribution", lambda: _acer(replay_ratio_distribution="normal")),
+    (
+        "must be an integer",
+        lambda: _acer(replay_ratio=2.5, replay_ratio_distribution="fixed"),
+    ),
+    ("truncation_c", lambda: _acer(truncation_c=0.0)),
+    ("retrace_c", lambda: _acer(retrace_c=-1.0)),
+    ("entropy_coeff", lambda: _acer(entropy_coeff=-0.01)),
+    ("tau", lambda: _acer(tau=1.5)),
+    ("trust_region_delta", lambda: _acer(trust_region_delta=0.0)),
+    ("gamma", lambda: _acer(gamma=1.2)),
+    (
+        "this package's buffers",
+        lambda: _acer(replay_buffer_config={"type": "EpisodeReplayBuffer"}),
+    ),
+    (
+        "too small for ACER",
+        lambda: _acer(replay_buffer_config={**NERS_BUFFER, "capacity": 100}),
+    ),
+    (
+        "have no effect without the NERS replay buffer",
+        lambda: ACERConfig().environment("CartPole-v1").ners(lr=1e-3).validate(),
+    ),
+    (
+        "hidden_size",
+        lambda: (
+            ACERConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config=NERS_BUFFER)
+            .ners(hidden_size=0)
+            .validate()
+        ),
+    ),
+    (
+        "supports Discrete action spaces only",
+        lambda: ACERConfig().environment("Pendulum-v1").validate(),
+    ),
+    (
+        "frame_stack",
+        lambda: _acer(replay_buffer_config={**NERS_BUFFER, "frame_stack": 4}),
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     "expected, make",
-    BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES,
+    BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES + ACER_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make):
@@ -114,4 +182,4 @@ def test_bad_input_names_the_setting_before_ray_starts(expected, make):
 
 
 def test_at_least_25_cases():
-    assert len(BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES) >= 25
+    assert len(BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES + ACER_CASES) >= 25

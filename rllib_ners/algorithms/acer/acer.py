@@ -307,7 +307,8 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         if self.replay_ratio_distribution not in REPLAY_RATIO_DISTRIBUTIONS:
             self._value_error(
                 f"replay_ratio_distribution={self.replay_ratio_distribution!r} is "
-                f"unknown; use one of {REPLAY_RATIO_DISTRIBUTIONS}."
+                f"unknown; use one of {REPLAY_RATIO_DISTRIBUTIONS} in "
+                f"config.training(replay_ratio_distribution=...)."
             )
         if self.replay_ratio_distribution == "fixed" and float(
             self.replay_ratio
