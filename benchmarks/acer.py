@@ -23,17 +23,15 @@ How to run
 from __future__ import annotations
 
 import argparse
-import logging
 
-import ray
-from learning_runs import read_csv, run_to_target, summarize, write_csv
+from learning_runs import add_arguments, run_arms, summarize
 
 from rllib_ners.algorithms.acer.acer import (
     ACER_RESULTS,
     NUM_OFF_POLICY_UPDATES,
     NUM_ON_POLICY_UPDATES,
 )
-from rllib_ners.presets import ACER_REPLAYS, cartpole_acer
+from rllib_ners.presets import cartpole_acer
 
 ARMS = ("uniform", "ners", "per")
 
@@ -49,62 +47,31 @@ def build_config(arm: str, seed: int):
     return cartpole_acer(replay=arm).env_runners(num_env_runners=0).debugging(seed=seed)
 
 
-def report(rows, arms, args) -> None:
-    summarize(
-        rows,
-        arms,
-        title="CartPole-v1 ACER",
-        target=args.target,
-        max_steps=args.max_steps,
-        ratios=[("ners", "uniform"), ("per", "uniform")],
-    )
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--max-steps", type=int, default=200_000)
-    parser.add_argument("--target", type=float, default=450.0)
-    parser.add_argument(
-        "--arms", nargs="+", choices=sorted(ACER_REPLAYS), default=["uniform", "ners"]
+    add_arguments(
+        parser, arms=ARMS, default_arms=("uniform", "ners"), max_steps=200_000
     )
     parser.add_argument("--out", default="results/acer.csv")
-    parser.add_argument("--from-csv", help="print the summary of an earlier run's CSV")
     args = parser.parse_args(argv)
 
-    if args.from_csv:
-        rows = read_csv(args.from_csv)
-        report(rows, [a for a in ARMS if any(r["arm"] == a for r in rows)], args)
-        return 0
+    def report(rows, arms):
+        summarize(
+            rows,
+            arms,
+            title="CartPole-v1 ACER",
+            target=args.target,
+            max_steps=args.max_steps,
+            ratios=[("ners", "uniform"), ("per", "uniform")],
+        )
 
-    logging.getLogger("ray").setLevel(logging.ERROR)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    rows = []
-    try:
-        for seed in range(args.seeds):
-            for arm in args.arms:
-                row = {"arm": arm, "seed": seed}
-                row.update(
-                    run_to_target(
-                        build_config(arm, seed),
-                        max_steps=args.max_steps,
-                        target=args.target,
-                        count_updates=acer_updates,
-                    )
-                )
-                rows.append(row)
-                print(
-                    f"seed {seed} {arm:<8} steps_to_target={row['steps_to_target']} "
-                    f"env_steps/s={row['env_steps_per_s']:.1f} "
-                    f"updates/s={row['updates_per_s']:.1f} wall={row['wall_s']:.0f}s",
-                    flush=True,
-                )
-                write_csv(rows, args.out)
-    finally:
-        ray.shutdown()
-    report(rows, args.arms, args)
-    print(f"rows written to {args.out}")
-    return 0
+    return run_arms(
+        args,
+        all_arms=ARMS,
+        build_config=build_config,
+        count_updates=acer_updates,
+        report=report,
+    )
 
 
 if __name__ == "__main__":

@@ -9,12 +9,15 @@ first reached the target.
 
 from __future__ import annotations
 
+import argparse
 import csv
+import logging
 import os
 import statistics
 import time
 from typing import Callable, Dict, List, Sequence
 
+import ray
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_RETURN_MEAN,
@@ -134,3 +137,58 @@ def read_csv(path: str) -> List[dict]:
             )
             rows.append(parsed)
     return rows
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, arms, default_arms, max_steps):
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--max-steps", type=int, default=max_steps)
+    parser.add_argument("--target", type=float, default=450.0)
+    parser.add_argument("--arms", nargs="+", choices=arms, default=list(default_arms))
+    parser.add_argument(
+        "--from-csv",
+        help="print the summary of an earlier (possibly interrupted) run's CSV",
+    )
+
+
+def run_arms(
+    args,
+    *,
+    all_arms: Sequence[str],
+    build_config: Callable[[str, int], object],
+    count_updates: Callable[[dict], int],
+    report: Callable[[List[dict], Sequence[str]], None],
+) -> int:
+    """Runs every arm for every seed (arms interleaved seed by seed), writing the
+    CSV after each run; or, with `--from-csv`, only reports an earlier run."""
+    if args.from_csv:
+        rows = read_csv(args.from_csv)
+        report(rows, [a for a in all_arms if any(r["arm"] == a for r in rows)])
+        return 0
+    logging.getLogger("ray").setLevel(logging.ERROR)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    rows = []
+    try:
+        for seed in range(args.seeds):
+            for arm in args.arms:
+                row = {"arm": arm, "seed": seed}
+                row.update(
+                    run_to_target(
+                        build_config(arm, seed),
+                        max_steps=args.max_steps,
+                        target=args.target,
+                        count_updates=count_updates,
+                    )
+                )
+                rows.append(row)
+                print(
+                    f"seed {seed} {arm:<10} steps_to_target={row['steps_to_target']} "
+                    f"env_steps/s={row['env_steps_per_s']:.1f} "
+                    f"updates/s={row['updates_per_s']:.1f} wall={row['wall_s']:.0f}s",
+                    flush=True,
+                )
+                write_csv(rows, args.out)
+    finally:
+        ray.shutdown()
+    report(rows, args.arms)
+    print(f"rows written to {args.out}")
+    return 0

@@ -28,10 +28,8 @@ what to read, absolute numbers depend on the machine's load.
 from __future__ import annotations
 
 import argparse
-import logging
 
-import ray
-from learning_runs import read_csv, run_to_target, summarize, write_csv
+from learning_runs import add_arguments, run_arms, summarize
 from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
@@ -78,63 +76,29 @@ def dqn_updates(result: dict) -> int:
     return int(trained) // BATCH_SIZE
 
 
-def report(rows, arms, args) -> None:
-    summarize(
-        rows,
-        arms,
-        title="CartPole-v1 DQN",
-        target=args.target,
-        max_steps=args.max_steps,
-        ratios=[("ners", "per"), ("ners", "rllib-per")],
-    )
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--max-steps", type=int, default=60000)
-    parser.add_argument("--target", type=float, default=450.0)
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    add_arguments(parser, arms=ARMS, default_arms=ARMS, max_steps=60000)
     parser.add_argument("--out", default="results/ners_vs_per.csv")
-    parser.add_argument(
-        "--from-csv",
-        help="print the summary of an earlier (possibly interrupted) run's CSV",
-    )
     args = parser.parse_args(argv)
 
-    if args.from_csv:
-        rows = read_csv(args.from_csv)
-        report(rows, [a for a in ARMS if any(r["arm"] == a for r in rows)], args)
-        return 0
+    def report(rows, arms):
+        summarize(
+            rows,
+            arms,
+            title="CartPole-v1 DQN",
+            target=args.target,
+            max_steps=args.max_steps,
+            ratios=[("ners", "per"), ("ners", "rllib-per")],
+        )
 
-    logging.getLogger("ray").setLevel(logging.ERROR)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    rows = []
-    try:
-        for seed in range(args.seeds):
-            for arm in args.arms:
-                row = {"arm": arm, "seed": seed}
-                row.update(
-                    run_to_target(
-                        build_config(arm, seed),
-                        max_steps=args.max_steps,
-                        target=args.target,
-                        count_updates=dqn_updates,
-                    )
-                )
-                rows.append(row)
-                print(
-                    f"seed {seed} {arm:<10} steps_to_target={row['steps_to_target']} "
-                    f"env_steps/s={row['env_steps_per_s']:.1f} "
-                    f"updates/s={row['updates_per_s']:.1f} wall={row['wall_s']:.0f}s",
-                    flush=True,
-                )
-                write_csv(rows, args.out)
-    finally:
-        ray.shutdown()
-    report(rows, args.arms, args)
-    print(f"rows written to {args.out}")
-    return 0
+    return run_arms(
+        args,
+        all_arms=ARMS,
+        build_config=build_config,
+        count_updates=dqn_updates,
+        report=report,
+    )
 
 
 if __name__ == "__main__":

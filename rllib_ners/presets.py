@@ -127,6 +127,23 @@ ACER_REPLAYS = {
 }
 
 
+# ACER's loss settings of Wang et al. 2016 (and OpenAI baselines' `acer`), shared
+# by the CartPole and Atari presets.
+ACER_PAPER_SETTINGS = {
+    "gamma": 0.99,
+    "sequence_length": 20,
+    "replay_ratio": 4.0,
+    "replay_ratio_distribution": "poisson",
+    "truncation_c": 10.0,
+    "retrace_c": 1.0,
+    "entropy_coeff": 0.01,
+    "q_loss_coeff": 0.5,
+    "tau": 0.01,
+    "use_trust_region": True,
+    "trust_region_delta": 1.0,
+}
+
+
 def _acer_replay(config, replay: str, capacity: int, batch_size: int):
     if replay not in ACER_REPLAYS:
         raise ValueError(
@@ -163,20 +180,10 @@ def cartpole_acer(*, replay: str = "uniform", env: str = "CartPole-v1"):
         ACERConfig()
         .environment(env)
         .training(
+            **ACER_PAPER_SETTINGS,
             lr=5e-4,
-            gamma=0.99,
             grad_clip=40.0,
-            sequence_length=20,
             train_batch_size_per_learner=320,
-            replay_ratio=4.0,
-            replay_ratio_distribution="poisson",
-            truncation_c=10.0,
-            retrace_c=1.0,
-            entropy_coeff=0.01,
-            q_loss_coeff=0.5,
-            tau=0.01,
-            use_trust_region=True,
-            trust_region_delta=1.0,
             num_steps_sampled_before_learning_starts=200,
         )
         .rl_module(
@@ -208,23 +215,14 @@ def atari_acer(
     from rllib_ners.algorithms.acer import ACERConfig
     from rllib_ners.env.atari_rllib import with_atari
 
-    sequence_length = 20
+    sequence_length = ACER_PAPER_SETTINGS["sequence_length"]
     config = (
         ACERConfig()
         .training(
+            **ACER_PAPER_SETTINGS,
             lr=7e-4,
-            gamma=0.99,
             grad_clip=10.0,
-            sequence_length=sequence_length,
             train_batch_size_per_learner=num_envs_per_env_runner * sequence_length,
-            replay_ratio=4.0,
-            truncation_c=10.0,
-            retrace_c=1.0,
-            entropy_coeff=0.01,
-            q_loss_coeff=0.5,
-            tau=0.01,
-            use_trust_region=True,
-            trust_region_delta=1.0,
             num_steps_sampled_before_learning_starts=10_000,
         )
         .env_runners(num_envs_per_env_runner=num_envs_per_env_runner)

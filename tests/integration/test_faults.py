@@ -8,7 +8,7 @@ spliced onto another episode's tail.
 
 (NaN/inf injection is tested in test_ners_dqn.py, bad input in
 tests/unit/test_bad_input.py, the long soak in tests/unit/test_soak.py.)
-Algorithms are listed in `CASES`; ACER adds its own config builder there.
+Algorithms are listed in `CASES`: NERS-DQN and ACER (both with NERS replay).
 """
 
 import threading
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import ray
 
-from rllib_ners import NERSDQNConfig
+from rllib_ners import ACERConfig, NERSDQNConfig
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,34 @@ def ners_dqn_config():
     )
 
 
-CASES = {"ners_dqn": ners_dqn_config}  # ACER: add "acer": acer_config
+def acer_config():
+    """ACER with NERS replay: the on-policy update also trains on the fresh
+    chunks of the restarted runners."""
+    return (
+        ACERConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2)
+        .rl_module(model_config={"fcnet_hiddens": [32]})
+        .training(
+            sequence_length=8,
+            train_batch_size_per_learner=32,
+            replay_ratio=1.0,
+            num_steps_sampled_before_learning_starts=100,
+            replay_buffer_config={
+                "type": "rllib_ners.NERSEpisodeReplayBuffer",
+                "capacity": 5000,
+            },
+        )
+        .reporting(min_sample_timesteps_per_iteration=200)
+        .fault_tolerance(
+            restart_failed_env_runners=True,
+            delay_between_env_runner_restarts_s=0.0,
+        )
+        .debugging(seed=0)
+    )
+
+
+CASES = {"ners_dqn": ners_dqn_config, "acer": acer_config}
 
 
 def cartpole_step(obs: np.ndarray, actions: np.ndarray) -> np.ndarray:

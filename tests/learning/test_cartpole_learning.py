@@ -49,3 +49,27 @@ def test_stock_dqn_with_fast_per_buffer_beats_random_by_far():
         "--num-cpus=2",
         "--seed=0",
     )
+
+
+@pytest.mark.slow
+def test_acer_cartpole_reaches_450_within_200k_steps():
+    _run_example(
+        "tuned_examples/acer/cartpole_acer.py",
+        "--num-env-runners=0",
+        "--stop-reward=450",
+        "--stop-timesteps=200000",
+        "--num-cpus=2",
+        "--seed=0",
+    )
+
+
+@pytest.mark.slow
+def test_acer_with_ners_cartpole_reaches_450_within_200k_steps():
+    _run_example(
+        "tuned_examples/acer/cartpole_acer_ners.py",
+        "--num-env-runners=0",
+        "--stop-reward=450",
+        "--stop-timesteps=200000",
+        "--num-cpus=2",
+        "--seed=0",
+    )

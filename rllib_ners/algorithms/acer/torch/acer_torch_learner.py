@@ -113,12 +113,10 @@ class ACERTorchLearner(NERSTorchLearnerMixin, ACERLearner, TorchLearner):
             )
 
         # ----------------------------------------------------------- actor
-        if config.use_trust_region:
-            # The objective as a function of the probabilities phi = pi, per step
-            # (summed, not averaged: the constraint is per step, eq. 12).
-            log_phi = torch.log(pi.clamp(min=1e-12))
+        def weighted_objective(log_probs: torch.Tensor) -> torch.Tensor:
+            """Per-step ACER objective plus entropy bonus, IS-weighted, `[B, T]`."""
             objective = acer_policy_objective(
-                log_pi=log_phi,
+                log_pi=log_probs,
                 pi=pi,
                 actions=actions,
                 q_ret=q_ret,
@@ -126,9 +124,17 @@ class ACERTorchLearner(NERSTorchLearnerMixin, ACERLearner, TorchLearner):
                 values=values,
                 truncated=weights["truncated"],
                 correction=weights["correction"],
-            ) + config.entropy_coeff * -(pi * log_phi).sum(-1)
+            )
+            entropy = -(pi * log_probs).sum(-1)
+            return step_weights * (objective + config.entropy_coeff * entropy)
+
+        if config.use_trust_region:
+            # g: the objective's gradient w.r.t. the probabilities phi = pi, per
+            # step (summed, not averaged: the constraint is per step, eq. 12).
             (g,) = torch.autograd.grad(
-                (step_weights * objective).sum(), pi, retain_graph=True
+                weighted_objective(torch.log(pi.clamp(min=1e-12))).sum(),
+                pi,
+                retain_graph=True,
             )
             with torch.no_grad():
                 average_logits = (
@@ -142,22 +148,10 @@ class ACERTorchLearner(NERSTorchLearnerMixin, ACERLearner, TorchLearner):
                 k = kl_gradient_wrt_probs(pi_average, pi)
                 z = trust_region_step(g, k, config.trust_region_delta)
                 active = ((k * g).sum(-1) > config.trust_region_delta) & mask
+            # A surrogate whose gradient w.r.t. pi is z / num_steps.
             policy_loss = -(z * pi).sum() / num_steps
         else:
-            objective = acer_policy_objective(
-                log_pi=log_pi,
-                pi=pi,
-                actions=actions,
-                q_ret=q_ret,
-                q_values=q_values,
-                values=values,
-                truncated=weights["truncated"],
-                correction=weights["correction"],
-            )
-            entropy_bonus = config.entropy_coeff * -(pi * log_pi).sum(-1)
-            policy_loss = (
-                -(step_weights * (objective + entropy_bonus)).sum() / num_steps
-            )
+            policy_loss = -weighted_objective(log_pi).sum() / num_steps
 
         # ---------------------------------------------------------- critic
         q_taken = q_values.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
