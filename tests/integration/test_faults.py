@@ -66,6 +66,7 @@ def acer_config():
             replay_buffer_config={
                 "type": "rllib_ners.NERSEpisodeReplayBuffer",
                 "capacity": 5000,
+                "alpha": 0.6,
             },
         )
         .reporting(min_sample_timesteps_per_iteration=200)

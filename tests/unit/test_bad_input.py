@@ -146,6 +146,10 @@ ACER_CASES = [
         lambda: _acer(replay_buffer_config={**NERS_BUFFER, "capacity": 100}),
     ),
     (
+        "samples uniformly and ignores the learned scores",
+        lambda: _acer(replay_buffer_config=NERS_BUFFER),  # alpha stays 0
+    ),
+    (
         "have no effect without the NERS replay buffer",
         lambda: ACERConfig().environment("CartPole-v1").ners(lr=1e-3).validate(),
     ),
@@ -154,7 +158,7 @@ ACER_CASES = [
         lambda: (
             ACERConfig()
             .environment("CartPole-v1")
-            .training(replay_buffer_config=NERS_BUFFER)
+            .training(replay_buffer_config={**NERS_BUFFER, "alpha": 0.6})
             .ners(hidden_size=0)
             .validate()
         ),
@@ -165,7 +169,7 @@ ACER_CASES = [
     ),
     (
         "frame_stack",
-        lambda: _acer(replay_buffer_config={**NERS_BUFFER, "frame_stack": 4}),
+        lambda: _acer(replay_buffer_config={"frame_stack": 4}),
     ),
 ]
 

@@ -200,7 +200,8 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
             trust_region_delta: `delta` of the trust region (paper: 1).
             num_steps_sampled_before_learning_starts: Stored env steps before
                 any update (on- or off-policy).
-            replay_buffer_config: `type` is one of this package's buffers:
+            replay_buffer_config: Updates the buffer settings (keys not given
+                keep their values). `type` is one of this package's buffers:
                 `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (with `alpha=0`:
                 uniform, the default; `alpha > 0`: prioritised by
                 `|Q_ret - Q|` of the sequence start) or
@@ -209,6 +210,12 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                 buffer (default True).
         """
         super().training(**kwargs)
+        if replay_buffer_config is not NotProvided:
+            # As DQNConfig does: given keys update the current buffer config.
+            replay_buffer_config = {
+                **(self.replay_buffer_config or {}),
+                **(replay_buffer_config or {}),
+            }
         for name, value in locals().items():
             if name in ("self", "kwargs", "__class__") or value is NotProvided:
                 continue
@@ -374,6 +381,12 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                 f"at least {needed}."
             )
         if self.uses_ners_replay:
+            if not buffer_config.get("alpha", 1.0) > 0:
+                self._value_error(
+                    f"NERS replay with replay_buffer_config['alpha']="
+                    f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
+                    f"the learned scores; set alpha > 0 (e.g. 0.6)."
+                )
             self._validate_ners("ACER")
         elif self.ners_config != NERSSettings().to_dict():
             self._value_error(
