@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from rllib_ners.ners.settings import NERSSettings
+from rllib_ners.torch_utils import patch_conv
 
 __all__ = ["NERSScorer", "build_state_encoder", "is_image_space"]
 
@@ -65,8 +66,8 @@ class _ImageEncoder(nn.Module):
         # (tested against `forward_conv`), about 2x faster on CPU (uint8 is
         # converted once, on the cropped patches).
         scale = 1.0 if torch.is_floating_point(obs) else 1.0 / 255.0
-        x = _patch_conv(obs, self.convs[0], scale).relu()
-        x = _patch_conv(x, self.convs[2], 1.0).relu()
+        x = patch_conv(obs, self.convs[0], scale).relu()
+        x = patch_conv(x, self.convs[2], 1.0).relu()
         return self.mlp(x.permute(0, 3, 1, 2).flatten(1))
 
     def forward_conv(self, obs: torch.Tensor) -> torch.Tensor:
@@ -74,28 +75,6 @@ class _ImageEncoder(nn.Module):
         x = obs.permute(0, 3, 1, 2)
         x = x.float() / 255.0 if not torch.is_floating_point(obs) else x.float()
         return self.mlp(self.convs(x))
-
-
-def _patch_conv(x: torch.Tensor, conv: nn.Conv2d, scale: float) -> torch.Tensor:
-    """`conv(x * scale)` for channels-last `x` when stride == kernel, no padding.
-
-    Returns channels-last `[B, H', W', out]`. Pixels beyond the last full patch
-    are dropped, as conv2d drops them.
-    """
-    k = conv.kernel_size[0]
-    batch, height, width, channels = x.shape
-    rows, cols = (height - k) // k + 1, (width - k) // k + 1
-    patches = (
-        x[:, : rows * k, : cols * k, :]
-        .reshape(batch, rows, k, cols, k, channels)
-        .transpose(2, 3)
-        .reshape(batch * rows * cols, k * k * channels)
-        .float()
-    )
-    # (out, C, kh, kw) -> (kh * kw * C, out), the patches' element order.
-    weight = conv.weight.permute(2, 3, 1, 0).reshape(k * k * channels, -1)
-    out = torch.addmm(conv.bias, patches, weight * scale if scale != 1.0 else weight)
-    return out.reshape(batch, rows, cols, -1)
 
 
 class _VectorEncoder(nn.Module):

@@ -494,6 +494,29 @@ def test_image_encoders_output_shapes_and_scale_uint8(kind, features):
     assert fwd[QF_PROBS].shape == (2, 3, 51)
 
 
+@pytest.mark.parametrize("kind", ["data_efficient", "nature"])
+def test_fast_encoder_paths_equal_plain_conv2d_in_values_and_gradients(kind):
+    """Patch products (data-efficient) and the folded 1/255 scale (both) compute
+    exactly `net(obs / 255)` through conv2d, forward and backward."""
+    from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
+        RainbowCNNEncoder,
+    )
+
+    torch.manual_seed(0)
+    encoder = RainbowCNNEncoder((84, 84, 4), kind)
+    pixels = torch.randint(0, 256, (5, 84, 84, 4), dtype=torch.uint8)
+    outputs, grads = [], []
+    for path in (encoder.features, encoder.forward_conv):
+        encoder.zero_grad()
+        out = path(pixels)
+        (out * torch.linspace(-1, 1, out.shape[1])).sum().backward()
+        outputs.append(out.detach())
+        grads.append([p.grad.clone() for p in encoder.parameters()])
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
+    for fast, plain in zip(*grads):
+        torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-4)
+
+
 def test_image_encoder_errors_name_the_setting():
     with pytest.raises(ValueError, match="cnn_encoder"):
         _module(IMG_SPACE, cnn_encoder="resnet")

@@ -21,6 +21,7 @@ from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
 from torch import nn
 
 from rllib_ners.rl_modules.rainbow.noisy_linear import NoisyLinear
+from rllib_ners.torch_utils import channels_last_conv, is_patch_conv, patch_conv
 
 # (out_channels, kernel, stride) per conv layer, each followed by a ReLU.
 CNN_LAYERS: Dict[str, List[Tuple[int, int, int]]] = {
@@ -68,10 +69,34 @@ class RainbowCNNEncoder(nn.Module):
             in_channels = out_channels
         self.net = nn.Sequential(*layers, nn.Flatten())
 
+        self._convs = [m for m in self.net if isinstance(m, nn.Conv2d)]
+        # The data-efficient CNN's convs are patch maps (stride == kernel).
+        self._patch_convs = all(is_patch_conv(conv) for conv in self._convs)
+
     def forward(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-        obs = batch[Columns.OBS]
+        return {ENCODER_OUT: self.features(batch[Columns.OBS])}
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """`net(obs / 255)` on channels-last stacks, computed without a scaled
+        copy of the images (the scale goes into the first kernel) and, for
+        stride == kernel convs, as patch matrix products (`torch_utils`)."""
+        scale = 1.0 / 255.0 if obs.dtype == torch.uint8 else 1.0
+        if self._patch_convs:
+            x = obs
+            for conv in self._convs:
+                x = patch_conv(x, conv, scale).relu()
+                scale = 1.0
+            # Flatten in conv2d's (C, H, W) order, as `net` does.
+            return x.permute(0, 3, 1, 2).flatten(1)
+        x = channels_last_conv(obs, self._convs[0], scale).relu()
+        for conv in self._convs[1:]:
+            x = conv(x).relu()
+        return x.flatten(1)
+
+    def forward_conv(self, obs: torch.Tensor) -> torch.Tensor:
+        """The plain formulation `net(obs / 255)` (reference for the tests)."""
         x = obs.float() / 255.0 if obs.dtype == torch.uint8 else obs.float()
-        return {ENCODER_OUT: self.net(x.permute(0, 3, 1, 2))}
+        return self.net(x.permute(0, 3, 1, 2))
 
 
 class QStream(nn.Module):
