@@ -55,6 +55,7 @@ from rllib_ners.algorithms.acer.torch.retrace_torch import (
     retrace_q_targets,
     trust_region_step,
 )
+from rllib_ners.algorithms.fused_finite_check import FusedFiniteCheckMixin
 from rllib_ners.algorithms.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
@@ -63,7 +64,9 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
 )
 
 
-class ACERTorchLearner(NERSTorchLearnerMixin, ACERLearner, TorchLearner):
+class ACERTorchLearner(
+    NERSTorchLearnerMixin, FusedFiniteCheckMixin, ACERLearner, TorchLearner
+):
     """See the module docstring."""
 
     @override(TorchLearner)

@@ -14,11 +14,14 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID
 
+from rllib_ners.algorithms.fused_finite_check import FusedFiniteCheckMixin
+
 DEFAULT_ADAM_EPSILON = 1e-8
 
 
-class RainbowDQNTorchLearner(DQNTorchLearner):
-    """RLlib's DQN learner with `Adam(eps=config.adam_epsilon)`."""
+class RainbowDQNTorchLearner(FusedFiniteCheckMixin, DQNTorchLearner):
+    """RLlib's DQN learner with `Adam(eps=config.adam_epsilon)` (and one fused
+    nan/inf check of the gradients instead of RLlib's two passes)."""
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:

@@ -1,0 +1,61 @@
+"""The fused nan/inf check steps exactly as RLlib's `apply_gradients` does, with
+finite gradients and with nan/inf ones (which RLlib zeroes before stepping)."""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+from rllib_ners import RainbowDQNConfig
+
+OBS, ACT = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
+
+
+def _learner():
+    torch.manual_seed(0)
+    config = (
+        RainbowDQNConfig()
+        .environment(observation_space=OBS, action_space=ACT)
+        .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
+    )
+    return config.build_learner(spaces={DEFAULT_MODULE_ID: (OBS, ACT)})
+
+
+def _grads(learner, poison=None):
+    torch.manual_seed(1)
+    grads = {pid: torch.randn_like(p) for pid, p in learner._params.items()}
+    if poison is not None:
+        first = next(iter(grads))
+        grads[first].view(-1)[0] = poison
+    return grads
+
+
+@pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
+def test_same_step_as_rllibs_apply_gradients(poison, monkeypatch):
+    ours = _learner()
+    theirs = copy.deepcopy(ours)
+    rllib_apply = TorchLearner.apply_gradients
+    calls = []
+
+    def counting(self, gradients):
+        calls.append(self is ours)
+        return rllib_apply(self, gradients)
+
+    monkeypatch.setattr(TorchLearner, "apply_gradients", counting)
+    ours.apply_gradients(_grads(ours, poison))
+    # Finite gradients take the fused path; nan/inf go through RLlib's code.
+    assert calls == ([] if poison is None else [True])
+    rllib_apply(theirs, _grads(theirs, poison))
+    for (pid, a), b in zip(ours._params.items(), theirs._params.values()):
+        assert torch.equal(a, b), pid
+        assert torch.isfinite(a).all()
+    before = _learner()
+    moved = [
+        not torch.equal(a, b)
+        for a, b in zip(ours._params.values(), before._params.values())
+    ]
+    assert all(moved)
