@@ -15,7 +15,10 @@ from __future__ import annotations
 import importlib
 from typing import Any, Dict
 
+import numpy as np
 from ray.rllib.utils.from_config import from_config
+from ray.rllib.utils.metrics import TD_ERROR_KEY
+from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.replay_buffers import ReplayBuffer
 
 from rllib_ners.rng_state import global_rng_state, set_global_rng_state
@@ -61,6 +64,21 @@ def resolve_buffer_class(buffer_type: Any) -> type:
             f"Unknown replay buffer type {name!r} in replay_buffer_config['type']: "
             f"{error}. Use e.g. '{NERS_BUFFER_TYPE}' or '{FAST_BUFFER_TYPE}'."
         ) from None
+
+
+def pop_priority_rows(learner_results) -> Any:
+    """The per-item rows the Learners logged under RLlib's TD-error key (TD
+    errors, or NERS `[score, delta, q, position]` rows), concatenated Learner by
+    Learner, and removed from the results so that they are never logged. None
+    if no Learner logged any."""
+    rows = [
+        item
+        for result in learner_results
+        for module_results in result.values()
+        if isinstance(module_results, dict) and TD_ERROR_KEY in module_results
+        for item in convert_to_numpy(module_results.pop(TD_ERROR_KEY).peek())
+    ]
+    return np.concatenate(rows) if rows else None
 
 
 def _is_fast_buffer(obj_or_class: Any) -> bool:

@@ -951,7 +951,7 @@ class FastPrioritizedEpisodeReplayBuffer(
             batch[TRUNCATEDS].tolist(),
         )
         ts = batch[TIMESTEPS].tolist()
-        item_columns = self._item_columns(batch)
+        item_columns = self.item_columns(batch)
         observation_space = self.sampled_observation_space
         for i in range(len(slots)):
             extra = {"weights": [weights[i]], "n_step": [n_steps[i]]}
@@ -977,7 +977,7 @@ class FastPrioritizedEpisodeReplayBuffer(
             episodes.append(episode)
         return episodes
 
-    def _item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """Per-item values that `sample()` adds to each episode's extra model
         outputs, so that RLlib's learner connector turns them into batch columns.
         """

@@ -145,8 +145,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
 
     # --------------------------------------------------------- priorities
     @override(FastPrioritizedEpisodeReplayBuffer)
-    def _item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        columns = super()._item_columns(batch)
+    def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        columns = super().item_columns(batch)
         columns[TIMESTEPS] = batch[TIMESTEPS]
         columns[SAMPLE_POSITION] = np.arange(batch[TIMESTEPS].shape[0])
         return columns

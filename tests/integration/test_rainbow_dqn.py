@@ -167,3 +167,59 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path):
         restored.train()
     finally:
         restored.stop()
+
+
+@pytest.mark.parametrize("config_class", [NERSDQNConfig, RainbowDQNConfig])
+def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(config_class):
+    """Our training step hands the Learner numpy columns straight from the buffer;
+    RLlib's learner connector, given the same transitions as episodes, builds
+    the very same batch (names, dtypes, values)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from rllib_ners.algorithms.rainbow.rainbow_dqn import replay_train_batch
+
+    buffer_config = {**PER, "type": "rllib_ners.NERSEpisodeReplayBuffer"}
+    if config_class is RainbowDQNConfig:
+        buffer_config = PER
+    algo = _small(
+        config_class(), n_step=3, replay_buffer_config=buffer_config
+    ).build_algo()
+    try:
+        algo.train()
+        assert algo._columnar_replay
+        buffer, config = algo.local_replay_buffer, algo.config
+        kwargs = {"n_step": config.n_step, "gamma": config.gamma, "beta": 0.4}
+        rng_state = buffer.rng.bit_generator.state
+        episodes = buffer.sample(num_items=16, sample_episodes=True, **kwargs)
+        buffer.rng.bit_generator.state = rng_state  # draw the same items again
+        columns = buffer.sample_batch(16, **kwargs)
+        learner = algo.learner_group._learner
+        expected = learner._learner_connector(
+            rl_module=learner.module,
+            batch={},
+            episodes=episodes,
+            shared_data={},
+            metrics=learner.metrics,
+        )[DEFAULT_MODULE_ID]
+        ours = replay_train_batch(buffer, columns).policy_batches[DEFAULT_MODULE_ID]
+        assert set(ours) == set(expected)
+        for key in expected:
+            want = np.asarray(expected[key])
+            np.testing.assert_array_equal(ours[key], want, err_msg=key)
+            assert np.asarray(ours[key]).dtype == want.dtype, key
+    finally:
+        algo.stop()
+
+
+def test_custom_learner_connector_keeps_rllibs_episode_path():
+    from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
+
+    algo = _small(
+        RainbowDQNConfig(),
+        replay_buffer_config=PER,
+        learner_connector=lambda obs_space, act_space: AddOneTsToEpisodesAndTruncate(),
+    ).build_algo()
+    try:
+        assert not algo._columnar_replay
+    finally:
+        algo.stop()

@@ -54,10 +54,8 @@ from ray.rllib.utils.metrics import (
     REPLAY_BUFFER_SAMPLE_TIMER,
     REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
     SYNCH_WORKER_WEIGHTS_TIMER,
-    TD_ERROR_KEY,
     TIMERS,
 )
-from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners.algorithms.acer.acer_learner import SEQUENCE_START_TS, SEQUENCE_WEIGHTS
 from rllib_ners.algorithms.env_checks import (
@@ -70,6 +68,7 @@ from rllib_ners.algorithms.replay_state import (
     FAST_BUFFER_TYPE,
     ReplayStateMixin,
     buffer_type_to_string,
+    pop_priority_rows,
     resolve_buffer_class,
 )
 from rllib_ners.ners.settings import NERSSettings
@@ -500,19 +499,10 @@ class ACER(ReplayStateMixin, Algorithm):
                     )
                 },
             )
-        # Rows are per Learner (a contiguous shard each, in order); they are
-        # popped so that they never reach the logged results.
-        rows = [
-            convert_to_numpy(module_results.pop(TD_ERROR_KEY).peek())
-            for result in results
-            for module_results in result.values()
-            if TD_ERROR_KEY in module_results
-        ]
+        rows = pop_priority_rows(results)
         if with_priorities:
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
-                self.local_replay_buffer.update_priorities(
-                    np.concatenate([np.concatenate(r) for r in rows])
-                )
+                self.local_replay_buffer.update_priorities(rows)
         return results
 
     def _train_batch(

@@ -84,6 +84,9 @@ class ACERTorchLearner(
         batch: Dict[str, Any],
         fwd_out: Dict[str, TensorType],
     ) -> TensorType:
+        # Rows for the buffer exist only for this update's replayed batch.
+        self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
+
         # ---------------------------------------------------------- inputs
         logits_all = fwd_out[Columns.ACTION_DIST_INPUTS]  # [B, T + 1, A]
         q_all = fwd_out[QF_PREDS]  # [B, T + 1, A]
@@ -217,5 +220,4 @@ class ACERTorchLearner(
             )
             position = batch[SAMPLE_POSITION].to(scores.dtype)
             rows = torch.stack([scores, delta_0, value_0, position], dim=-1)
-        self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
         self.metrics.log_value((module_id, TD_ERROR_KEY), rows, reduce="item_series")
