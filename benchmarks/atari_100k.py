@@ -88,7 +88,8 @@ class Timer:
 def instrument(algo, timer: Timer) -> None:
     """Wraps the update, buffer sampling, env sampling and NERS scoring calls."""
     timer.wrap(algo.learner_group, "update", "update")
-    timer.wrap(algo.local_replay_buffer, "sample", "buffer_sample")
+    # sample_batch() serves the columnar path and RLlib's sample() alike.
+    timer.wrap(algo.local_replay_buffer, "sample_batch", "buffer_sample")
     timer.wrap(algo.env_runner, "sample", "env_sample")
     learner = algo.learner_group._learner
     scorer = getattr(learner, "ners_scorer", None)
@@ -292,7 +293,12 @@ def main(argv=None) -> int:
     parser.add_argument("--capacity", type=int, default=100_000)
     parser.add_argument("--rollout-fragment-length", type=int, default=20)
     parser.add_argument("--num-env-runners", type=int, default=0)
-    parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=2,
+        help="torch threads (acting and learning alternate in this process)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile each run")
     parser.add_argument("--out", default="results/atari_100k")
     args = parser.parse_args(argv)

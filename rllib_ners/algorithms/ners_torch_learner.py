@@ -29,6 +29,7 @@ from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import ners_settings_from_c
 from rllib_ners.ners.scorer import NERSScorer, reinforce_loss
 from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
 from rllib_ners.rng_state import global_rng_state, set_global_rng_state
+from rllib_ners.torch_utils import make_adam
 
 NERS_SAMPLER_STATE = "ners_sampler"
 # The columns the scorer's features are built from.
@@ -74,7 +75,7 @@ class NERSTorchLearnerMixin:
             self.ners_settings,
             external_encoder_dim=external_dim,
         ).to(self._device)
-        self.ners_optimizer = torch.optim.Adam(
+        self.ners_optimizer = make_adam(
             self.ners_scorer.parameters(), lr=self.ners_settings.lr
         )
         if self._sampler_is_distributed():

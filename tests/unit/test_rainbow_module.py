@@ -149,6 +149,24 @@ def test_noisy_weights_change_between_resets_and_sigmas_get_gradients():
             assert layer.weight_sigma.grad is None
 
 
+@pytest.mark.parametrize("rows", [1, 3, 4, 5, 64])
+def test_noisy_layer_paths_agree_in_values_and_gradients(rows):
+    """Few rows take the factorised path (no weight matrix), many rows the
+    weight matrix: both compute (mu + sigma * eps_out eps_in^T) x + b."""
+    torch.manual_seed(0)
+    layer = NoisyLinear(7, 5, sigma0=0.5)
+    torch.nn.init.normal_(layer.weight_sigma)
+    x = torch.randn(rows, 7)
+    out = layer(x)
+    weight, bias = layer.noisy_weight_and_bias()
+    expected = x @ weight.T + bias
+    torch.testing.assert_close(out, expected)
+    grads = torch.autograd.grad(out.sum(), list(layer.parameters()))
+    expected_grads = torch.autograd.grad(expected.sum(), list(layer.parameters()))
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want)
+
+
 def test_forward_train_draws_fresh_noise_and_the_target_its_own():
     module = _module(noisy=True)
     obs = _obs(6)

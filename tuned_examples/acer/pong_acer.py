@@ -20,7 +20,6 @@ Not run to the end on this project's 2-core CPU (ACER's Pong curve needs about
 `env_runners/game_return_mean` (-21 for a random agent).
 """
 
-import torch
 from ray.rllib.examples.utils import (
     add_rllib_example_script_args,
     run_rllib_example_script_experiment,
@@ -28,7 +27,7 @@ from ray.rllib.examples.utils import (
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
-from rllib_ners.presets import ACER_REPLAYS, atari_acer
+from rllib_ners.presets import ACER_REPLAYS, atari_acer, with_learner_threads
 
 parser = add_rllib_example_script_args(
     default_reward=18.0, default_timesteps=10_000_000, default_iters=10_000_000
@@ -37,16 +36,20 @@ parser.set_defaults(num_env_runners=0, num_envs_per_env_runner=16)
 parser.add_argument("--replay", choices=sorted(ACER_REPLAYS), default="uniform")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
 parser.add_argument(
-    "--torch-threads", type=int, default=1, help="torch threads of this process"
+    "--torch-threads",
+    type=int,
+    default=2,
+    help="torch threads of the Algorithm's process (acting and learning alternate "
+    "there with --num-env-runners=0, so it may use every core)",
 )
 args = parser.parse_args()
-torch.set_num_threads(args.torch_threads)
 
 config = atari_acer(
     "Pong",
     replay=args.replay,
     num_envs_per_env_runner=args.num_envs_per_env_runner,
 ).debugging(seed=args.seed)
+config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":
     run_rllib_example_script_experiment(

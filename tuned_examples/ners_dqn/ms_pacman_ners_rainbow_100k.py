@@ -26,9 +26,9 @@ How to run this script
 `python tuned_examples/ners_dqn/ms_pacman_ners_rainbow_100k.py [--replay=ners]
     [--no-tune] [--num-env-runners=0] [--stop-timesteps=100000] [--seed=0]`
 
-Use `--no-tune --num-env-runners=0` to debug in one process; then
-`--torch-threads=1` (the default) keeps torch from fighting the env for the
-2 cores of a small machine.
+Use `--no-tune --num-env-runners=0` to debug in one process. `--torch-threads`
+(default 2) is what the Algorithm's process may use: acting and learning
+alternate there, so on a 2-core machine both cores serve the Learner.
 
 Results to expect
 -----------------
@@ -38,7 +38,6 @@ uniform there. On this project's 2-core CPU a 100k run takes hours, not
 minutes: see `benchmarks/atari_100k.py` and the README for measured speed.
 """
 
-import torch
 from ray.rllib.examples.utils import (
     add_rllib_example_script_args,
     run_rllib_example_script_experiment,
@@ -46,7 +45,11 @@ from ray.rllib.examples.utils import (
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
-from rllib_ners.presets import ATARI_REPLAYS, atari_data_efficient_rainbow
+from rllib_ners.presets import (
+    ATARI_REPLAYS,
+    atari_data_efficient_rainbow,
+    with_learner_threads,
+)
 
 parser = add_rllib_example_script_args(
     default_reward=1204.0,
@@ -58,14 +61,18 @@ parser.add_argument("--replay", choices=sorted(ATARI_REPLAYS), default="ners")
 parser.add_argument("--game", default="MsPacman", help="any ALE game, e.g. Breakout")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
 parser.add_argument(
-    "--torch-threads", type=int, default=1, help="torch threads of this process"
+    "--torch-threads",
+    type=int,
+    default=2,
+    help="torch threads of the Algorithm's process (acting and learning alternate "
+    "there with --num-env-runners=0, so it may use every core)",
 )
 args = parser.parse_args()
-torch.set_num_threads(args.torch_threads)
 
 config = atari_data_efficient_rainbow(
     args.game, replay=args.replay, total_timesteps=args.stop_timesteps
 ).debugging(seed=args.seed)
+config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":
     run_rllib_example_script_experiment(

@@ -21,7 +21,6 @@ Rainbow-type agents usually reach +18 to +21 on Pong within 1-2M frames;
 the game score is `env_runners/game_return_mean` (-21 for a random agent).
 """
 
-import torch
 from ray.rllib.examples.utils import (
     add_rllib_example_script_args,
     run_rllib_example_script_experiment,
@@ -29,7 +28,11 @@ from ray.rllib.examples.utils import (
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
-from rllib_ners.presets import ATARI_REPLAYS, atari_data_efficient_rainbow
+from rllib_ners.presets import (
+    ATARI_REPLAYS,
+    atari_data_efficient_rainbow,
+    with_learner_threads,
+)
 
 parser = add_rllib_example_script_args(
     default_reward=18.0,
@@ -40,14 +43,18 @@ parser.set_defaults(num_env_runners=0)
 parser.add_argument("--replay", choices=sorted(ATARI_REPLAYS), default="ners")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
 parser.add_argument(
-    "--torch-threads", type=int, default=1, help="torch threads of this process"
+    "--torch-threads",
+    type=int,
+    default=2,
+    help="torch threads of the Algorithm's process (acting and learning alternate "
+    "there with --num-env-runners=0, so it may use every core)",
 )
 args = parser.parse_args()
-torch.set_num_threads(args.torch_threads)
 
 config = atari_data_efficient_rainbow(
     "Pong", replay=args.replay, total_timesteps=args.stop_timesteps
 ).debugging(seed=args.seed)
+config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":
     run_rllib_example_script_experiment(

@@ -315,9 +315,6 @@ class RainbowDQN(ReplayStateMixin, DQN):
                     gamma=self.config.gamma,
                     beta=self.config.replay_buffer_config.get("beta"),
                 )
-                self.metrics.aggregate(
-                    [buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS
-                )
             with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
                 learner_results = self.learner_group.update(
                     batch=replay_train_batch(buffer, columns),
@@ -334,6 +331,9 @@ class RainbowDQN(ReplayStateMixin, DQN):
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
                 if rows is not None:
                     buffer.update_priorities(rows)
+        # The buffer's metrics are snapshots and lifetime counters: reading them
+        # once per step reports what DQN's read after every update would.
+        self.metrics.aggregate([buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self.env_runner_group.sync_weights(
                 from_worker_or_learner_group=self.learner_group,

@@ -22,6 +22,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+# Up to this many input rows, forward() never builds the noisy weight matrix.
+_FACTORISED_MAX_ROWS = 4
+
 
 def _scaled_noise(size: int, device: torch.device) -> torch.Tensor:
     x = torch.randn(size, device=device)
@@ -82,6 +85,13 @@ class NoisyLinear(nn.Module):
     def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
         if not noise:
             return F.linear(x, self.weight_mu, self.bias_mu)
+        if x.dim() == 2 and x.shape[0] <= _FACTORISED_MAX_ROWS:
+            # (sigma * eps_out eps_in^T) x = eps_out * (sigma (eps_in * x)): for
+            # a few rows (acting) two thin products beat building the q x p
+            # noisy weight. Same values and gradients.
+            bias = self.bias_mu + self.bias_sigma * self.eps_out
+            noisy = F.linear(x * self.eps_in, self.weight_sigma) * self.eps_out
+            return F.linear(x, self.weight_mu, bias) + noisy
         weight, bias = self.noisy_weight_and_bias()
         return F.linear(x, weight, bias)
 

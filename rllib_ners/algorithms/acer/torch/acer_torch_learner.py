@@ -55,17 +55,18 @@ from rllib_ners.algorithms.acer.torch.retrace_torch import (
     retrace_q_targets,
     trust_region_step,
 )
-from rllib_ners.algorithms.fused_finite_check import FusedFiniteCheckMixin
+from rllib_ners.algorithms.fast_torch_learner import FastTorchLearnerMixin
 from rllib_ners.algorithms.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
     SAMPLE_POSITION,
     TARGET_Q,
 )
+from rllib_ners.torch_utils import make_adam
 
 
 class ACERTorchLearner(
-    NERSTorchLearnerMixin, FusedFiniteCheckMixin, ACERLearner, TorchLearner
+    NERSTorchLearnerMixin, FastTorchLearnerMixin, ACERLearner, TorchLearner
 ):
     """See the module docstring."""
 
@@ -74,6 +75,18 @@ class ACERTorchLearner(
         super().build()
         if self.config.uses_ners_replay:
             self.build_ners_sampler()
+
+    @override(TorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
+        # RLlib's default Adam, fused into one kernel per step (`make_adam`); the
+        # average policy network has no gradients and is not optimised.
+        params = self.get_parameters(self._module[module_id])
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer=make_adam(params),
+            params=params,
+            lr_or_lr_schedule=config.lr,
+        )
 
     @override(TorchLearner)
     def compute_loss_for_module(

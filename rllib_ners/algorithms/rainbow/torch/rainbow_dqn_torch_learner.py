@@ -8,18 +8,18 @@ The loss is RLlib's own (double Q, n-step, C51 projection, PER weights).
 
 from __future__ import annotations
 
-import torch
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID
 
-from rllib_ners.algorithms.fused_finite_check import FusedFiniteCheckMixin
+from rllib_ners.algorithms.fast_torch_learner import FastTorchLearnerMixin
+from rllib_ners.torch_utils import make_adam
 
 DEFAULT_ADAM_EPSILON = 1e-8
 
 
-class RainbowDQNTorchLearner(FusedFiniteCheckMixin, DQNTorchLearner):
+class RainbowDQNTorchLearner(FastTorchLearnerMixin, DQNTorchLearner):
     """RLlib's DQN learner with `Adam(eps=config.adam_epsilon)` (and one fused
     nan/inf check of the gradients instead of RLlib's two passes)."""
 
@@ -29,7 +29,7 @@ class RainbowDQNTorchLearner(FusedFiniteCheckMixin, DQNTorchLearner):
         params = self.get_parameters(module)
         eps = float(getattr(config, "adam_epsilon", DEFAULT_ADAM_EPSILON))
         # The learning rate (fixed or scheduled) is set by the registered scheduler.
-        optimizer = torch.optim.Adam(params, eps=eps)
+        optimizer = make_adam(params, eps=eps)
         self.register_optimizer(
             module_id=module_id,
             optimizer=optimizer,

@@ -21,7 +21,7 @@ from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
 from torch import nn
 
 from rllib_ners.rl_modules.rainbow.noisy_linear import NoisyLinear
-from rllib_ners.torch_utils import channels_last_conv, is_patch_conv, patch_conv
+from rllib_ners.torch_utils import channels_last_conv
 
 # (out_channels, kernel, stride) per conv layer, each followed by a ReLU.
 CNN_LAYERS: Dict[str, List[Tuple[int, int, int]]] = {
@@ -70,24 +70,17 @@ class RainbowCNNEncoder(nn.Module):
         self.net = nn.Sequential(*layers, nn.Flatten())
 
         self._convs = [m for m in self.net if isinstance(m, nn.Conv2d)]
-        # The data-efficient CNN's convs are patch maps (stride == kernel).
-        self._patch_convs = all(is_patch_conv(conv) for conv in self._convs)
 
     def forward(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         return {ENCODER_OUT: self.features(batch[Columns.OBS])}
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """`net(obs / 255)` on channels-last stacks, computed without a scaled
-        copy of the images (the scale goes into the first kernel) and, for
-        stride == kernel convs, as patch matrix products (`torch_utils`)."""
+        """`net(obs / 255)` on channels-last stacks: the images are convolved in
+        the channels-last layout they come in (oneDNN's fast path; no NCHW copy)
+        and the 1/255 scale is folded into the first kernel (no scaled copy of
+        the images). About 2x faster than `forward_conv` on CPU (fwd+bwd of 64
+        data-efficient stacks: 2.6 vs 4-5 ms on 2 threads), same values."""
         scale = 1.0 / 255.0 if obs.dtype == torch.uint8 else 1.0
-        if self._patch_convs:
-            x = obs
-            for conv in self._convs:
-                x = patch_conv(x, conv, scale).relu()
-                scale = 1.0
-            # Flatten in conv2d's (C, H, W) order, as `net` does.
-            return x.permute(0, 3, 1, 2).flatten(1)
         x = channels_last_conv(obs, self._convs[0], scale).relu()
         for conv in self._convs[1:]:
             x = conv(x).relu()

@@ -1,5 +1,6 @@
-"""One pass instead of two to check gradients for nan/inf before each step.
+"""Speed-ups of RLlib's TorchLearner for this package's Learners (same results).
 
+1. One pass instead of two to check gradients for nan/inf before each step.
 RLlib 2.60's `TorchLearner.apply_gradients` runs `torch.isfinite(grad).all()`
 on every gradient tensor, then again on every parameter's gradient before
 stepping: two passes over all gradients and two host syncs per tensor (about
@@ -8,6 +9,9 @@ Adam itself). The total gradient norm is finite exactly when no gradient holds
 nan or inf (or a finite value so large that the norm overflows), so one fused
 norm decides: all finite -> step the optimizers directly; anything else ->
 RLlib's own `apply_gradients`, with its exact nan/inf handling.
+
+2. Freed CPU tensor memory is reused instead of being unmapped and faulted in
+again at every update (`rllib_ners.torch_utils.keep_freed_tensor_memory`).
 """
 
 from __future__ import annotations
@@ -17,9 +21,16 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ParamDict
 
+from rllib_ners.torch_utils import keep_freed_tensor_memory
 
-class FusedFiniteCheckMixin:
+
+class FastTorchLearnerMixin:
     """For `TorchLearner` subclasses (list it before the TorchLearner class)."""
+
+    @override(TorchLearner)
+    def build(self) -> None:
+        keep_freed_tensor_memory()
+        super().build()
 
     @override(TorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
