@@ -439,6 +439,40 @@ def test_evaluate_runs_greedy_episodes(trained_run, capsys):
     assert "2 greedy episode(s), mean return" in out
 
 
+def test_acer_example_trains_and_its_checkpoint_evaluates(ray_cluster, tmp_path):
+    """`train file acer/cartpole_acer.py` (its own flags after `--`), then
+    `evaluate` on the checkpoint: ACER acts greedily on its policy logits."""
+    storage = tmp_path / "runs"
+    code, out = _run_main(
+        [
+            "train",
+            "file",
+            "acer/cartpole_acer.py",
+            "--config",
+            json.dumps({"num_steps_sampled_before_learning_starts": 100}),
+            "--stop-iters",
+            1,
+            "--num-env-runners",
+            0,
+            "--checkpoint-at-end",
+            "--storage-path",
+            storage,
+            "--name",
+            "acer-run",
+            "--",
+            "--replay",
+            "ners",
+        ]
+    )
+    assert code == 0, out
+    assert "iter    1 |" in out
+    run_dir = storage / "acer-run"
+    (trial,) = [p for p in run_dir.iterdir() if (p / "progress.csv").exists()]
+    params = json.loads((trial / "params.json").read_text())
+    assert "NERSEpisodeReplayBuffer" in str(params["replay_buffer_config"]["type"])
+    assert main(["evaluate", str(run_dir), "--episodes", "1", "--seed", "1"]) == 0
+
+
 class _FramesCartPole(gym.Wrapper):
     """CartPole whose render() returns a small frame (no pygame needed)."""
 
