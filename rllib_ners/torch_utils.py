@@ -22,14 +22,15 @@ def channels_last_conv(
 
 
 def make_adam(params, **kwargs) -> torch.optim.Adam:
-    """`torch.optim.Adam`, fused into one kernel per step where torch supports it
-    (CPU and CUDA float parameters): much less per-tensor overhead than the
-    default for-loop implementation on CPU. Same update, same state dict."""
+    """`torch.optim.Adam`, fused into one kernel per step for float parameters on
+    CPU or CUDA: much less per-tensor overhead than the default for-loop
+    implementation on CPU. Same update, same state dict. Other devices get the
+    default implementation."""
     params = list(params)
-    try:
-        return torch.optim.Adam(params, fused=True, **kwargs)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, **kwargs)
+    fused = bool(params) and all(
+        p.device.type in ("cpu", "cuda") and torch.is_floating_point(p) for p in params
+    )
+    return torch.optim.Adam(params, fused=fused or None, **kwargs)
 
 
 # glibc's mallopt parameters (malloc.h).
