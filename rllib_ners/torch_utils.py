@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence, Tuple
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -19,6 +21,30 @@ def channels_last_conv(
     nchw = x.permute(0, 3, 1, 2).float()
     weight = conv.weight * scale if scale != 1.0 else conv.weight
     return F.conv2d(nchw, weight, conv.bias, conv.stride, conv.padding)
+
+
+def conv_input_extent(
+    height: int, width: int, convs: Sequence[nn.Conv2d]
+) -> Tuple[int, int]:
+    """Rows and columns of an `height x width` input that a stack of convolutions
+    reads at all.
+
+    Unpadded strided convolutions can skip the last rows and columns: the
+    data-efficient Rainbow CNN (two 5x5 stride-5 convs) reads 75 x 75 of an
+    84 x 84 frame, as its first conv's 16th output row and column are never
+    used by the second. Convolving `x[:, :75, :75]` gives the same features
+    with a ninth less work. Padded or dilated stacks return the full size.
+    """
+    if any(c.padding != (0, 0) or c.dilation != (1, 1) for c in convs):
+        return height, width
+    extents = []
+    for size, axis in ((height, 0), (width, 1)):
+        for conv in convs:
+            size = (size - conv.kernel_size[axis]) // conv.stride[axis] + 1
+        for conv in reversed(convs):
+            size = (size - 1) * conv.stride[axis] + conv.kernel_size[axis]
+        extents.append(size)
+    return extents[0], extents[1]
 
 
 def make_adam(params, **kwargs) -> torch.optim.Adam:

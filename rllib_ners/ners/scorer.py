@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from rllib_ners.ners.settings import NERSSettings
-from rllib_ners.torch_utils import channels_last_conv
+from rllib_ners.torch_utils import channels_last_conv, conv_input_extent
 
 __all__ = ["NERSScorer", "build_state_encoder", "is_image_space"]
 
@@ -57,14 +57,18 @@ class _ImageEncoder(nn.Module):
         )
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, channels, height, width)).shape[1]
+        # Only the input rows/columns the convolutions read are convolved.
+        self._read_hw = conv_input_extent(height, width, [self.convs[0], self.convs[2]])
         self.mlp = _mlp([flat, *hiddens, out_dim], final_activation=False)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         # Convolve the channels-last images as they come (oneDNN's fast path, no
         # NCHW copy) with 1/255 folded into the first kernel. Same result as
-        # `forward_conv` (tested), about 3x faster on CPU.
+        # `forward_conv` (tested), about 3x faster on CPU. Only the rows and columns
+        # the convolutions read are convolved.
         scale = 1.0 if torch.is_floating_point(obs) else 1.0 / 255.0
-        x = channels_last_conv(obs, self.convs[0], scale).relu()
+        height, width = self._read_hw
+        x = channels_last_conv(obs[:, :height, :width], self.convs[0], scale).relu()
         x = self.convs[2](x).relu()
         return self.mlp(x.flatten(1))
 

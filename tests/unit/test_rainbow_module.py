@@ -328,6 +328,95 @@ def test_module_feeds_online_next_q_and_target_next_q():
     assert not torch.allclose(online_next, target_next)
 
 
+@pytest.mark.parametrize(
+    "training",
+    [
+        {"noisy": True, "num_atoms": 11, "v_min": -5.0, "v_max": 5.0},
+        {"noisy": True, "num_atoms": 1, "dueling": False},
+        {"noisy": False, "num_atoms": 1, "double_q": False},
+        {
+            "noisy": False,
+            "num_atoms": 11,
+            "v_min": -5.0,
+            "v_max": 5.0,
+            "dueling": False,
+        },
+    ],
+)
+def test_train_forward_equals_rllibs_concatenated_pass_in_values_and_gradients(
+    training,
+):
+    """Our training forward keeps s_{t+n} out of autograd; RLlib's runs the online
+    net on [s_t; s_{t+n}] with gradients. Same noise, same outputs, same loss,
+    same gradients in every parameter (the s_{t+n} half only feeds an argmax
+    and the detached targets)."""
+    learner = _learner(n_step=2, **training)
+    module = learner.module[MID]
+    with torch.no_grad():  # online and target nets differ
+        for p in module.af.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    B = 7
+    batch = {
+        Columns.OBS: _obs(B, seed=8),
+        Columns.NEXT_OBS: _obs(B, seed=9),
+        Columns.ACTIONS: torch.as_tensor([0, 1, 1, 0, 1, 0, 1]),
+        Columns.REWARDS: torch.linspace(-1.0, 2.0, B),
+        Columns.TERMINATEDS: torch.as_tensor([0, 0, 1, 0, 0, 0, 1], dtype=torch.bool),
+        "n_step": torch.as_tensor([1, 2, 1, 2, 2, 1, 1]),
+        "weights": torch.linspace(0.5, 1.5, B),
+    }
+    results = []
+    for forward in ("ours", "rllib"):
+        module.zero_grad(set_to_none=True)
+        if forward == "ours":
+            fwd_out = module.forward_train(batch)  # draws this update's noise
+        else:  # same noise: RLlib's forward does not redraw it
+            fwd_out = DefaultDQNTorchRLModule._forward_train(module, batch)
+            for key in (QF_LOGITS, QF_PROBS):
+                if key in fwd_out:
+                    fwd_out[key] = fwd_out[key][:B]
+        loss, td = _loss(learner, batch, fwd_out)
+        loss.backward()
+        grads = {
+            name: p.grad.clone()
+            for name, p in module.named_parameters()
+            if p.grad is not None
+        }
+        results.append((fwd_out, loss.detach(), td, grads))
+    (ours, loss, td, grads), (rllib, loss_ref, td_ref, grads_ref) = results
+    assert set(ours) == set(rllib)
+    for key in ours:
+        torch.testing.assert_close(ours[key], rllib[key], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(td, td_ref, rtol=1e-5, atol=1e-6)
+    assert set(grads) == set(grads_ref)
+    # Only online parameters receive gradients, and all of them do.
+    assert grads and not any(name.startswith("_target") for name in grads)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, grads_ref[name], rtol=1e-5, atol=1e-6)
+    # Nothing in the s_{t+n} outputs can carry a gradient.
+    assert not ours[QF_TARGET_NEXT_PREDS].requires_grad
+    if QF_NEXT_PREDS in ours:
+        assert not ours[QF_NEXT_PREDS].requires_grad
+
+
+def test_one_noise_draw_serves_all_layers_with_independent_entries():
+    from rllib_ners.rl_modules.rainbow.noisy_linear import reset_noise_of
+
+    layers = [NoisyLinear(6, 4), NoisyLinear(4, 3), NoisyLinear(3, 2)]
+    torch.manual_seed(3)
+    reset_noise_of(layers)
+    torch.manual_seed(3)
+    draw = torch.randn(6 + 4 + 4 + 3 + 3 + 2)
+    expected = (draw.sign() * draw.abs().sqrt()).split([6, 4, 4, 3, 3, 2])
+    for layer, eps_in, eps_out in zip(layers, expected[0::2], expected[1::2]):
+        torch.testing.assert_close(layer.eps_in, eps_in)
+        torch.testing.assert_close(layer.eps_out, eps_out)
+    before = [layer.eps_in.clone() for layer in layers]
+    reset_noise_of(layers)
+    assert all(not torch.equal(b, layer.eps_in) for b, layer in zip(before, layers))
+
+
 # ------------------------------------------------------------------------- C51
 def project_numpy(rewards, discounts, probs, v_min, v_max):
     """Bellemare et al. (2017), Algorithm 1: project r + discount * z onto z."""
@@ -533,6 +622,46 @@ def test_fast_encoder_paths_equal_plain_conv2d_in_values_and_gradients(kind):
     torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
     for fast, plain in zip(*grads):
         torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["data_efficient", "nature"])
+@pytest.mark.parametrize("height, width", [(84, 84), (64, 80), (51, 97)])
+def test_encoders_convolve_only_what_they_read(kind, height, width):
+    """The fast path crops the rows/columns no convolution reads (75 x 75 of
+    84 x 84 for the data-efficient CNN); the Nature CNN reads all of 84 x 84."""
+    from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
+        RainbowCNNEncoder,
+    )
+    from rllib_ners.torch_utils import conv_input_extent
+
+    torch.manual_seed(1)
+    encoder = RainbowCNNEncoder((height, width, 4), kind)
+    read = conv_input_extent(height, width, encoder._convs)
+    if (height, width) == (84, 84):
+        assert read == ((75, 75) if kind == "data_efficient" else (84, 84))
+    pixels = torch.randint(0, 256, (3, height, width, 4), dtype=torch.uint8)
+    torch.testing.assert_close(
+        encoder.features(pixels), encoder.forward_conv(pixels), rtol=1e-5, atol=1e-5
+    )
+    # Changing what lies outside the read region changes nothing; changing the
+    # last row and column inside it does.
+    outside = pixels.clone()
+    outside[:, read[0] :] = 0
+    outside[:, :, read[1] :] = 0
+    torch.testing.assert_close(encoder.features(outside), encoder.features(pixels))
+    inside = pixels.clone()
+    inside[:, read[0] - 1] = 255 - inside[:, read[0] - 1]
+    inside[:, :, read[1] - 1] = 255 - inside[:, :, read[1] - 1]
+    assert not torch.allclose(
+        encoder.forward_conv(inside), encoder.forward_conv(pixels)
+    )
+
+
+def test_input_extent_of_padded_convolutions_is_the_whole_image():
+    from rllib_ners.torch_utils import conv_input_extent
+
+    convs = [torch.nn.Conv2d(4, 8, 5, 5, padding=1), torch.nn.Conv2d(8, 8, 5, 5)]
+    assert conv_input_extent(84, 84, convs) == (84, 84)
 
 
 def test_image_encoder_errors_name_the_setting():

@@ -8,8 +8,9 @@ with `eps_in ~ N(0, I_p)`, `eps_out ~ N(0, I_q)`: p + q Gaussian draws per layer
 instead of p * q. Initialisation follows the paper (and Kaixhin/Rainbow):
 `mu ~ U(-1/sqrt(p), 1/sqrt(p))`, `sigma = sigma0 / sqrt(p)`.
 
-Noise is drawn only by `reset_noise()`, so one draw can serve several forward
-passes (e.g. the online net on `s_t` and `s_{t+n}` in one double-Q update).
+Noise is drawn only by `reset_noise()` (or `reset_noise_of(layers)`, one draw
+for several layers), so one draw can serve several forward passes (e.g. the
+online net on `s_t` and `s_{t+n}` in one double-Q update).
 `forward(x, noise=False)` uses the mean weights only (deterministic evaluation).
 No Ray imports: this is plain torch.
 """
@@ -17,6 +18,7 @@ No Ray imports: this is plain torch.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -29,6 +31,25 @@ _FACTORISED_MAX_ROWS = 4
 def _scaled_noise(size: int, device: torch.device) -> torch.Tensor:
     x = torch.randn(size, device=device)
     return x.sign() * x.abs().sqrt()
+
+
+def reset_noise_of(layers: Sequence[NoisyLinear]) -> None:
+    """Fresh factorised noise for every layer in `layers` from one Gaussian draw.
+
+    Same distribution as calling `reset_noise()` on each layer (independent
+    standard normals through `f`), but one `randn` and one `f` for the whole
+    network instead of two per layer: the noise is redrawn on every update and
+    every acting step, where a dozen tiny ops per layer add up.
+    """
+    if not layers:
+        return
+    sizes = [n for layer in layers for n in (layer.in_features, layer.out_features)]
+    noise = _scaled_noise(sum(sizes), layers[0].eps_in.device)
+    chunks = noise.split(sizes)
+    with torch.no_grad():
+        for layer, eps_in, eps_out in zip(layers, chunks[0::2], chunks[1::2]):
+            layer.eps_in.copy_(eps_in)
+            layer.eps_out.copy_(eps_out)
 
 
 class NoisyLinear(nn.Module):

