@@ -39,21 +39,16 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
-    ALL_MODULES,
     ENV_RUNNER_RESULTS,
-    ENV_RUNNER_SAMPLING_TIMER,
     LEARNER_RESULTS,
     LEARNER_UPDATE_TIMER,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    REPLAY_BUFFER_ADD_DATA_TIMER,
     REPLAY_BUFFER_RESULTS,
     REPLAY_BUFFER_SAMPLE_TIMER,
     REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
-    SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
 )
 
@@ -70,6 +65,10 @@ from rllib_ners.algorithms.replay_state import (
     buffer_type_to_string,
     pop_priority_rows,
     resolve_buffer_class,
+)
+from rllib_ners.algorithms.training_ops import (
+    sample_into_buffer,
+    sync_env_runner_weights,
 )
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
@@ -418,17 +417,7 @@ class ACER(ReplayStateMixin, Algorithm):
     @override(Algorithm)
     def training_step(self) -> None:
         buffer = self.local_replay_buffer
-        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            episodes, env_runner_results = synchronous_parallel_sample(
-                worker_set=self.env_runner_group,
-                concat=True,
-                sample_timeout_s=self.config.sample_timeout_s,
-                _uses_new_env_runners=True,
-                _return_metrics=True,
-            )
-        self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
-        with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
-            buffer.add(episodes)
+        episodes = sample_into_buffer(self, buffer)
 
         if len(buffer) >= self.config.num_steps_sampled_before_learning_starts and (
             sum(len(e) for e in episodes) > 0
@@ -468,13 +457,7 @@ class ACER(ReplayStateMixin, Algorithm):
         self.metrics.log_value(
             (ACER_RESULTS, OFF_POLICY_UPDATES_PER_STEP), num_replays, window=100
         )
-        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            modules = set(learner_results[-1][0].keys()) - {ALL_MODULES}
-            self.env_runner_group.sync_weights(
-                from_worker_or_learner_group=self.learner_group,
-                policies=modules,
-                inference_only=True,
-            )
+        sync_env_runner_weights(self, learner_results[-1])
 
     def _num_replay_updates(self) -> int:
         ratio = float(self.config.replay_ratio)

@@ -31,22 +31,17 @@ from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig, calculate_rr_weights
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
-    ALL_MODULES,
     ENV_RUNNER_RESULTS,
-    ENV_RUNNER_SAMPLING_TIMER,
     LEARNER_RESULTS,
     LEARNER_UPDATE_TIMER,
     NUM_AGENT_STEPS_SAMPLED_LIFETIME,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    REPLAY_BUFFER_ADD_DATA_TIMER,
     REPLAY_BUFFER_RESULTS,
     REPLAY_BUFFER_SAMPLE_TIMER,
     REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
-    SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
 )
 
@@ -55,6 +50,10 @@ from rllib_ners.algorithms.env_checks import (
     check_frame_stack_fits_observations,
 )
 from rllib_ners.algorithms.replay_state import ReplayStateMixin, pop_priority_rows
+from rllib_ners.algorithms.training_ops import (
+    sample_into_buffer,
+    sync_env_runner_weights,
+)
 
 # DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
 DQN_DEFAULT_EPSILON = [(0, 1.0), (10000, 0.05)]
@@ -290,17 +289,7 @@ class RainbowDQN(ReplayStateMixin, DQN):
         store_weight, sample_and_train_weight = calculate_rr_weights(self.config)
         buffer = self.local_replay_buffer
         for _ in range(store_weight):
-            with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-                episodes, env_runner_results = synchronous_parallel_sample(
-                    worker_set=self.env_runner_group,
-                    concat=True,
-                    sample_timeout_s=self.config.sample_timeout_s,
-                    _uses_new_env_runners=True,
-                    _return_metrics=True,
-                )
-            self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
-            with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
-                buffer.add(episodes)
+            sample_into_buffer(self, buffer)
 
         sampled = self.metrics.peek(
             (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
@@ -334,13 +323,7 @@ class RainbowDQN(ReplayStateMixin, DQN):
         # The buffer's metrics are snapshots and lifetime counters: reading them
         # once per step reports what DQN's read after every update would.
         self.metrics.aggregate([buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
-        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            self.env_runner_group.sync_weights(
-                from_worker_or_learner_group=self.learner_group,
-                policies=set(learner_results[0].keys()) - {ALL_MODULES},
-                global_vars=None,
-                inference_only=True,
-            )
+        sync_env_runner_weights(self, learner_results)
 
 
 def replay_train_batch(buffer, columns) -> MultiAgentBatch:

@@ -20,7 +20,7 @@ from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
 from torch import nn
 
-from rllib_ners.rl_modules.rainbow.noisy_linear import NoisyLinear, reset_noise_of
+from rllib_ners.rl_modules.rainbow.noisy_linear import NoisyLinear
 from rllib_ners.torch_utils import channels_last_conv, conv_input_extent
 
 # (out_channels, kernel, stride) per conv layer, each followed by a ReLU.
@@ -143,9 +143,6 @@ class QStream(nn.Module):
 
     def noisy_layers(self) -> List[NoisyLinear]:
         return [layer for layer in self.layers if isinstance(layer, NoisyLinear)]
-
-    def reset_noise(self) -> None:
-        reset_noise_of(self.noisy_layers())
 
     def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
         last = len(self.layers) - 1
