@@ -1,0 +1,7 @@
+"""Small helpers shared across the package, each module named for what it holds.
+
+`checks` (input validation), `spaces` (observation/action space predicates),
+`rng` (global RNG snapshots), `torch_ops` (convolution and optimiser helpers),
+`malloc` (glibc allocator tuning), `plotting` (learning curves). Nothing here
+imports Ray.
+"""

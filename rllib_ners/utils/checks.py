@@ -1,0 +1,33 @@
+"""Input checks shared by buffers, NERS settings and algorithm configs (no Ray)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_positive_int(value: Any, *, allow_zero: bool = False) -> bool:
+    """True for an integral number >= 1 (>= 0 with `allow_zero`).
+
+    Integral floats pass (Tune's quantised search spaces hand out `5.0`);
+    booleans do not: `True` is an int to Python, never a size to a user.
+    """
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    if not math.isfinite(value) or int(value) != value:
+        return False
+    return value >= (0 if allow_zero else 1)
+
+
+def check_positive_int(
+    name: str, value: Any, *, fix: str, allow_zero: bool = False
+) -> int:
+    """Returns `int(value)` or raises a ValueError naming `name` and the `fix`."""
+    if not is_positive_int(value, allow_zero=allow_zero):
+        low = 0 if allow_zero else 1
+        raise ValueError(
+            f"`{name}` must be an integer >= {low}, got {name}={value!r}. {fix}"
+        )
+    return int(value)
