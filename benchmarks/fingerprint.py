@@ -65,22 +65,36 @@ def _deterministic_metrics(result: dict) -> dict:
     return flat
 
 
-def fingerprint(config, iterations: int) -> tuple[str, list[float]]:
-    algo = config.build_algo()
+def _sha(value) -> str:
     digest = hashlib.sha256()
-    returns = []
+    _feed(digest, value)
+    return digest.hexdigest()
+
+
+def fingerprint(config, iterations: int) -> dict:
+    """Digests of one seeded run: of everything, and per part (to find a change)."""
+    algo = config.build_algo()
+    metrics, returns = [], []
     try:
         for _ in range(iterations):
             result = algo.train()
-            _feed(digest, _deterministic_metrics(result))
+            metrics.append(_deterministic_metrics(result))
             returns.append(
                 round(float(result["env_runners"].get("episode_return_mean", 0.0)), 3)
             )
-        _feed(digest, algo.learner_group.get_state())
-        _feed(digest, algo.local_replay_buffer.get_state())
+        parts = {
+            "metrics": _sha(metrics),
+            "learner_state": _sha(algo.learner_group.get_state()),
+            "buffer_state": _sha(algo.local_replay_buffer.get_state()),
+        }
     finally:
         algo.stop()
-    return digest.hexdigest(), returns
+    return {
+        "sha256": _sha(parts),
+        "parts": parts,
+        "returns": returns,
+        "metrics": metrics,
+    }
 
 
 def ners_dqn_config(seed: int):
@@ -173,10 +187,12 @@ def main(argv=None) -> int:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         report = {}
-        for name, build in (("ners_dqn", ners_dqn_config), ("ners_acer", ners_acer_config)):
-            digest, returns = fingerprint(build(args.seed), args.iterations)
-            report[name] = {"sha256": digest, "returns": returns}
-            print(f"{name:10s} sha256 {digest}  returns {returns}", flush=True)
+        runs = (("ners_dqn", ners_dqn_config), ("ners_acer", ners_acer_config))
+        for name, build in runs:
+            report[name] = run = fingerprint(build(args.seed), args.iterations)
+            print(f"{name:10s} sha256 {run['sha256']}  returns {run['returns']}")
+            for part, digest in run["parts"].items():
+                print(f"{'':10s} {part:14s} {digest}", flush=True)
     finally:
         ray.shutdown()
     if args.out:

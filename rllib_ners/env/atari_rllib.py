@@ -26,6 +26,7 @@ from typing import Any, Dict, Optional
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
+from ray.rllib.utils.annotations import override
 
 from rllib_ners.env import ATARI_ENV_NAME
 from rllib_ners.env.atari import ATARI_DEFAULTS, GAME_LENGTH_KEY, GAME_RETURN_KEY
@@ -65,6 +66,7 @@ class AtariGameMetricsCallback(RLlibCallback):
     that end with a lost life carry none and are skipped.
     """
 
+    @override(RLlibCallback)
     def on_episode_end(
         self, *, episode, env_runner=None, metrics_logger=None, **kwargs
     ) -> None:

@@ -13,7 +13,7 @@ from ray.rllib.core.columns import Columns
 
 from rllib_ners import ACER, ACERConfig, NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.acer.acer import ACER_RESULTS
-from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import NERS_RESULTS
+from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 
 pytestmark = pytest.mark.slow
 

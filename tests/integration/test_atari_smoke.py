@@ -23,7 +23,7 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from ray.rllib.core.columns import Columns
 
-from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import NERS_RESULTS
+from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN, NUM_GAMES_LIFETIME
 from rllib_ners.presets import atari_acer, atari_data_efficient_rainbow
 

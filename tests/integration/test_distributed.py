@@ -16,7 +16,7 @@ import ray
 import torch
 
 from rllib_ners import NERSDQNConfig, NERSEpisodeReplayBuffer
-from rllib_ners.algorithms.ners_torch_learner import sampler_tensors
+from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
 from rllib_ners.ners.scorer import NERSScorer
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.replay_buffers.ners_episode_buffer import (

@@ -12,7 +12,7 @@ from rllib_ners import (
     NERSEpisodeReplayBuffer,
     enable_ners,
 )
-from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import NERS_RESULTS
+from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 
 
 @pytest.fixture(scope="module", autouse=True)

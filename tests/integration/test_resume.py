@@ -36,7 +36,7 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners import ACERConfig, NERSDQNConfig
-from rllib_ners.rng_state import global_rng_state, set_global_rng_state
+from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 pytestmark = pytest.mark.slow
 

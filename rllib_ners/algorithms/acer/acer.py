@@ -53,23 +53,23 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners.algorithms.acer.acer_learner import SEQUENCE_START_TS, SEQUENCE_WEIGHTS
-from rllib_ners.algorithms.env_checks import (
+from rllib_ners.algorithms.common.config_checks import (
     check_discrete_actions,
     check_frame_stack_fits_observations,
 )
-from rllib_ners.algorithms.ners_config import NERSConfigMixin
-from rllib_ners.algorithms.ners_dqn.sampler_update import NERSSamplerUpdate
-from rllib_ners.algorithms.replay_state import (
+from rllib_ners.algorithms.common.replay_checkpoint import (
     FAST_BUFFER_TYPE,
     ReplayStateMixin,
     buffer_type_to_string,
     pop_priority_rows,
     resolve_buffer_class,
 )
-from rllib_ners.algorithms.training_ops import (
+from rllib_ners.algorithms.common.training_ops import (
     sample_into_buffer,
     sync_env_runner_weights,
 )
+from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
+from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
 

@@ -23,16 +23,14 @@ from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
     RainbowCNNEncoder,
     cnn_output_dim,
 )
+from rllib_ners.utils.spaces import discrete_actions_error
 
 
 def check_discrete_actions(action_space: gym.Space, who: str = "ACER") -> None:
     """ACER's Q head and bias correction sum over a finite action set."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise ValueError(
-            f"{who} supports Discrete action spaces only (its Q head and bias "
-            f"correction sum over all actions), got {action_space}. Use an env with "
-            f"discrete actions, or SAC/PPO for continuous control."
-        )
+    message = discrete_actions_error(action_space, who)
+    if message is not None:
+        raise ValueError(message)
 
 
 class ACERCatalog(Catalog):

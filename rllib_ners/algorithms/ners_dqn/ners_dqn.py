@@ -24,17 +24,17 @@ from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.ners_config import NERSConfigMixin
-from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
-    LEARNER_CONFIG_NERS_KEY,
-)
-from rllib_ners.algorithms.ners_dqn.sampler_update import NERSSamplerUpdate
-from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
-from rllib_ners.algorithms.replay_state import (
+from rllib_ners.algorithms.common.replay_checkpoint import (
     NERS_BUFFER_TYPE,
     buffer_type_to_string,
     resolve_buffer_class,
 )
+from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
+from rllib_ners.algorithms.ners.ners_learner import (
+    LEARNER_CONFIG_NERS_KEY,
+)
+from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
+from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
 from rllib_ners.ners.settings import NERSSettings
 
 
@@ -134,10 +134,12 @@ class NERSCallback(RLlibCallback):
     training iteration, from the episodes finished during it.
     """
 
+    @override(RLlibCallback)
     def on_algorithm_init(self, *, algorithm, **kwargs) -> None:
         _check_ners_buffer(algorithm.config.replay_buffer_config, "NERSCallback")
         algorithm._ners_update = NERSSamplerUpdate.from_config(algorithm.config)
 
+    @override(RLlibCallback)
     def on_train_result(self, *, algorithm, result, **kwargs) -> None:
         metrics = algorithm._ners_update.maybe_update(algorithm)
         if metrics:

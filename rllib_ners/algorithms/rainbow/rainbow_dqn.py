@@ -45,12 +45,15 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from rllib_ners.algorithms.env_checks import (
+from rllib_ners.algorithms.common.config_checks import (
     check_discrete_actions,
     check_frame_stack_fits_observations,
 )
-from rllib_ners.algorithms.replay_state import ReplayStateMixin, pop_priority_rows
-from rllib_ners.algorithms.training_ops import (
+from rllib_ners.algorithms.common.replay_checkpoint import (
+    ReplayStateMixin,
+    pop_priority_rows,
+)
+from rllib_ners.algorithms.common.training_ops import (
     sample_into_buffer,
     sync_env_runner_weights,
 )

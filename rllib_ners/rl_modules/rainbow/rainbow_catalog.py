@@ -28,6 +28,7 @@ from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
     RainbowCNNEncoder,
     cnn_output_dim,
 )
+from rllib_ners.utils.spaces import is_image_space
 
 CNN_ENCODER_KEY = "cnn_encoder"
 NOISY_KEY = "noisy"
@@ -46,10 +47,6 @@ RAINBOW_MODEL_DEFAULTS = {
     SIGMA0_KEY: 0.5,
     CNN_ENCODER_KEY: None,
 }
-
-
-def is_image_space(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
 
 def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):

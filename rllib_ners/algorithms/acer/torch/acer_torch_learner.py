@@ -55,14 +55,14 @@ from rllib_ners.algorithms.acer.torch.retrace_torch import (
     retrace_q_targets,
     trust_region_step,
 )
-from rllib_ners.algorithms.fast_torch_learner import FastTorchLearnerMixin
-from rllib_ners.algorithms.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearnerMixin
+from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
     SAMPLE_POSITION,
     TARGET_Q,
 )
-from rllib_ners.torch_utils import make_adam
+from rllib_ners.utils.torch_ops import make_adam
 
 
 class ACERTorchLearner(
@@ -80,7 +80,7 @@ class ACERTorchLearner(
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
         # RLlib's default Adam, fused into one kernel per step (`make_adam`); the
         # average policy network has no gradients and is not optimised.
-        params = self.get_parameters(self._module[module_id])
+        params = self.get_parameters(self.module[module_id])
         self.register_optimizer(
             module_id=module_id,
             optimizer=make_adam(params),

@@ -11,7 +11,8 @@ On each update, after RLlib's DQN loss:
      `position_i` and turns them into priorities and its feature cache.
 
 The scorer, its optimiser, the REINFORCE step and the several-Learner handling
-come from `NERSTorchLearnerMixin` (`rllib_ners/algorithms/ners_torch_learner.py`).
+come from `NERSTorchLearnerMixin`
+(`rllib_ners/algorithms/ners/torch/ners_torch_learner.py`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 
-from rllib_ners.algorithms.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
 )

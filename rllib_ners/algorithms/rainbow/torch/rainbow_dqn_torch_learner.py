@@ -13,8 +13,8 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID
 
-from rllib_ners.algorithms.fast_torch_learner import FastTorchLearnerMixin
-from rllib_ners.torch_utils import make_adam
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearnerMixin
+from rllib_ners.utils.torch_ops import make_adam
 
 DEFAULT_ADAM_EPSILON = 1e-8
 
@@ -25,7 +25,7 @@ class RainbowDQNTorchLearner(FastTorchLearnerMixin, DQNTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
-        module = self._module[module_id]
+        module = self.module[module_id]
         params = self.get_parameters(module)
         eps = float(getattr(config, "adam_epsilon", DEFAULT_ADAM_EPSILON))
         # The learning rate (fixed or scheduled) is set by the registered scheduler.

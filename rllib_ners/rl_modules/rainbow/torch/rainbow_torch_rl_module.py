@@ -107,7 +107,15 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         return [self.af] + ([self.vf] if self.uses_dueling else [])
 
     def _target_streams(self):
-        return [self._target_af] + ([self._target_vf] if self.uses_dueling else [])
+        return [self._target_of(stream) for stream in self._online_streams()]
+
+    def _target_of(self, online: torch.nn.Module) -> torch.nn.Module:
+        """The target copy of an online network, through RLlib's public
+        `TargetNetworkAPI.get_target_network_pairs()`."""
+        for online_net, target_net in self.get_target_network_pairs():
+            if online_net is online:
+                return target_net
+        raise KeyError(f"{type(online).__name__} has no target network.")
 
     def reset_noise(self, *, target: bool = False) -> None:
         """Draws fresh noise in the online streams (or, with `target`, the target's)."""
@@ -183,10 +191,10 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         return output
 
     def _heads(self, *, target: bool):
-        af = self._target_af if target else self.af
+        af = self._target_of(self.af) if target else self.af
         if not self.uses_dueling:
             return af
-        return {"af": af, "vf": self._target_vf if target else self.vf}
+        return {"af": af, "vf": self._target_of(self.vf) if target else self.vf}
 
     @override(DefaultDQNTorchRLModule)
     def _qf_forward_helper(

@@ -16,12 +16,14 @@ import importlib
 from typing import Any, Dict
 
 import numpy as np
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import from_config
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.replay_buffers import ReplayBuffer
 
-from rllib_ners.rng_state import global_rng_state, set_global_rng_state
+from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
 FAST_BUFFER_TYPE = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
@@ -100,6 +102,7 @@ class ReplayStateMixin:
     _checkpoint_io = False
     _ners_update = None
 
+    @override(Algorithm)
     def save_to_path(self, *args, **kwargs):
         self._checkpoint_io = True
         try:
@@ -107,6 +110,7 @@ class ReplayStateMixin:
         finally:
             self._checkpoint_io = False
 
+    @override(Algorithm)
     def restore_from_path(self, *args, **kwargs):
         self._checkpoint_io = True
         try:
@@ -114,6 +118,7 @@ class ReplayStateMixin:
         finally:
             self._checkpoint_io = False
 
+    @override(Algorithm)
     def _create_local_replay_buffer_if_necessary(self, config):
         """RLlib's version with `type` accepted as a class object, too."""
         buffer_config = config.get("replay_buffer_config")
@@ -147,6 +152,7 @@ class ReplayStateMixin:
             return buffer.get_state(copy=not self._checkpoint_io)
         return buffer.get_state()
 
+    @override(Algorithm)
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
         if self._ners_update is not None and self._check_component(
@@ -168,6 +174,7 @@ class ReplayStateMixin:
             state[EXTRA_STATE] = extra
         return state
 
+    @override(Algorithm)
     def set_state(self, state) -> None:
         super().set_state(state)
         if NERS_UPDATE_STATE in state and self._ners_update is not None:

@@ -23,13 +23,15 @@ import torch
 import torch.distributed as dist
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.models.base import ENCODER_OUT
+from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import ners_settings_from_config
+from rllib_ners.algorithms.ners.ners_learner import ners_settings_from_config
 from rllib_ners.ners.scorer import NERSScorer, reinforce_loss
 from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
-from rllib_ners.rng_state import global_rng_state, set_global_rng_state
-from rllib_ners.torch_utils import make_adam
+from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
+from rllib_ners.utils.torch_ops import make_adam
 
 NERS_SAMPLER_STATE = "ners_sampler"
 # The columns the scorer's features are built from.
@@ -66,7 +68,7 @@ class NERSTorchLearnerMixin:
         external_dim = None
         if self.ners_settings.encoder == "module":
             probe = torch.as_tensor(
-                np.asarray(module.observation_space.sample())[None], device=self._device
+                np.asarray(module.observation_space.sample())[None], device=self.device
             )
             external_dim = int(self._module_encode(probe).shape[-1])
         self.ners_scorer = NERSScorer(
@@ -74,7 +76,7 @@ class NERSTorchLearnerMixin:
             module.action_space,
             self.ners_settings,
             external_encoder_dim=external_dim,
-        ).to(self._device)
+        ).to(self.device)
         self.ners_optimizer = make_adam(
             self.ners_scorer.parameters(), lr=self.ners_settings.lr
         )
@@ -125,7 +127,7 @@ class NERSTorchLearnerMixin:
         the same batch; with several, the gradients are averaged all the same, so
         their samplers stay identical whatever the floating-point details.
         """
-        tensors = sampler_tensors(batch, self._device)
+        tensors = sampler_tensors(batch, self.device)
         self.ners_scorer.train()
         features = self.ners_scorer.featurize_batch(tensors, encode=self._encode_fn())
         scores = self.ners_scorer(features)
@@ -144,6 +146,7 @@ class NERSTorchLearnerMixin:
             "score_mean": float(scores.detach().mean().cpu()),
         }
 
+    @override(TorchLearner)
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
         if self.ners_scorer is not None and self._check_component(
@@ -160,6 +163,7 @@ class NERSTorchLearnerMixin:
             }
         return state
 
+    @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         sampler_state: Optional[dict] = state.get(NERS_SAMPLER_STATE)

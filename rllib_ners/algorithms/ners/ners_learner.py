@@ -1,6 +1,8 @@
-"""Metric keys and settings lookup shared by the NERS-DQN algorithm and learners.
+"""Metric keys and the settings lookup shared by every NERS algorithm and Learner.
 
-All NERS metrics appear in the result dict under `result["ners"]`.
+RLlib keeps an algorithm's metric keys in its `<algo>_learner.py`; these belong to
+the NERS sampler, whichever algorithm runs it (NERS-DQN, ACER). All NERS metrics
+appear in the result dict under `result["ners"]`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ NERS_RESULTS = "ners"
 NERS_REPLAY_REWARD_KEY = "replay_reward"
 NERS_SAMPLER_LOSS_KEY = "sampler_loss"
 NERS_SCORE_MEAN_KEY = "score_mean"
-NERS_SCORE_STD_KEY = "score_std"
 NERS_PRIORITY_ENTROPY_KEY = "priority_entropy"
 NERS_SAMPLED_SET_SIZE_KEY = "sampled_set_size"
 NERS_NUM_SAMPLER_UPDATES_KEY = "num_sampler_updates_lifetime"

@@ -11,7 +11,7 @@ norm decides: all finite -> step the optimizers directly; anything else ->
 RLlib's own `apply_gradients`, with its exact nan/inf handling.
 
 2. Freed CPU tensor memory is reused instead of being unmapped and faulted in
-again at every update (`rllib_ners.torch_utils.keep_freed_tensor_memory`).
+again at every update (`rllib_ners.utils.malloc.keep_freed_tensor_memory`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ParamDict
 
-from rllib_ners.torch_utils import keep_freed_tensor_memory
+from rllib_ners.utils.malloc import keep_freed_tensor_memory
 
 
 class FastTorchLearnerMixin:

@@ -13,6 +13,8 @@ from typing import Optional, Tuple
 
 import gymnasium as gym
 
+from rllib_ners.utils.spaces import discrete_actions_error
+
 
 def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
     """`(observation_space, action_space)` of a single-agent config's env.
@@ -52,12 +54,9 @@ def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
 def check_discrete_actions(config, who: str) -> None:
     """Raises (through `config._value_error`) unless the actions are Discrete."""
     spaces = env_spaces(config)
-    if spaces is not None and not isinstance(spaces[1], gym.spaces.Discrete):
-        config._value_error(
-            f"{who} supports Discrete action spaces only, but env {config.env!r} "
-            f"has action space {spaces[1]}. Use an env with discrete actions (SAC "
-            f"or PPO handle continuous control)."
-        )
+    message = None if spaces is None else discrete_actions_error(spaces[1], who)
+    if message is not None:
+        config._value_error(f"{message} (env {config.env!r})")
 
 
 def check_frame_stack_fits_observations(config) -> None:

@@ -22,7 +22,7 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED,
 )
 
-from rllib_ners.algorithms.ners_dqn.ners_dqn_learner import (
+from rllib_ners.algorithms.ners.ners_learner import (
     NERS_EVAL_ENV_STEPS_KEY,
     NERS_NUM_SAMPLER_UPDATES_KEY,
     NERS_PRIORITY_ENTROPY_KEY,
