@@ -21,7 +21,6 @@ computed from, whatever route (NERSDQN or stock DQN + callback) feeds it.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -55,6 +54,31 @@ SAMPLE_POSITION = "sample_position"
 _MAX_OPEN_RETURNS = 10_000
 
 
+def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
+    """Fails at build time when an Algorithm builds this buffer without a NERS
+    learner, so that stock DQN given the NERS buffer type alone stops here with
+    the fix, rather than failing at its first priority update.
+
+    Our algorithms (`NERSDQNConfig`, `ACERConfig`) and `enable_ners()` pass
+    `scored_by_ners_learner`. RLlib's `Algorithm` passes
+    `metrics_num_episodes_for_smoothing` to every episode buffer it builds (a
+    contract test watches this), so its presence without our flag means a stock
+    algorithm built us from a bare `replay_buffer_config["type"]`. A buffer
+    built by hand (tests, tools) passes neither and is not checked.
+    """
+    built_by_algorithm = "metrics_num_episodes_for_smoothing" in kwargs
+    if scored_by_ners_learner or (
+        scored_by_ners_learner is None and not built_by_algorithm
+    ):
+        return
+    raise ValueError(
+        "NERSEpisodeReplayBuffer needs a learner that scores samples with NERS, "
+        "but the algorithm's learner does not. Use `rllib_ners.NERSDQNConfig` (or "
+        "`rllib_ners.ACERConfig`), or on a stock DQNConfig call "
+        "`rllib_ners.enable_ners(config)` (sets the NERS learner and callback)."
+    )
+
+
 class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     """Prioritised episode replay whose priorities come from the NERS scorer.
 
@@ -67,9 +91,15 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     Args: those of `FastPrioritizedEpisodeReplayBuffer`.
     """
 
-    def __init__(self, capacity: int = 10000, **kwargs):
+    def __init__(
+        self,
+        capacity: int = 10000,
+        *,
+        scored_by_ners_learner: Optional[bool] = None,
+        **kwargs,
+    ):
+        _check_scored_by_ners_learner(scored_by_ners_learner, kwargs)
         super().__init__(capacity, **kwargs)
-        self._check_algorithm_learner()
         self._delta = np.ones(self.capacity, dtype=np.float32)
         self._q = np.ones(self.capacity, dtype=np.float32)
         self._in_sampled_set = np.zeros(self.capacity, dtype=bool)
@@ -77,37 +107,6 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._partial_returns: Dict[str, float] = {}
         self._score_mean = float("nan")
         self._score_std = float("nan")
-
-    # ------------------------------------------------------------- checks
-    def _check_algorithm_learner(self) -> None:
-        """Fails at build time if an Algorithm builds us without a NERS learner.
-
-        RLlib builds the buffer through `Algorithm._create_local_replay_buffer_if_
-        necessary`, which hands the buffer nothing but its kwargs. The calling
-        Algorithm is found on the stack instead, so that stock DQN given this
-        buffer but not the NERS learner stops here, with the fix, rather than
-        silently running as PER.
-        """
-        from ray.rllib.algorithms.algorithm import Algorithm
-
-        frame = inspect.currentframe()
-        for _ in range(12):
-            frame = frame.f_back if frame is not None else None
-            if frame is None:
-                return
-            candidate = frame.f_locals.get("self")
-            if isinstance(candidate, Algorithm):
-                learner_class = candidate.config.learner_class
-                if not getattr(learner_class, SUPPORTS_NERS_REPLAY_ATTR, False):
-                    raise ValueError(
-                        f"{type(self).__name__} needs a learner that scores samples "
-                        f"with NERS, but the algorithm uses "
-                        f"{getattr(learner_class, '__name__', learner_class)}. Use "
-                        f"`rllib_ners.NERSDQNConfig`, or on a stock DQNConfig call "
-                        f"`rllib_ners.enable_ners(config)` (sets the NERS learner "
-                        f"and callback)."
-                    )
-                return
 
     # ---------------------------------------------------------------- add
     @override(FastPrioritizedEpisodeReplayBuffer)

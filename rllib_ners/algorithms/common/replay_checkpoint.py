@@ -23,6 +23,7 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.replay_buffers import ReplayBuffer
 
+from rllib_ners.replay_buffers.ners_episode_buffer import SUPPORTS_NERS_REPLAY_ATTR
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
@@ -92,6 +93,12 @@ def _is_fast_buffer(obj_or_class: Any) -> bool:
     return issubclass(cls, FastPrioritizedEpisodeReplayBuffer)
 
 
+def _is_ners_buffer(cls: type) -> bool:
+    from rllib_ners.replay_buffers.ners_episode_buffer import NERSEpisodeReplayBuffer
+
+    return isinstance(cls, type) and issubclass(cls, NERSEpisodeReplayBuffer)
+
+
 class ReplayStateMixin:
     """Buffer creation and checkpoint state for an `Algorithm` subclass (list it
     before the Algorithm class)."""
@@ -131,12 +138,16 @@ class ReplayStateMixin:
             buffer_config["metrics_num_episodes_for_smoothing"] = (
                 self.config.metrics_num_episodes_for_smoothing
             )
+        buffer_class = resolve_buffer_class(buffer_config["type"])
         # RLlib leaves its buffers unseeded; ours follow `config.debugging(seed=)`
         # unless the buffer config names its own seed, so seeded runs repeat.
-        if self.config.seed is not None and _is_fast_buffer(
-            resolve_buffer_class(buffer_config["type"])
-        ):
+        if self.config.seed is not None and _is_fast_buffer(buffer_class):
             buffer_config.setdefault("seed", self.config.seed)
+        if _is_ners_buffer(buffer_class):
+            # The NERS buffer refuses to be built for a learner that cannot score.
+            buffer_config["scored_by_ners_learner"] = bool(
+                getattr(self.config.learner_class, SUPPORTS_NERS_REPLAY_ATTR, False)
+            )
         return from_config(ReplayBuffer, buffer_config)
 
     def _extra_checkpoint_state(self) -> Dict[str, Any]:

@@ -159,6 +159,7 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     NERSSettings.from_dict(ners_settings)
     buffer_config = dict(config.replay_buffer_config or {})
     buffer_config["type"] = NERS_BUFFER_TYPE
+    buffer_config["scored_by_ners_learner"] = True
     learner_config = dict(config.learner_config_dict or {})
     learner_config[LEARNER_CONFIG_NERS_KEY] = dict(ners_settings)
     return (
