@@ -19,15 +19,29 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 
 import numpy as np
 
 
+def _is_episode_id(key) -> bool:
+    # RLlib's episode ids are random uuid4 hex strings, never seeded.
+    return isinstance(key, str) and len(key) == 32 and _HEX.fullmatch(key) is not None
+
+
 def _feed(digest, value) -> None:
-    """Hashes a nested state (dicts, lists, arrays, tensors, scalars) by value."""
+    """Hashes a nested state (dicts, lists, arrays, tensors, scalars) by value.
+
+    Dicts keyed by RLlib's (unseeded, random) episode ids are hashed as the
+    sorted multiset of their values: the same content under other ids.
+    """
     import torch
 
-    if isinstance(value, dict):
+    if isinstance(value, dict) and any(_is_episode_id(key) for key in value):
+        digest.update(b"{episodes")
+        for item in sorted(repr(item) for item in value.values()):
+            digest.update(item.encode())
+    elif isinstance(value, dict):
         for key in sorted(value, key=str):
             digest.update(str(key).encode())
             _feed(digest, value[key])
@@ -44,8 +58,20 @@ def _feed(digest, value) -> None:
         digest.update(repr(value).encode())
 
 
-# Result keys that are pure wall-clock measurements and so differ between runs.
-_TIMING_WORDS = ("time", "throughput", "_ms", "per_s", "timer", "_s_", "memory")
+_HEX = re.compile(r"[0-9a-f]{32}")
+
+# Result keys that are wall-clock measurements and so differ between runs.
+_TIMING_WORDS = (
+    "time",
+    "throughput",
+    "_ms",
+    "per_s",
+    "timer",
+    "_s_",
+    "memory",
+    "duration",
+    "env_runners/sample",
+)
 
 
 def _deterministic_metrics(result: dict) -> dict:
