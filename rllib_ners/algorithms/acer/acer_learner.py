@@ -63,7 +63,7 @@ class ACERLearner(Learner):
     @override(Learner)
     def after_gradient_based_update(self, *, timesteps: Dict[str, Any]) -> None:
         super().after_gradient_based_update(timesteps=timesteps)
-        for module_id, module in self.module._rl_modules.items():
+        for module_id, module in self.module.items():
             config = self.config.get_config_for_module(module_id)
             for main_net, average_net in module.unwrapped().get_target_network_pairs():
                 update_target_network(
