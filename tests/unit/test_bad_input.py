@@ -17,6 +17,7 @@ from rllib_ners import (
     NERSDQNConfig,
     NERSEpisodeReplayBuffer,
     NERSSettings,
+    RainbowDQNConfig,
 )
 
 
@@ -122,6 +123,53 @@ CONFIG_CASES = [
     ),
 ]
 
+# replay_buffer_config is checked by our configs' validate(), before build_algo()
+# starts any actor (not by the buffer's constructor inside build_algo()).
+REPLAY_CONFIG_CASES = [
+    (
+        "Bad replay_buffer_config .*alpha",
+        lambda: _ners_dqn().training(replay_buffer_config={"alpha": -1.0}).validate(),
+    ),
+    (
+        "Bad replay_buffer_config .*capacity",
+        lambda: _ners_dqn().training(replay_buffer_config={"capacity": 0}).validate(),
+    ),
+    (
+        "Unknown replay buffer settings \\['capcity'\\]",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(
+                replay_buffer_config={
+                    "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+                    "capcity": 5000,
+                }
+            )
+            .validate()
+        ),
+    ),
+    (
+        "Bad replay_buffer_config .*beta",
+        lambda: _acer(replay_buffer_config={"beta": 2.0}),
+    ),
+    (
+        "Bad replay_buffer_config .*beta_annealing_timesteps",
+        lambda: (
+            _ners_dqn()
+            .training(replay_buffer_config={"beta_annealing_timesteps": -5})
+            .validate()
+        ),
+    ),
+    (
+        "Bad replay_buffer_config .*beta_final",
+        lambda: (
+            _ners_dqn().training(replay_buffer_config={"beta_final": 1.5}).validate()
+        ),
+    ),
+    ("encoder_out_dim", lambda: _ners_dqn(encoder_out_dim=0).validate()),
+    ("log_eps", lambda: _ners_dqn(log_eps=-1.0).validate()),
+]
+
 ACER_CASES = [
     ("sequence_length", lambda: _acer(sequence_length=0)),
     ("multiple of sequence_length", lambda: _acer(train_batch_size_per_learner=50)),
@@ -147,7 +195,7 @@ ACER_CASES = [
     ),
     (
         "samples uniformly and ignores the learned scores",
-        lambda: _acer(replay_buffer_config=NERS_BUFFER),  # alpha stays 0
+        lambda: _acer(replay_buffer_config={**NERS_BUFFER, "alpha": 0.0}),
     ),
     (
         "have no effect without the NERS replay buffer",
@@ -176,7 +224,7 @@ ACER_CASES = [
 
 @pytest.mark.parametrize(
     "expected, make",
-    BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES + ACER_CASES,
+    BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES + REPLAY_CONFIG_CASES + ACER_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make):
@@ -185,5 +233,46 @@ def test_bad_input_names_the_setting_before_ray_starts(expected, make):
     assert not ray.is_initialized()
 
 
-def test_at_least_25_cases():
-    assert len(BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES + ACER_CASES) >= 25
+def test_every_setting_of_the_buffers_and_of_ners_has_a_bad_input_case():
+    """A new constructor argument or NERS setting without a case here fails."""
+    import dataclasses
+    import inspect
+
+    cases = BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES + REPLAY_CONFIG_CASES
+    expected = " ".join(pattern for pattern, _ in cases + ACER_CASES)
+    buffer_settings = [
+        name
+        for name, parameter in inspect.signature(
+            FastPrioritizedEpisodeReplayBuffer.__init__
+        ).parameters.items()
+        if parameter.kind is parameter.KEYWORD_ONLY
+        or parameter.kind is parameter.POSITIONAL_OR_KEYWORD
+    ]
+    untested = {"self", "seed", "metrics_num_episodes_for_smoothing"}
+    ners_settings = [field.name for field in dataclasses.fields(NERSSettings)]
+    missing = [
+        name
+        for name in buffer_settings + ners_settings
+        if name not in untested and name not in expected
+    ]
+    assert not missing, f"No bad-input case names these settings: {missing}"
+
+
+def test_acer_takes_the_ners_buffer_type_alone_with_its_own_alpha():
+    config = (
+        ACERConfig()
+        .environment("CartPole-v1")
+        .training(replay_buffer_config={"type": "rllib_ners.NERSEpisodeReplayBuffer"})
+    )
+    config.validate()
+    assert "alpha" not in config.replay_buffer_config  # the buffer's default (1.0)
+    assert config.uses_ners_replay
+    # An alpha the user set stays, and still fails for NERS replay.
+    explicit = (
+        ACERConfig()
+        .environment("CartPole-v1")
+        .training(replay_buffer_config={"alpha": 0.0})
+        .training(replay_buffer_config={"type": "rllib_ners.NERSEpisodeReplayBuffer"})
+    )
+    with pytest.raises(ValueError, match="alpha"):
+        explicit.validate()

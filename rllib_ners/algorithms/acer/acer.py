@@ -61,6 +61,7 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     FAST_BUFFER_TYPE,
     ReplayStateMixin,
     buffer_type_to_string,
+    check_replay_buffer_config,
     pop_priority_rows,
     resolve_buffer_class,
 )
@@ -80,6 +81,17 @@ NUM_ON_POLICY_UPDATES = "num_on_policy_updates_lifetime"
 NUM_OFF_POLICY_UPDATES = "num_off_policy_updates_lifetime"
 OFF_POLICY_UPDATES_PER_STEP = "off_policy_updates_per_step"
 _REPLAY_RNG_STATE = "replay_ratio_rng"
+
+
+# ACER replays uniformly by default: these keys of its default buffer config.
+_UNIFORM_BUFFER_DEFAULTS = {"alpha": 0.0, "beta": 0.0}
+
+
+def _type_name(buffer_type) -> str:
+    try:
+        return buffer_type_to_string(buffer_type)
+    except ValueError:
+        return repr(buffer_type)
 
 
 class ACERConfig(NERSConfigMixin, AlgorithmConfig):
@@ -137,9 +149,9 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         self.replay_buffer_config = {
             "type": FAST_BUFFER_TYPE,
             "capacity": 50000,
-            "alpha": 0.0,
-            "beta": 0.0,
+            **_UNIFORM_BUFFER_DEFAULTS,
         }
+        self._replay_keys_set_by_user = set()
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
         self._init_ners_config()
@@ -209,16 +221,30 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         """
         super().training(**kwargs)
         if replay_buffer_config is not NotProvided:
-            # As DQNConfig does: given keys update the current buffer config.
-            replay_buffer_config = {
-                **(self.replay_buffer_config or {}),
-                **(replay_buffer_config or {}),
-            }
+            replay_buffer_config = self._updated_replay_buffer_config(
+                replay_buffer_config or {}
+            )
         for name, value in locals().items():
             if name in ("self", "kwargs", "__class__") or value is NotProvided:
                 continue
             setattr(self, name, value)
         return self
+
+    def _updated_replay_buffer_config(self, update: dict) -> dict:
+        """As DQNConfig does, given keys update the current buffer config; but
+        when `type` changes, the defaults of ACER's uniform buffer (`alpha=0`,
+        `beta=0`) that the user never set give way to the new buffer's own
+        defaults, so `{"type": "rllib_ners.NERSEpisodeReplayBuffer"}` alone
+        gives NERS replay, not NERS with uniform sampling."""
+        current = dict(self.replay_buffer_config or {})
+        self._replay_keys_set_by_user |= set(update)
+        if "type" in update and _type_name(update["type"]) != _type_name(
+            current.get("type")
+        ):
+            for key in _UNIFORM_BUFFER_DEFAULTS:
+                if key not in self._replay_keys_set_by_user:
+                    current.pop(key, None)
+        return {**current, **update}
 
     @property
     def uses_ners_replay(self) -> bool:
@@ -367,6 +393,7 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         self.replay_buffer_config = dict(
             buffer_config, type=buffer_type_to_string(buffer_config["type"])
         )
+        check_replay_buffer_config(self)
         capacity = buffer_config.get("capacity", 10000)
         rollout = self.get_rollout_fragment_length() * self.num_envs_per_env_runner
         rollout *= max(1, self.num_env_runners)

@@ -69,6 +69,42 @@ def resolve_buffer_class(buffer_type: Any) -> type:
         ) from None
 
 
+# Capacity of the probe buffer `check_replay_buffer_config` builds: its other
+# settings are checked as given, without allocating the whole replay memory.
+_PROBE_CAPACITY = 1024
+
+
+def check_replay_buffer_config(config) -> None:
+    """Checks `config.replay_buffer_config` for one of our buffers in `validate()`.
+
+    Builds a small probe of the buffer class with the given settings, so that a
+    bad alpha, beta, capacity, n-step range or an unknown key fails here, naming
+    the setting, before any EnvRunner or Learner starts (not later, from inside
+    `build_algo()`). RLlib's own buffer types are left to RLlib.
+    """
+    buffer_config = dict(config.replay_buffer_config or {})
+    if "type" not in buffer_config:
+        return
+    try:
+        buffer_class = resolve_buffer_class(buffer_config.pop("type"))
+    except ValueError as error:
+        config._value_error(str(error))
+    if not _is_fast_buffer(buffer_class):
+        return
+    capacity = buffer_config.get("capacity")
+    if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 2:
+        buffer_config["capacity"] = min(capacity, _PROBE_CAPACITY)
+    if _is_ners_buffer(buffer_class):
+        buffer_config["scored_by_ners_learner"] = True  # checked at build time
+    try:
+        buffer_class(**buffer_config)
+    except (ValueError, TypeError) as error:
+        config._value_error(
+            f"Bad replay_buffer_config for {buffer_class.__name__}: {error} Fix it "
+            f"with config.training(replay_buffer_config={{...}})."
+        )
+
+
 def pop_priority_rows(learner_results) -> Any:
     """The per-item rows the Learners logged under RLlib's TD-error key (TD
     errors, or NERS `[score, delta, q, position]` rows), concatenated Learner by

@@ -51,6 +51,7 @@ from rllib_ners.algorithms.common.config_checks import (
 )
 from rllib_ners.algorithms.common.replay_checkpoint import (
     ReplayStateMixin,
+    check_replay_buffer_config,
     pop_priority_rows,
 )
 from rllib_ners.algorithms.common.training_ops import (
@@ -213,6 +214,7 @@ class RainbowDQNConfig(DQNConfig):
             )
         self._check_custom_classes()
         check_discrete_actions(self, type(self).__name__.replace("Config", ""))
+        check_replay_buffer_config(self)
         check_frame_stack_fits_observations(self)
 
     def _check_custom_classes(self) -> None:
