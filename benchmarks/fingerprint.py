@@ -32,8 +32,8 @@ def _is_episode_id(key) -> bool:
 def _feed(digest, value) -> None:
     """Hashes a nested state (dicts, lists, arrays, tensors, scalars) by value.
 
-    Dicts keyed by RLlib's (unseeded, random) episode ids are hashed as the
-    sorted multiset of their values: the same content under other ids.
+    RLlib's episode ids are random (unseeded) uuids: ids as values hash as a
+    placeholder, and dicts keyed by ids as the sorted multiset of their values.
     """
     import torch
 
@@ -54,6 +54,8 @@ def _feed(digest, value) -> None:
     elif isinstance(value, np.ndarray):
         digest.update(str((value.dtype, value.shape)).encode())
         digest.update(np.ascontiguousarray(value).tobytes())
+    elif _is_episode_id(value):
+        digest.update(b"<episode id>")
     else:
         digest.update(repr(value).encode())
 
