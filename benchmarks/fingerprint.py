@@ -51,6 +51,10 @@ def _feed(digest, value) -> None:
             _feed(digest, item)
     elif isinstance(value, torch.Tensor):
         _feed(digest, value.detach().cpu().numpy())
+    elif isinstance(value, np.ndarray) and value.dtype == object:
+        # By element: the bytes of an object array are pointers.
+        digest.update(str(value.shape).encode())
+        _feed(digest, value.ravel().tolist())
     elif isinstance(value, np.ndarray):
         digest.update(str((value.dtype, value.shape)).encode())
         digest.update(np.ascontiguousarray(value).tobytes())
