@@ -27,17 +27,18 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.env.atari import GAME_RETURN_KEY, LIFE_LOST_KEY
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     ACTIONS,
     INDICES,
     NEXT_OBS,
     OBS,
     REWARDS,
+    SETTING_FIX,
     TIMESTEPS,
     FastPrioritizedEpisodeReplayBuffer,
-    _check_positive_int,
 )
+from rllib_ners.utils.checks import check_positive_int
+from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
 
 # Column names of the NERS feature cache in sampler-training batches.
 DELTA, TARGET_Q = "delta", "q"
@@ -221,7 +222,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         `actions`, `rewards` as n-step returns, `delta`, `q`, `ts`) and `indices`,
         or None while I_all is empty.
         """
-        train_size = _check_positive_int("train_size", train_size)
+        train_size = check_positive_int("train_size", train_size, fix=SETTING_FIX)
         candidates = np.flatnonzero(self._in_sampled_set & self._is_transition)
         if candidates.size == 0:
             return None

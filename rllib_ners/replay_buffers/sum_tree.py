@@ -81,8 +81,6 @@ class _BlockTree(abc.ABC):
     """
 
     _neutral: float = 0.0
-    # So that users of a tree need not import the helper separately.
-    last_writes = staticmethod(last_writes)
 
     def __init__(self, capacity: int):
         if int(capacity) != capacity or capacity <= 0:
