@@ -241,14 +241,6 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         """Empties I_all (after a sampler update)."""
         self._in_sampled_set[:] = False
 
-    def get_cached_features(self, slots) -> Dict[str, np.ndarray]:
-        slots = np.asarray(slots, dtype=np.int64)
-        return {
-            DELTA: self._delta[slots],
-            TARGET_Q: self._q[slots],
-            TIMESTEPS: self._ts[slots],
-        }
-
     def priority_entropy(self) -> float:
         """Entropy (nats) of the sampling distribution over stored transitions."""
         leaves = np.asarray(self._sum_tree.leaves)
