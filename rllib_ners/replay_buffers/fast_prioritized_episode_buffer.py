@@ -123,7 +123,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         )
 
     Args:
-        capacity: Number of observation slots (see the module docstring: every
+        capacity: Number of observation slots (see `ring_storage`: every
             stored episode fragment uses one slot beyond its steps).
         batch_size_B: Default number of items (or sequences) per `sample()`.
         batch_length_T: Default sequence length; 1 samples single transitions.
@@ -135,7 +135,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         frame_stack: Number of frames `k` in each sampled observation. With
             `k > 1` the observations must be images, `(H, W)` or `(H, W, C)`
             (one frame per step); each is stored once and `obs`/`new_obs` come
-            out as `(H, W, k * C)` stacks (see "Frame stacking" above).
+            out as `(H, W, k * C)` stacks (see `frame_stack`).
         beta_final: With `beta_annealing_timesteps`, the importance-sampling
             exponent rises linearly from `beta` to `beta_final` over that many
             env steps added after the first sample (PER / data-efficient

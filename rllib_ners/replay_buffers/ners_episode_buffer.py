@@ -223,7 +223,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         or None while I_all is empty.
         """
         train_size = check_positive_int("train_size", train_size, fix=SETTING_FIX)
-        candidates = np.flatnonzero(self._in_sampled_set & self._is_transition)
+        candidates = np.flatnonzero(self._in_sampled_set & self._storage.is_transition)
         if candidates.size == 0:
             return None
         chosen = self.rng.choice(
@@ -243,7 +243,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
 
     def priority_entropy(self) -> float:
         """Entropy (nats) of the sampling distribution over stored transitions."""
-        leaves = np.asarray(self._sum_tree.leaves)
+        leaves = np.asarray(self._sampler.sum_tree.leaves)
         p = leaves[leaves > 0.0]
         if p.size == 0:
             return 0.0
