@@ -101,6 +101,21 @@ def read_extra_columns(chunk: dict, columns: Dict[str, np.ndarray]) -> None:
 
 
 # ------------------------------------------------------------ batches -> episodes
+def check_sample_kwargs(kwargs: dict) -> None:
+    """Accepts the `sample()` arguments RLlib passes to other buffers
+    (`sample_episodes`, `lookback`, `min_batch_length_T`) as long as they ask
+    for nothing unsupported; raises otherwise."""
+    known = {"sample_episodes", "lookback", "min_batch_length_T"}
+    unknown = set(kwargs) - known
+    if unknown:
+        raise ValueError(f"Unknown `sample()` arguments: {sorted(unknown)}.")
+    if kwargs.get("lookback") or kwargs.get("min_batch_length_T"):
+        raise ValueError(
+            "`lookback` and `min_batch_length_T` (stateful modules, burn-in) are "
+            "not supported by this buffer; use a stateless RLModule."
+        )
+
+
 def transitions_to_episodes(
     batch: Dict[str, np.ndarray],
     storage: RingStorage,

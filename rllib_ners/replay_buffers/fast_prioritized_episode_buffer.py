@@ -418,7 +418,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         `lookback`, `min_batch_length_T`) are accepted; a non-zero `lookback` or
         `min_batch_length_T` raises, since these are not supported here.
         """
-        self._check_unsupported_sample_kwargs(kwargs)
+        episode_adapter.check_sample_kwargs(kwargs)
         T = batch_length_T if batch_length_T is not None else self.batch_length_T
         if beta is not None:
             check_beta(beta)
@@ -457,18 +457,6 @@ class FastPrioritizedEpisodeReplayBuffer(
             observation_space=self.sampled_observation_space,
             to_numpy=to_numpy,
         )
-
-    @staticmethod
-    def _check_unsupported_sample_kwargs(kwargs: dict) -> None:
-        known = {"sample_episodes", "lookback", "min_batch_length_T"}
-        unknown = set(kwargs) - known
-        if unknown:
-            raise ValueError(f"Unknown `sample()` arguments: {sorted(unknown)}.")
-        if kwargs.get("lookback") or kwargs.get("min_batch_length_T"):
-            raise ValueError(
-                "`lookback` and `min_batch_length_T` (stateful modules, burn-in) are "
-                "not supported by this buffer; use a stateless RLModule."
-            )
 
     def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """Per-item values that `sample()` adds to each episode's extra model
