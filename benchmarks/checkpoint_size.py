@@ -70,11 +70,7 @@ def peak_mb() -> float:
 
 def storage_mb(buffer) -> float:
     """Bytes held in the buffer's numpy arrays (storage, bookkeeping, trees)."""
-    arrays = [v for v in vars(buffer).values() if isinstance(v, np.ndarray)]
-    arrays += list(buffer._extra.values())
-    for tree in (buffer._sum_tree, buffer._min_tree):
-        arrays += [v for v in vars(tree).values() if isinstance(v, np.ndarray)]
-    return sum(a.nbytes for a in arrays) / 2**20
+    return buffer.storage_nbytes() / 2**20
 
 
 def _episode(obs, actions, rewards, obs_space, action_space):

@@ -38,6 +38,8 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
+from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
+
 __all__ = [
     "ATARI_DEFAULTS",
     "DeepMindAtari",
@@ -48,10 +50,9 @@ __all__ = [
     "make_atari_env",
 ]
 
-# Info keys set by `DeepMindAtari` (see the module docstring).
-GAME_RETURN_KEY = "game_return"
+# Info keys set by `DeepMindAtari` (see the module docstring); the two that the
+# replay buffer reads live in `rllib_ners.utils.episode_info`.
 GAME_LENGTH_KEY = "game_length"
-LIFE_LOST_KEY = "life_lost"
 
 # `env_config` keys of `make_atari_env` and their defaults (training settings).
 ATARI_DEFAULTS: Dict[str, Any] = {

@@ -26,17 +26,18 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.env.atari import GAME_RETURN_KEY, LIFE_LOST_KEY
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     ACTIONS,
     INDICES,
     NEXT_OBS,
     OBS,
     REWARDS,
+    SETTING_FIX,
     TIMESTEPS,
     FastPrioritizedEpisodeReplayBuffer,
-    _check_positive_int,
 )
+from rllib_ners.utils.checks import check_positive_int
+from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
 
 # Column names of the NERS feature cache in sampler-training batches.
 DELTA, TARGET_Q = "delta", "q"
@@ -220,8 +221,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         `actions`, `rewards` as n-step returns, `delta`, `q`, `ts`) and `indices`,
         or None while I_all is empty.
         """
-        train_size = _check_positive_int("train_size", train_size)
-        candidates = np.flatnonzero(self._in_sampled_set & self._is_transition)
+        train_size = check_positive_int("train_size", train_size, fix=SETTING_FIX)
+        candidates = np.flatnonzero(self._in_sampled_set & self._storage.is_transition)
         if candidates.size == 0:
             return None
         chosen = self.rng.choice(
@@ -239,17 +240,9 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         """Empties I_all (after a sampler update)."""
         self._in_sampled_set[:] = False
 
-    def get_cached_features(self, slots) -> Dict[str, np.ndarray]:
-        slots = np.asarray(slots, dtype=np.int64)
-        return {
-            DELTA: self._delta[slots],
-            TARGET_Q: self._q[slots],
-            TIMESTEPS: self._ts[slots],
-        }
-
     def priority_entropy(self) -> float:
         """Entropy (nats) of the sampling distribution over stored transitions."""
-        leaves = np.asarray(self._sum_tree.leaves)
+        leaves = np.asarray(self._sampler.sum_tree.leaves)
         p = leaves[leaves > 0.0]
         if p.size == 0:
             return 0.0

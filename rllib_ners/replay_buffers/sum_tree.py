@@ -81,8 +81,6 @@ class _BlockTree(abc.ABC):
     """
 
     _neutral: float = 0.0
-    # So that users of a tree need not import the helper separately.
-    last_writes = staticmethod(last_writes)
 
     def __init__(self, capacity: int):
         if int(capacity) != capacity or capacity <= 0:
@@ -94,12 +92,6 @@ class _BlockTree(abc.ABC):
         self.fanout = _block_size(self.capacity)
         self._shift = self.fanout.bit_length() - 1
         self.num_blocks = -(-self.capacity // self.fanout)
-        # Height of the complete `fanout`-ary tree over these leaves
-        # (`fanout ** depth >= capacity`). Only the bottom two levels are
-        # stored; the search replaces the upper ones by one cumsum.
-        self.depth = max(1, math.ceil(math.log(self.capacity) / math.log(self.fanout)))
-        while self.fanout**self.depth < self.capacity:  # float log rounding
-            self.depth += 1
         self._leaves = np.full(self.num_blocks * self.fanout, self._neutral)
         self._leaf_blocks = self._leaves.reshape(self.num_blocks, self.fanout)
 
@@ -159,21 +151,6 @@ class _BlockTree(abc.ABC):
         self._leaves[indices] = values
         self._refresh_blocks(self.blocks_of(indices) if blocks is None else blocks)
 
-    def update_range(self, start: int, values) -> None:
-        """Sets a contiguous run of leaves `[start, start + len(values))`."""
-        values = np.asarray(values, dtype=np.float64).reshape(-1)
-        stop = start + values.size
-        if start < 0 or stop > self.capacity:
-            raise ValueError(
-                f"Tree range [{start}, {stop}) is outside [0, {self.capacity})."
-            )
-        if values.size == 0:
-            return
-        self._leaves[start:stop] = values
-        self._refresh_blocks(
-            np.arange(start >> self._shift, ((stop - 1) >> self._shift) + 1)
-        )
-
     @abc.abstractmethod
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
         """Recomputes the summaries of `blocks` from their leaves."""
@@ -219,9 +196,6 @@ class SumTree(_BlockTree):
 
     def total(self) -> float:
         return float(self._block_sums.sum())
-
-    def reduce_all(self) -> float:
-        return self.total()
 
     def _fill_offsets(self) -> float:
         """Refreshes `_offsets` (cumulative block sums); returns the total."""
@@ -305,6 +279,3 @@ class MinTree(_BlockTree):
 
     def min(self) -> float:
         return float(self._block_mins.min())
-
-    def reduce_all(self) -> float:
-        return self.min()

@@ -61,14 +61,13 @@ def test_feature_cache_starts_at_one_and_is_refreshed():
     delta = np.arange(6) + 10.0
     q = -np.arange(6) - 1.0
     buffer.update_priorities(_rows(np.full(6, 0.5), delta, q))
-    cache = buffer.get_cached_features(batch["indices"])
     last_delta = {s: delta[i] for i, s in enumerate(batch["indices"])}
     np.testing.assert_allclose(
-        cache["delta"], [last_delta[s] for s in batch["indices"]]
+        buffer._delta[batch["indices"]], [last_delta[s] for s in batch["indices"]]
     )
-    np.testing.assert_array_equal(cache["ts"], batch["ts"])
-    rest = buffer.get_cached_features(untouched)
-    assert np.all(rest["delta"] == 1.0) and np.all(rest["q"] == 1.0)
+    np.testing.assert_array_equal(buffer._ts[batch["indices"]], batch["ts"])
+    assert np.all(buffer._delta[untouched] == 1.0)
+    assert np.all(buffer._q[untouched] == 1.0)
 
 
 def test_sampled_set_collects_every_sampled_index_until_reset():

@@ -1,0 +1,20 @@
+"""Names shared by the parts of the prioritized episode buffer (no Ray).
+
+The column keys of sampled batches (`sample_batch()`, `sample_sequences()`) and
+the fix that every error about a buffer setting names.
+"""
+
+# Columns of `sample_batch()`.
+OBS, NEXT_OBS, ACTIONS, REWARDS = "obs", "new_obs", "actions", "rewards"
+TERMINATEDS, TRUNCATEDS, WEIGHTS, N_STEP, INDICES = (
+    "terminateds",
+    "truncateds",
+    "weights",
+    "n_step",
+    "indices",
+)
+TIMESTEPS = "ts"
+NEXT_INDICES = "next_indices"
+
+# Appended to the errors of `check_positive_int` on buffer settings.
+SETTING_FIX = "Set it in `replay_buffer_config` or the buffer's constructor."

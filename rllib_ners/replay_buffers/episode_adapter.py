@@ -1,0 +1,207 @@
+"""The buffer's only contact with RLlib's episodes.
+
+Reads `SingleAgentEpisode` fragments into plain chunk dicts for the `writer`,
+sizes the `RingStorage` from the first one, and turns sampled numpy batches
+back into lists of `SingleAgentEpisode`, as RLlib's
+`PrioritizedEpisodeReplayBuffer.sample()` returns them. Also holds the
+metaclass that lets the buffer class pass RLlib's `type` check.
+"""
+
+from __future__ import annotations
+
+from abc import ABCMeta
+from typing import Dict, List
+
+import numpy as np
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from rllib_ners.replay_buffers.buffer_names import (
+    ACTIONS,
+    INDICES,
+    N_STEP,
+    NEXT_INDICES,
+    NEXT_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    TIMESTEPS,
+    TRUNCATEDS,
+    WEIGHTS,
+)
+from rllib_ners.replay_buffers.frame_stack import check_stackable
+from rllib_ners.replay_buffers.ring_storage import RingStorage
+
+
+class EpisodeReplayBufferMeta(ABCMeta):
+    """Lets a buffer *class* pass RLlib 2.60's substring test on its `type`.
+
+    `Algorithm._create_local_replay_buffer_if_necessary` evaluates
+    `"EpisodeReplayBuffer" in replay_buffer_config["type"]`, which raises a
+    TypeError for a class object. Users may pass the class, and Ray Tune turns
+    a dotted `type` string back into the class on every trial (RLlib's
+    `AlgorithmConfig.update_from_dict`), so stock DQN under Tune hits it too.
+    Answering `in` on the class with its dotted path keeps both working.
+    """
+
+    def __contains__(cls, item) -> bool:
+        return isinstance(item, str) and item in f"{cls.__module__}.{cls.__qualname__}"
+
+
+# ------------------------------------------------------------ episodes -> chunks
+def read_chunk(episode: SingleAgentEpisode) -> dict:
+    """The fields of a non-empty episode fragment (see `writer` for the keys).
+
+    `extra` is filled by `read_extra_columns` once the storage exists.
+    """
+    n = len(episode)
+    obs = np.asarray(episode.get_observations(slice(0, n + 1)))
+    infos = episode.get_infos(slice(0, n + 1))
+    return {
+        "id": episode.id_,
+        "len": n,
+        "t_started": int(episode.t_started),
+        "obs": obs,
+        "infos": list(infos) if infos is not None else [{}] * (n + 1),
+        "actions": np.asarray(episode.get_actions(slice(0, n))),
+        "rewards": np.asarray(episode.get_rewards(slice(0, n)), dtype=np.float64),
+        "terminated": bool(episode.is_terminated),
+        "truncated": bool(episode.is_truncated),
+        "done": bool(episode.is_done),
+        "episode": episode,
+    }
+
+
+def allocate_storage(storage: RingStorage, chunk: dict, frame_stack: int) -> None:
+    """Sizes the storage's fields and spaces after `chunk`'s episode."""
+    episode = chunk["episode"]
+    storage.observation_space = episode.observation_space
+    storage.action_space = episode.action_space
+    check_stackable(chunk["obs"], frame_stack)
+    extra = {
+        key: np.asarray(episode.get_extra_model_outputs(key, slice(0, 1)))
+        for key in episode.extra_model_outputs.keys()
+    }
+    storage.allocate(chunk["obs"], chunk["actions"], extra)
+
+
+def read_extra_columns(chunk: dict, columns: Dict[str, np.ndarray]) -> None:
+    """Sets `chunk["extra"]`: its steps' values of every stored extra output."""
+    episode, n = chunk["episode"], chunk["len"]
+    chunk["extra"] = {}
+    for key, column in columns.items():
+        if key in episode.extra_model_outputs:
+            values = np.asarray(
+                episode.get_extra_model_outputs(key, slice(0, n))
+            ).reshape((n,) + column.shape[1:])
+        else:
+            # EnvRunners always send the same keys; random-action warm-up chunks
+            # may carry none, and those steps get zeros (see `sample()`).
+            values = np.zeros((n,) + column.shape[1:], dtype=column.dtype)
+        chunk["extra"][key] = values
+
+
+# ------------------------------------------------------------ batches -> episodes
+def check_sample_kwargs(kwargs: dict) -> None:
+    """Accepts the `sample()` arguments RLlib passes to other buffers
+    (`sample_episodes`, `lookback`, `min_batch_length_T`) as long as they ask
+    for nothing unsupported; raises otherwise."""
+    known = {"sample_episodes", "lookback", "min_batch_length_T"}
+    unknown = set(kwargs) - known
+    if unknown:
+        raise ValueError(f"Unknown `sample()` arguments: {sorted(unknown)}.")
+    if kwargs.get("lookback") or kwargs.get("min_batch_length_T"):
+        raise ValueError(
+            "`lookback` and `min_batch_length_T` (stateful modules, burn-in) are "
+            "not supported by this buffer; use a stateless RLModule."
+        )
+
+
+def transitions_to_episodes(
+    batch: Dict[str, np.ndarray],
+    storage: RingStorage,
+    *,
+    item_columns: Dict[str, np.ndarray],
+    include_infos: bool,
+    include_extra: bool,
+    observation_space,
+    to_numpy: bool,
+) -> List[SingleAgentEpisode]:
+    """One single-step episode `(o_t, a_t, R_t^n, o_{t+n})` per sampled item.
+
+    `weights`, `n_step`, the `item_columns` and (with `include_extra`) the
+    stored extra model outputs go to each episode's extra model outputs; with
+    `include_infos` its infos are `(info_t, info_{t+n})` from the storage.
+    """
+    infos = None
+    if include_infos:
+        infos = list(
+            zip(storage.infos[batch[INDICES]], storage.infos[batch[NEXT_INDICES]])
+        )
+    extra_keys = list(storage.extra) if include_extra else []
+    episodes = []
+    obs, new_obs, actions = batch[OBS], batch[NEXT_OBS], batch[ACTIONS]
+    rewards, weights, n_steps = (
+        batch[REWARDS].tolist(),
+        batch[WEIGHTS],
+        batch[N_STEP],
+    )
+    terminateds, truncateds = (
+        batch[TERMINATEDS].tolist(),
+        batch[TRUNCATEDS].tolist(),
+    )
+    ts = batch[TIMESTEPS].tolist()
+    for i in range(len(batch[INDICES])):
+        extra = {"weights": [weights[i]], "n_step": [n_steps[i]]}
+        for name, column in item_columns.items():
+            extra[name] = [column[i]]
+        for key in extra_keys:
+            extra[key] = [batch[key][i]]
+        episode = SingleAgentEpisode(
+            observations=[obs[i], new_obs[i]],
+            observation_space=observation_space,
+            infos=list(infos[i]) if infos is not None else None,
+            actions=[actions[i]],
+            action_space=storage.action_space,
+            rewards=[rewards[i]],
+            terminated=terminateds[i],
+            truncated=truncateds[i],
+            extra_model_outputs=extra,
+            len_lookback_buffer=0,
+            t_started=ts[i],
+        )
+        if to_numpy:
+            episode.to_numpy()
+        episodes.append(episode)
+    return episodes
+
+
+def sequences_to_episodes(
+    batch: Dict[str, np.ndarray],
+    storage: RingStorage,
+    *,
+    include_infos: bool,
+    observation_space,
+) -> List[SingleAgentEpisode]:
+    """One episode of `lengths[b]` steps per row of `sequence_columns()`, with
+    every stored extra model output and per-step `weights`."""
+    episodes = []
+    for b in range(len(batch[INDICES])):
+        L = int(batch["lengths"][b])
+        extra = {key: batch[key][b, :L] for key in storage.extra}
+        extra["weights"] = np.full(L, batch[WEIGHTS][b], dtype=np.float32)
+        episodes.append(
+            SingleAgentEpisode(
+                observations=list(batch[OBS][b, : L + 1]),
+                observation_space=observation_space,
+                infos=list(batch["infos"][b, : L + 1]) if include_infos else None,
+                actions=list(batch[ACTIONS][b, :L]),
+                action_space=storage.action_space,
+                rewards=list(batch[REWARDS][b, :L]),
+                terminated=bool(batch[TERMINATEDS][b, L - 1]),
+                truncated=bool(batch[TRUNCATEDS][b, L - 1]),
+                extra_model_outputs={k: list(v) for k, v in extra.items()},
+                len_lookback_buffer=0,
+                t_started=int(batch[TIMESTEPS][b, 0]),
+            )
+        )
+    return episodes

@@ -1,0 +1,92 @@
+"""Frame stacks rebuilt at sample time from the ring storage (numpy, no Ray).
+
+With `frame_stack=k > 1` (image observations, e.g. 84x84x1 Atari frames) every
+frame is stored once, in its own dtype, and the k-frame stacks of `obs` and
+`new_obs` are rebuilt at sample time by following `prev` pointers back through
+the same episode: the stack of `o_t` is `[o_{t-k+1}, ..., o_t]` concatenated
+along the last axis, oldest first - exactly what RLlib's
+`FrameStackingEnvToModule` feeds the RLModule when acting. Frames before the
+episode's first stored frame are zeros (RLlib's `fill=0.0`). A frame whose slot
+was evicted or overwritten is never used: a pointer counts only while its slot
+is occupied and older than the frame pointing at it, so stacks never mix
+episodes, across ring wrap and eviction included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rllib_ners.replay_buffers.ring_storage import RingStorage
+
+
+def check_stackable(obs: np.ndarray, frame_stack: int) -> None:
+    """Raises unless `[n, ...]` observations are frames that `frame_stack` > 1
+    can stack: `(H, W)` or `(H, W, C)` images."""
+    if frame_stack > 1 and obs.ndim not in (3, 4):
+        raise ValueError(
+            f"`frame_stack={frame_stack}` stacks image frames, but the "
+            f"observations have shape {obs.shape[1:]}, not (H, W) or (H, W, C). "
+            f"Remove `frame_stack` from `replay_buffer_config` (or set it to 1) "
+            f"for non-image observations."
+        )
+
+
+def stacked_observation_space(space, frame_stack: int):
+    """Observation space of sampled `obs`: `space`, or its k-stack."""
+    if frame_stack == 1 or space is None:
+        return space
+    import gymnasium as gym
+
+    def stack(bound):
+        bound = np.asarray(bound)
+        if bound.ndim == 2:
+            bound = bound[..., None]
+        return np.concatenate([bound] * frame_stack, axis=-1)
+
+    return gym.spaces.Box(
+        low=stack(space.low), high=stack(space.high), dtype=space.dtype
+    )
+
+
+def observations_at(
+    storage: RingStorage, slots: np.ndarray, frame_stack: int
+) -> np.ndarray:
+    """Observations at `slots` (any shape), k-frame stacks if `frame_stack`."""
+    if frame_stack == 1:
+        return storage.obs[slots]
+    return stacked_frames(storage, slots, frame_stack)
+
+
+def stacked_frames(storage: RingStorage, slots: np.ndarray, k: int) -> np.ndarray:
+    """`[..., H, W, k * C]` stacks ending at `slots`, oldest frame first.
+
+    Walks `prev` pointers k - 1 times for all items at once. A pointer is
+    followed only while its slot is occupied and was written before the
+    current one (`stamp` grows with every write), so an evicted or
+    overwritten frame - possibly of another episode now - is never used;
+    missing frames are zeros, as in RLlib's frame stacking when acting.
+    """
+    flat = np.asarray(slots, dtype=np.int64).reshape(-1)
+    index = np.empty((k, flat.size), dtype=np.int64)
+    valid = np.ones((k, flat.size), dtype=bool)
+    index[k - 1] = flat
+    for j in range(k - 2, -1, -1):
+        current = index[j + 1]
+        prev = storage.prev[current]
+        # -1 (none) wraps to the last slot in take(); masked out just below.
+        ok = valid[j + 1] & (prev >= 0)
+        ok &= storage.occupied.take(prev) & (
+            storage.stamp.take(prev) < storage.stamp[current]
+        )
+        index[j] = np.where(ok, prev, current)
+        valid[j] = ok
+    frame_shape = storage.obs.shape[1:]
+    channels = frame_shape[2] if len(frame_shape) == 3 else 1
+    height, width = frame_shape[:2]
+    out = np.empty((flat.size, height, width, k * channels), dtype=storage.obs.dtype)
+    for j in range(k):
+        frames = storage.obs[index[j]].reshape(flat.size, height, width, channels)
+        if not valid[j].all():
+            frames[~valid[j]] = 0
+        out[..., j * channels : (j + 1) * channels] = frames
+    return out.reshape(np.shape(slots) + out.shape[1:])

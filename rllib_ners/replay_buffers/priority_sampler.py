@@ -1,0 +1,292 @@
+"""Priority sampler of the episode buffer: sees slots and priorities only (no Ray).
+
+Like TorchRL's `PrioritizedSampler`, it knows nothing of episodes: it keeps one
+*leaf* per storage slot in a sum tree and a min tree, draws slots in proportion
+to their leaves and weighs them for importance sampling.
+
+- Leaf of a slot with priority (score) `s_i`: `leaf_i = s_i ** alpha`
+  (`priority_leaf`); slots that hold no transition have leaf 0.
+- Sampling probability: `p_i = leaf_i / sum_k leaf_k`, drawn stratified (one
+  uniform point in each of `B` equal strata of the total, Schaul et al. 2016).
+- Importance-sampling weight: `w_i = (N p_i) ** -beta / max_j w_j`, `N` the
+  number of stored transitions and `max_j w_j = (N p_min) ** -beta` taken over
+  the whole buffer via the min tree (`importance_weights`), as RLlib and the PER
+  paper do.
+
+`alpha = 0` samples uniformly, `alpha = 1` fully by priority. `beta` is 0 for
+no correction and 1 for full correction; it may be annealed linearly from
+`beta` to `beta_final` over `beta_annealing_timesteps` env steps added after
+the first sample (PER, data-efficient Rainbow).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
+from rllib_ners.replay_buffers.sum_tree import MinTree, SumTree, last_writes
+from rllib_ners.utils.checks import check_positive_int
+
+logger = logging.getLogger(__name__)
+
+# Metric key: priorities skipped because they were NaN, infinite or negative.
+NUM_PRIORITIES_NONFINITE_LIFETIME = "num_priorities_nonfinite_skipped_lifetime"
+
+# Priorities are floored here so that no stored transition becomes unreachable.
+MIN_PRIORITY = 1e-12
+
+
+def priority_leaf(score, alpha: float):
+    """The sum-tree leaf of a priority: `leaf_i = score_i ** alpha`.
+
+    A slot is then drawn with probability `p_i = leaf_i / sum_k leaf_k`. With
+    `alpha = 0` every leaf is 1 (uniform sampling, `0 ** 0 = 1` included).
+
+    Args:
+        score: A priority `>= 0` (float) or an array of them.
+        alpha: The priority exponent, `>= 0`.
+
+    Returns:
+        `score ** alpha`, of the type of `score` (float in, float out).
+    """
+    return score**alpha
+
+
+def importance_weights(leaves: np.ndarray, leaf_min: float, beta: float):
+    """Importance-sampling weights `w_i = (N p_i) ** -beta / max_j w_j`.
+
+    With `p_i = leaf_i / sum_k leaf_k` and `max_j w_j = (N p_min) ** -beta`
+    (the smallest leaf gives the largest weight), `N` and the sum cancel:
+    `w_i = (leaf_i / leaf_min) ** -beta`, computed so (fewer numpy calls).
+
+    Args:
+        leaves: float64 leaves of the drawn slots.
+        leaf_min: The smallest positive leaf in the buffer.
+        beta: The importance-sampling exponent in `[0, 1]`.
+
+    Returns:
+        float64 weights in `(0, 1]`.
+    """
+    ratio = leaves / leaf_min
+    return ratio ** (-beta)
+
+
+def check_beta(beta) -> float:
+    """`beta` as a float in `[0, 1]` (None is 0); raises otherwise."""
+    if beta is None:
+        return 0.0
+    if not (0.0 <= float(beta) <= 1.0):
+        raise ValueError(
+            f"`beta` must lie in [0, 1], got beta={beta!r}. It is the importance-"
+            f"sampling exponent: 0 means no correction, 1 full correction."
+        )
+    return float(beta)
+
+
+class PrioritySampler:
+    """Sum/min trees over `capacity` slots, `alpha`, max priority and `beta`.
+
+    Raises a ValueError naming the fix for a bad setting.
+
+    Args:
+        capacity: Number of slots (leaves).
+        alpha: Priority exponent (see `priority_leaf`).
+        beta: Importance-sampling exponent (see `importance_weights`), the start
+            of the annealing if `beta_final` is given.
+        beta_final: End of the linear `beta` annealing, or None.
+        beta_annealing_timesteps: Length of the annealing in added env steps.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        alpha: float = 1.0,
+        beta: Optional[float] = 0.0,
+        beta_final: Optional[float] = None,
+        beta_annealing_timesteps: Optional[int] = None,
+    ):
+        if not (np.isfinite(alpha) and alpha >= 0.0):
+            raise ValueError(
+                f"`alpha` must be a finite number >= 0, got alpha={alpha!r}. "
+                f"0 samples uniformly, 1 fully by priority."
+            )
+        self.default_beta = check_beta(beta)
+        if (beta_final is None) != (beta_annealing_timesteps is None):
+            raise ValueError(
+                f"Beta annealing needs both `beta_final` and "
+                f"`beta_annealing_timesteps` in `replay_buffer_config`, got "
+                f"beta_final={beta_final!r}, "
+                f"beta_annealing_timesteps={beta_annealing_timesteps!r}."
+            )
+        self.beta_final = None if beta_final is None else check_beta(beta_final)
+        self.beta_annealing_timesteps = (
+            None
+            if beta_annealing_timesteps is None
+            else check_positive_int(
+                "beta_annealing_timesteps", beta_annealing_timesteps, fix=SETTING_FIX
+            )
+        )
+        self.alpha = float(alpha)
+        self.sum_tree = SumTree(capacity)
+        self.min_tree = MinTree(capacity)
+        # The largest priority seen: new transitions get it (sampled soon).
+        self.max_priority = 1.0
+        # Env steps added when the first sample was drawn (annealing starts).
+        self.beta_anneal_start: Optional[int] = None
+        self.num_nonfinite_priorities = 0
+        self.num_stale_priorities = 0
+        self._warned_nonfinite = False
+
+    # ------------------------------------------------------------------ beta
+    def resolve_beta(self, beta: Optional[float], num_added: int) -> float:
+        """The `beta` of a sample (annealed, if set); starts the annealing.
+
+        Args:
+            beta: The caller's beta, or None for the buffer's.
+            num_added: Env steps added to the buffer so far.
+        """
+        if self.beta_annealing_timesteps is None:
+            return self.default_beta if beta is None else check_beta(beta)
+        if beta is not None and not np.isclose(beta, self.default_beta):
+            raise ValueError(
+                f"sample(beta={beta!r}) conflicts with the buffer's beta annealing "
+                f"({self.default_beta} -> {self.beta_final}); pass no beta, or "
+                f"remove `beta_final`/`beta_annealing_timesteps` from "
+                f"`replay_buffer_config`."
+            )
+        if self.beta_anneal_start is None:
+            self.beta_anneal_start = num_added
+        return self.current_beta(num_added)
+
+    def current_beta(self, num_added: int) -> float:
+        """`beta` now: annealed linearly over the env steps added since the
+        first sample, or the constant `beta` without annealing."""
+        if self.beta_annealing_timesteps is None or self.beta_anneal_start is None:
+            return self.default_beta
+        done = num_added - self.beta_anneal_start
+        fraction = min(1.0, done / self.beta_annealing_timesteps)
+        return self.default_beta + fraction * (self.beta_final - self.default_beta)
+
+    # ------------------------------------------------------------------ draw
+    def draw(
+        self, num_items: int, beta: float, rng: np.random.Generator
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """Draws `num_items` sorted slots by priority; returns them and their
+        float32 importance weights. The only random draw: `rng.random(B)`."""
+        slots = self.sum_tree.sample_stratified(num_items, rng)
+        weights = importance_weights(self.sum_tree[slots], self.min_tree.min(), beta)
+        return slots, weights.astype(np.float32)
+
+    # ------------------------------------------------------------ priorities
+    def set_leaves(self, slots: np.ndarray, values: np.ndarray) -> None:
+        """Writes leaf values (>= 0) to both trees; the last write wins.
+
+        Both trees share the capacity and so the block layout: the indices are
+        deduplicated and mapped to blocks once for the pair. Zero (non-transition
+        slots) is +inf in the min tree, so it never counts as the minimum.
+        """
+        slots, values = last_writes(
+            np.asarray(slots, dtype=np.int64), np.asarray(values, dtype=np.float64)
+        )
+        blocks = self.sum_tree.blocks_of(slots)
+        self.sum_tree.assign_unique(slots, values, blocks)
+        self.min_tree.assign_unique(
+            slots, np.where(values > 0.0, values, np.inf), blocks
+        )
+
+    def set_new(
+        self, slots: np.ndarray, is_step: np.ndarray, weight: Optional[float]
+    ) -> None:
+        """Gives new steps among `slots` the leaf of `weight` (default: the max
+        priority) and the other slots (tails) leaf 0."""
+        leaf = priority_leaf(
+            self.max_priority if weight is None else float(weight), self.alpha
+        )
+        self.set_leaves(slots, np.where(is_step, leaf, 0.0))
+
+    def update(
+        self, slots: np.ndarray, priorities: np.ndarray, live: np.ndarray
+    ) -> np.ndarray:
+        """Sets `priorities` (float64) at `slots` where valid; returns that mask.
+
+        Non-finite or negative values are skipped (counted, warned about once),
+        and so are slots that are not `live` (no longer holding the item).
+        """
+        if slots.shape == priorities.shape and slots.shape[0] > 0:
+            # Fast path for the usual call (right after a sample): every priority
+            # finite and >= 0 and every slot still holding its sampled transition.
+            # min() is NaN if any value is, so `p_min >= 0` also rejects NaNs.
+            p_min, p_max = priorities.min(), priorities.max()
+            if p_min >= 0.0 and p_max < np.inf and live.all():
+                self.max_priority = max(self.max_priority, float(p_max), MIN_PRIORITY)
+                if p_min < MIN_PRIORITY:
+                    priorities = np.maximum(priorities, MIN_PRIORITY)
+                self.set_leaves(slots, priority_leaf(priorities, self.alpha))
+                return np.ones(slots.shape, dtype=bool)
+        valid = np.isfinite(priorities) & (priorities >= 0.0)
+        num_bad = int((~valid).sum())
+        if num_bad:
+            self.num_nonfinite_priorities += num_bad
+            if not self._warned_nonfinite:
+                logger.warning(
+                    "%d non-finite or negative priorities were skipped (e.g. NaN TD "
+                    "errors); the items keep their old priority. Counted in the "
+                    "replay buffer metric %r; this warning is shown once.",
+                    num_bad,
+                    NUM_PRIORITIES_NONFINITE_LIFETIME,
+                )
+                self._warned_nonfinite = True
+        self.num_stale_priorities += int((valid & ~live).sum())
+        apply = valid & live
+        if apply.any():
+            new = np.maximum(priorities[apply], MIN_PRIORITY)
+            self.max_priority = max(self.max_priority, float(new.max()))
+            self.set_leaves(slots[apply], priority_leaf(new, self.alpha))
+        return apply
+
+    def broken_invariants(self) -> List[str]:
+        """What is wrong with the trees (nothing: an empty list)."""
+        total, leaves = self.sum_tree.total(), self.sum_tree.leaves
+        if not np.isclose(total, leaves.sum(), rtol=1e-9, atol=1e-12):
+            return ["sum tree total differs from the sum of its leaves"]
+        return []
+
+    # ------------------------------------------------------------------ state
+    STATE_SCALARS = (
+        "alpha",
+        "default_beta",
+        "beta_final",
+        "beta_annealing_timesteps",
+        "beta_anneal_start",
+        "max_priority",
+        "num_nonfinite_priorities",
+        "num_stale_priorities",
+    )
+
+    def nbytes(self) -> int:
+        """Bytes of the trees' arrays."""
+        return int(
+            sum(
+                value.nbytes
+                for tree in (self.sum_tree, self.min_tree)
+                for value in vars(tree).values()
+                if isinstance(value, np.ndarray)
+            )
+        )
+
+    def get_state(self) -> Dict[str, Any]:
+        """Trees and scalars under their checkpoint names (`_alpha`, ...)."""
+        state = {f"_{name}": getattr(self, name) for name in self.STATE_SCALARS}
+        state["sum_tree"] = self.sum_tree.get_state()
+        state["min_tree"] = self.min_tree.get_state()
+        return state
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        for name in self.STATE_SCALARS:
+            setattr(self, name, state[f"_{name}"])
+        self.sum_tree.set_state(state["sum_tree"])
+        self.min_tree.set_state(state["min_tree"])
