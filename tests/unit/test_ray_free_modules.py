@@ -1,0 +1,73 @@
+"""The parts that need no Ray never import it, directly or through our modules.
+
+The NERS scorer and settings, the sum tree, the shared networks and the small
+helpers are plain numpy/torch code (DESIGN.md: "the sum tree and the scorer are
+plain modules with no Ray imports, unit-testable alone"). This walks each one's
+imports inside `rllib_ners`, transitively, and fails naming the chain that
+reaches Ray. (The package's `__init__` registers with Tune, so importing these
+modules through `rllib_ners` loads Ray anyway; what matters is that their own
+code does not depend on it.)
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "rllib_ners"
+
+RAY_FREE = [
+    "rllib_ners.ners.scorer",
+    "rllib_ners.ners.settings",
+    "rllib_ners.networks.conv_stack",
+    "rllib_ners.replay_buffers.sum_tree",
+    "rllib_ners.utils.checks",
+    "rllib_ners.utils.episode_info",
+    "rllib_ners.utils.malloc",
+    "rllib_ners.utils.rng",
+    "rllib_ners.utils.spaces",
+    "rllib_ners.utils.torch_ops",
+]
+
+
+def _module_path(name: str) -> Path:
+    relative = Path(*name.split(".")[1:])
+    module = PACKAGE_ROOT / relative.with_suffix(".py")
+    return module if module.exists() else PACKAGE_ROOT / relative / "__init__.py"
+
+
+def _imports(name: str):
+    tree = ast.parse(_module_path(name).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+
+
+def _chain_to_ray(name: str, seen: set) -> list | None:
+    seen.add(name)
+    for imported in _imports(name):
+        if imported == "ray" or imported.startswith("ray."):
+            return [name, imported]
+        if imported.startswith("rllib_ners.") and imported not in seen:
+            if not _module_path(imported).exists():
+                continue
+            chain = _chain_to_ray(imported, seen)
+            if chain:
+                return [name, *chain]
+    return None
+
+
+@pytest.mark.parametrize("name", RAY_FREE)
+def test_module_never_imports_ray(name):
+    assert _module_path(name).exists(), f"{name} moved: update RAY_FREE"
+    chain = _chain_to_ray(name, set())
+    assert chain is None, "Ray is imported via " + " -> ".join(chain)
+
+
+def test_the_check_finds_a_ray_import():
+    # The walk itself must see Ray where it is imported.
+    assert _chain_to_ray("rllib_ners.algorithms.common.training_ops", set())
