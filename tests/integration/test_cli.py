@@ -293,7 +293,9 @@ class _FakeTuner:
 
 def test_train_flags_reach_config_stop_and_tune(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ray.tune, "Tuner", _FakeTuner)
-    monkeypatch.setattr(cli, "_ray_session", lambda args: contextlib.nullcontext())
+    monkeypatch.setattr(
+        cli.train, "_ray_session", lambda args: contextlib.nullcontext()
+    )
     _FakeTuner.calls.clear()
     argv = ["train", "file", str(PY_EXAMPLE), "--config", TINY, "--env", "CartPole-v1"]
     argv += ["--num-env-runners", "1", "--num-learners", "0"]
@@ -396,7 +398,7 @@ def test_plot_groups_trials_by_replay_type(tmp_path, capsys):
 
 
 def test_video_writer_missing_is_a_clear_error(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_module_available", lambda name: False)
+    monkeypatch.setattr(cli.evaluate, "_module_available", lambda name: False)
     code = main(["evaluate", "/no/such/checkpoint", "--video", "out.mp4"])
     _assert_one_line_error(code, capsys.readouterr().err, "no video writer available")
 
@@ -483,7 +485,7 @@ class _FramesCartPole(gym.Wrapper):
 def test_evaluate_writes_a_video(trained_run, tmp_path, monkeypatch, capsys):
     run_dir, _ = trained_run
     monkeypatch.setattr(
-        cli,
+        cli.evaluate,
         "make_render_env",
         lambda config, mode: _FramesCartPole(gym.make("CartPole-v1")),
     )
