@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
@@ -91,3 +92,12 @@ def _import_class(path: str) -> type:
 
 def _module_available(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
+
+
+def _remove_if_empty(directory: Optional[str]) -> None:
+    """Drops the empty log dir a Trainable built outside Tune makes in ~/ray_results."""
+    if directory:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass  # not empty (or gone): leave it

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 import numpy as np
 
-from rllib_ners.cli.common import CLIError, _last_line, _module_available, _one_line
+from rllib_ners.cli.common import (
+    CLIError,
+    _last_line,
+    _module_available,
+    _one_line,
+    _remove_if_empty,
+)
 from rllib_ners.cli.overrides import _check_env
 from rllib_ners.cli.session import _ray_session
 
@@ -188,15 +193,6 @@ def _rendered_episodes(module, env, episodes, render_mode, seed):
         returns.append(total)
         lengths.append(steps)
     return returns, lengths, frames
-
-
-def _remove_if_empty(directory: Optional[str]) -> None:
-    """Drops the empty log dir a Trainable built outside Tune makes in ~/ray_results."""
-    if directory:
-        try:
-            os.rmdir(directory)
-        except OSError:
-            pass  # not empty (or gone): leave it
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from rllib_ners.cli.common import RUN_INFO_FILE, CLIError, _import_class, _one_line
 from rllib_ners.cli.overrides import _resolve_algo, load_python_example
-from rllib_ners.cli.session import _ray_session, _report
+from rllib_ners.cli.session import _ray_session, _report, _tune_output
 
 
 def _find_run_dir(path: Path) -> Path:
@@ -73,6 +74,7 @@ def _resume(path: Path, args: argparse.Namespace) -> int:
         load_python_example(Path(source), info.get("script_args") or [])
     trainable = _resume_trainable(run_dir, info)
     print(f"Resuming {run_dir}", flush=True)
+    started = time.time()
     with _ray_session(args):
         try:
             tuner = tune.Tuner.restore(
@@ -80,8 +82,9 @@ def _resume(path: Path, args: argparse.Namespace) -> int:
             )
         except (ValueError, RuntimeError, FileNotFoundError) as error:
             raise CLIError(f"cannot restore {run_dir}: {_one_line(error)}") from None
-        results = tuner.fit()
-    return _report(results, run_dir)
+        with _tune_output(args.verbose):
+            results = tuner.fit()
+    return _report(results, run_dir, info.get("stop"), started)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

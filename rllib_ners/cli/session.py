@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from rllib_ners.cli.common import (
-    ITERS_KEY,
     PROG,
-    RETURN_KEY,
     RUN_INFO_FILE,
     CLIError,
     _class_path,
-    _env_steps,
     _last_line,
-    _metric,
     _one_line,
 )
-from rllib_ners.cli.progress import ProgressCallback
+from rllib_ners.cli.progress import ProgressCallback, format_duration, format_outcome
 
 
 @contextmanager
@@ -49,6 +46,22 @@ def _ray_session(args: argparse.Namespace) -> Iterator[None]:
             ray.shutdown()
 
 
+@contextmanager
+def _tune_output(verbose: int) -> Iterator[None]:
+    """At `verbose` 0, Tune's old output engine, which prints nothing (the new one,
+    Ray's default, still prints a configuration box and TensorBoard hints)."""
+    saved = os.environ.get("RAY_AIR_NEW_OUTPUT")
+    if verbose == 0:
+        os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
+        else:
+            os.environ["RAY_AIR_NEW_OUTPUT"] = saved
+
+
 class _Job:
     """One Tune experiment to run: trainable, config, stop and what to record."""
 
@@ -62,6 +75,17 @@ class _Job:
 
 
 def _run_job(job: _Job, args: argparse.Namespace) -> int:
+    """Runs `job` with Tune and prints its summary; the exit code."""
+    started = time.time()
+    results, run_dir = _fit_job(job, args)
+    return _report(results, run_dir, job.stop, started)
+
+
+def _fit_job(job: _Job, args: argparse.Namespace, *, tune_config=None, callbacks=()):
+    """Runs `job` with Tune (progress lines on, Tune's own output at `args.verbose`)
+    and returns (ResultGrid, run directory). `args` has the `train` flags
+    storage_path, name, seed, verbose, max_failures, checkpoint_freq and
+    checkpoint_at_end."""
     from ray import tune
 
     storage = Path(args.storage_path or "~/ray_results").expanduser().resolve()
@@ -99,12 +123,13 @@ def _run_job(job: _Job, args: argparse.Namespace) -> int:
     tuner = tune.Tuner(
         job.trainable,
         param_space=config,
+        **({"tune_config": tune_config} if tune_config is not None else {}),
         run_config=tune.RunConfig(
             name=run_name,
             storage_path=str(storage),
             stop=job.stop,
             verbose=args.verbose,
-            callbacks=[ProgressCallback(job.stop)],
+            callbacks=[ProgressCallback(job.stop), *callbacks],
             failure_config=tune.FailureConfig(max_failures=args.max_failures),
             checkpoint_config=tune.CheckpointConfig(
                 checkpoint_frequency=args.checkpoint_freq,
@@ -112,29 +137,36 @@ def _run_job(job: _Job, args: argparse.Namespace) -> int:
             ),
         ),
     )
-    return _report(tuner.fit(), run_dir)
+    with _tune_output(args.verbose):
+        return tuner.fit(), run_dir
 
 
-def _report(results, run_dir: Path) -> int:
+def print_next_steps(run_dir: Path, checkpoint) -> None:
+    """The commands that plot a run and evaluate its checkpoint."""
+    print(f"Plot it: {PROG} plot {run_dir} -o curves.png", flush=True)
+    if checkpoint:
+        print(f"Evaluate it: {PROG} evaluate {checkpoint} --episodes 10", flush=True)
+
+
+def _report(results, run_dir: Path, stop=None, started=None) -> int:
+    """Prints one line per trial (its outcome against `stop`), the wall time since
+    `started`, the run directory and the next commands; CLIError if a trial failed.
+    """
     failed = 0
     checkpoint = None
     for result in results:
         metrics = result.metrics or {}
-        episode_return = _metric(metrics, RETURN_KEY)
         status = "FAILED" if result.error else "done"
         trial = Path(result.path).name if result.path else "?"
-        print(
-            f"trial {trial}: {status}, iter {metrics.get(ITERS_KEY, 0)}, env steps "
-            f"{_env_steps(metrics):.0f}, return "
-            + (f"{float(episode_return):.2f}" if episode_return is not None else "n/a"),
-            flush=True,
-        )
+        print(f"trial {trial}: {status}, {format_outcome(metrics, stop)}", flush=True)
         if result.checkpoint is not None:
             checkpoint = result.checkpoint.path
             print(f"  checkpoint: {checkpoint}", flush=True)
         if result.error:
             failed += 1
             print(f"  error: {_last_line(result.error)}", flush=True)
+    if started is not None:
+        print(f"Wall time: {format_duration(time.time() - started)}", flush=True)
     print(f"Run directory: {run_dir}", flush=True)
     if failed:
         raise CLIError(
@@ -142,7 +174,5 @@ def _report(results, run_dir: Path) -> int:
             f"directories); after fixing the cause continue with `{PROG} resume "
             f"{run_dir}`"
         )
-    print(f"Plot it: {PROG} plot {run_dir} -o curves.png", flush=True)
-    if checkpoint:
-        print(f"Evaluate it: {PROG} evaluate {checkpoint} --episodes 10", flush=True)
+    print_next_steps(run_dir, checkpoint)
     return 0
