@@ -31,7 +31,9 @@ the exit code, so the CLI is testable in-process.
 One module per subcommand (`train`, `resume`, `evaluate`, `plot`, `examples`);
 `parser` builds the argument parser, `overrides` applies config overrides and loads
 tuned examples, `progress` prints the per-iteration lines, `session` holds the Ray
-session and the Tune run with its summary.
+session and the Tune run with its summary. `run_example(config, args)`
+(`example_runner`) is how the tuned examples run: RLlib's example flags, the same
+progress lines and summary.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from rllib_ners.cli.evaluate import (
     make_render_env,
     video_writer,
 )
+from rllib_ners.cli.example_runner import run_example
 from rllib_ners.cli.examples import cmd_examples, example_description
 from rllib_ners.cli.overrides import (
     _apply_config_dict,
