@@ -16,6 +16,7 @@ from rllib_ners.cli.common import (
     _remove_if_empty,
 )
 from rllib_ners.cli.overrides import _check_env
+from rllib_ners.cli.quiet import silence_known_noise
 from rllib_ners.cli.session import _ray_session
 
 
@@ -228,6 +229,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     import rllib_ners  # noqa: F401  (NERS classes for unpickling)
 
+    silence_known_noise()  # e.g. "Install gputil" from the restored Trainable
     print(f"Restoring {checkpoint}", flush=True)
     with _ray_session(args):
         try:

@@ -246,6 +246,10 @@ def _train_in_process(config, stop, success_key) -> Tuple[Dict[str, Any], Any]:
         # core is many times slower on a busy machine.
         torch.set_num_threads(max(1, int(config.num_cpus_for_main_process or 1)))
     algo = config.build_algo()
+    # As Tune writes it: `rllib-ners plot` labels the run by its replay buffer.
+    (run_dir / "params.json").write_text(
+        json.dumps(algo.config.to_dict(), cls=SafeFallbackEncoder)
+    )
     print(f"Run directory: {run_dir}", flush=True)
     print("Stop at: " + ", ".join(f"{k} >= {v}" for k, v in stop.items()), flush=True)
     result: Dict[str, Any] = {}
