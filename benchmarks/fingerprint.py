@@ -173,7 +173,10 @@ def main(argv=None) -> int:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         report = {}
-        for name, build in (("ners_dqn", ners_dqn_config), ("ners_acer", ners_acer_config)):
+        for name, build in (
+            ("ners_dqn", ners_dqn_config),
+            ("ners_acer", ners_acer_config),
+        ):
             digest, returns = fingerprint(build(args.seed), args.iterations)
             report[name] = {"sha256": digest, "returns": returns}
             print(f"{name:10s} sha256 {digest}  returns {returns}", flush=True)
