@@ -5,6 +5,8 @@ import contextlib
 import csv
 import io
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -293,7 +295,9 @@ class _FakeTuner:
 
 def test_train_flags_reach_config_stop_and_tune(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ray.tune, "Tuner", _FakeTuner)
-    monkeypatch.setattr(cli, "_ray_session", lambda args: contextlib.nullcontext())
+    monkeypatch.setattr(
+        cli.train, "_ray_session", lambda args: contextlib.nullcontext()
+    )
     _FakeTuner.calls.clear()
     argv = ["train", "file", str(PY_EXAMPLE), "--config", TINY, "--env", "CartPole-v1"]
     argv += ["--num-env-runners", "1", "--num-learners", "0"]
@@ -339,6 +343,87 @@ def test_progress_line_has_rate_and_eta():
     assert "ETA 0:00:40" in line  # 8000 steps at 200/s, sooner than 98 iterations
     no_return = cli.format_progress({"training_iteration": 1}, None, {})
     assert "n/a" in no_return and "ETA ?" in no_return
+
+
+def test_progress_line_shows_the_ners_diagnostics_it_finds():
+    result = {
+        "training_iteration": 3,
+        "ners": {
+            "priority_entropy_normalized": 0.9712,
+            "priority_entropy": 6.5,  # same label: the normalized one wins
+            "effective_sample_fraction": 0.41,
+            "num_sampler_updates_lifetime": 12,
+            "replay_reward": 3.21,
+            "some_future_key": 1.0,
+            "sampler_loss": "not a number",
+        },
+    }
+    line = cli.format_progress(result, None, {})
+    assert line.endswith(
+        "ners: entropy/max 0.971, ess frac 0.41, updates 12, replay reward 3.21"
+    )
+    older = {"ners": {"priority_entropy": 6.5, "num_sampler_updates_lifetime": 4}}
+    assert cli.format_progress(older, None, {}).endswith("ners: entropy 6.5, updates 4")
+    assert "ners" not in cli.format_progress({"ners": {"x": 1}}, None, {})
+    # RLlib's examples put the step budget under env_runners/.
+    stop = {"env_runners/num_env_steps_sampled_lifetime": 3000}
+    steps = {"num_env_steps_sampled_lifetime": 1000, "time_total_s": 10.0}
+    assert "ETA 0:00:20" in cli.format_progress(steps, None, stop)
+
+
+def _run_example_script(tmp_path, *flags):
+    """The main tuned example as the README runs it, with results under tmp_path."""
+    command = [sys.executable, str(PY_EXAMPLE), "--num-env-runners=0", *flags]
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
+
+
+def _assert_reads_well(output, max_bytes=6000):
+    """One progress line per iteration, the summary, and nothing else big."""
+    assert len(output.encode()) < max_bytes, output
+    for dump in ("replay_buffer_config", "train_batch_size_per_learner", "== Status"):
+        assert dump not in output, output
+    assert "new API stack" not in output and "RLModule(config" not in output, output
+    iterations = int(re.search(r"done, iter (\d+),", output).group(1))
+    progress = [line for line in output.splitlines() if line.startswith("iter ")]
+    assert len(progress) == iterations >= 1, output
+    assert all("steps/s" in line and "ETA" in line for line in progress), output
+    assert "Wall time: " in output and "Run directory: " in output, output
+    assert "Plot it: rllib-ners plot " in output, output
+    assert "Evaluate it: rllib-ners evaluate " in output, output
+
+
+@pytest.mark.slow
+def test_example_script_as_test_prints_progress_summary_and_fails(tmp_path):
+    """`python cartpole_ners_dqn.py --as-test` on a tiny budget: Tune's run reads
+    as progress lines and a summary, and the unreached reward fails the process."""
+    done = _run_example_script(
+        tmp_path, "--stop-timesteps=1500", "--stop-reward=1000", "--as-test"
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    _assert_reads_well(output)
+    assert "(stop reward 1000 not reached)" in output
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("cartpole_ners_dqn.py: error: --as-test failed: "), output
+    assert "below the required 1000" in last
+    checkpoint = output.split("Evaluate it: rllib-ners evaluate ")[1].split()[0]
+    assert Path(checkpoint).is_relative_to(tmp_path / "ray_results")
+    assert cli.find_checkpoint(Path(checkpoint)) == Path(checkpoint)
+
+
+@pytest.mark.slow
+def test_example_script_no_tune_trains_in_process(tmp_path):
+    done = _run_example_script(tmp_path, "--stop-timesteps=1500", "--no-tune")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    _assert_reads_well(output)
+    run_dir = Path(output.split("Run directory: ")[1].split()[0])
+    assert run_dir.parent == tmp_path / "ray_results"
+    assert _plotting.find_trial_dirs([run_dir]) == [run_dir]  # its result.json
+    assert cli.find_checkpoint(run_dir).parent == run_dir
 
 
 def _write_trial(run_dir, name, buffer, returns, steps_per_iter=100, use_json=False):
@@ -396,7 +481,7 @@ def test_plot_groups_trials_by_replay_type(tmp_path, capsys):
 
 
 def test_video_writer_missing_is_a_clear_error(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_module_available", lambda name: False)
+    monkeypatch.setattr(cli.evaluate, "_module_available", lambda name: False)
     code = main(["evaluate", "/no/such/checkpoint", "--video", "out.mp4"])
     _assert_one_line_error(code, capsys.readouterr().err, "no video writer available")
 
@@ -483,7 +568,7 @@ class _FramesCartPole(gym.Wrapper):
 def test_evaluate_writes_a_video(trained_run, tmp_path, monkeypatch, capsys):
     run_dir, _ = trained_run
     monkeypatch.setattr(
-        cli,
+        cli.evaluate,
         "make_render_env",
         lambda config, mode: _FramesCartPole(gym.make("CartPole-v1")),
     )

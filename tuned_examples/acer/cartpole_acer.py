@@ -21,11 +21,9 @@ On a 2-core CPU, a mean return over 450 within about 10k-30k env steps (a minute
 or two), e.g. seed 0: 450 at 10k steps.
 """
 
-from ray.rllib.examples.utils import (
-    add_rllib_example_script_args,
-    run_rllib_example_script_experiment,
-)
+from ray.rllib.examples.utils import add_rllib_example_script_args
 
+from rllib_ners.cli import run_example
 from rllib_ners.presets import ACER_REPLAYS, cartpole_acer
 
 parser = add_rllib_example_script_args(default_reward=450.0, default_timesteps=200_000)
@@ -37,4 +35,4 @@ args = parser.parse_args()
 config = cartpole_acer(replay=args.replay, env=args.env).debugging(seed=args.seed)
 
 if __name__ == "__main__":
-    run_rllib_example_script_experiment(config, args)
+    run_example(config, args)

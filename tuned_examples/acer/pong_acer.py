@@ -20,12 +20,10 @@ Not run to the end on this project's 2-core CPU (ACER's Pong curve needs about
 `env_runners/game_return_mean` (-21 for a random agent).
 """
 
-from ray.rllib.examples.utils import (
-    add_rllib_example_script_args,
-    run_rllib_example_script_experiment,
-)
+from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
+from rllib_ners.cli import run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 from rllib_ners.presets import ACER_REPLAYS, atari_acer, with_learner_threads
 
@@ -52,7 +50,7 @@ config = atari_acer(
 config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":
-    run_rllib_example_script_experiment(
+    run_example(
         config,
         args,
         stop={

@@ -17,11 +17,9 @@ example (which reached 500 at 37k steps on this machine).
 """
 
 from ray.rllib.algorithms.dqn import DQNConfig
-from ray.rllib.examples.utils import (
-    add_rllib_example_script_args,
-    run_rllib_example_script_experiment,
-)
+from ray.rllib.examples.utils import add_rllib_example_script_args
 
+from rllib_ners.cli import run_example
 from rllib_ners.presets import cartpole_dqn
 
 REPLAY_BUFFERS = {
@@ -46,4 +44,4 @@ config = (
 )
 
 if __name__ == "__main__":
-    run_rllib_example_script_experiment(config, args)
+    run_example(config, args)

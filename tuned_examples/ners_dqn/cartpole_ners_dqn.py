@@ -26,12 +26,10 @@ On a 2-core CPU (no GPU), a mean return over 450 within 30k-60k env steps
 +---------------------+------------+-------------+------------------------+
 """
 
-from ray.rllib.examples.utils import (
-    add_rllib_example_script_args,
-    run_rllib_example_script_experiment,
-)
+from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners import NERSDQNConfig
+from rllib_ners.cli import run_example
 from rllib_ners.presets import cartpole_dqn
 
 parser = add_rllib_example_script_args(
@@ -50,4 +48,4 @@ config = (
 )
 
 if __name__ == "__main__":
-    run_rllib_example_script_experiment(config, args)
+    run_example(config, args)

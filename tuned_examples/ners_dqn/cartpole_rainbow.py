@@ -24,12 +24,10 @@ Returns fluctuate between iterations (150-250 from 10k to 30k steps). The
 learning test (tests/learning/test_rainbow_learning.py) asks for 200 within 25k.
 """
 
-from ray.rllib.examples.utils import (
-    add_rllib_example_script_args,
-    run_rllib_example_script_experiment,
-)
+from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners import RainbowDQNConfig
+from rllib_ners.cli import run_example
 
 parser = add_rllib_example_script_args(default_reward=300.0, default_timesteps=40000)
 parser.set_defaults(env="CartPole-v1")
@@ -77,4 +75,4 @@ config = (
 )
 
 if __name__ == "__main__":
-    run_rllib_example_script_experiment(config, args)
+    run_example(config, args)

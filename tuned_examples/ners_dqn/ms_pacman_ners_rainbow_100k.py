@@ -38,12 +38,10 @@ uniform there. On this project's 2-core CPU a 100k run takes hours, not
 minutes: see `benchmarks/atari_100k.py` and the README for measured speed.
 """
 
-from ray.rllib.examples.utils import (
-    add_rllib_example_script_args,
-    run_rllib_example_script_experiment,
-)
+from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
+from rllib_ners.cli import run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 from rllib_ners.presets import (
     ATARI_REPLAYS,
@@ -75,7 +73,7 @@ config = atari_data_efficient_rainbow(
 config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":
-    run_rllib_example_script_experiment(
+    run_example(
         config,
         args,
         stop={

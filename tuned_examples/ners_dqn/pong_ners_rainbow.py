@@ -21,12 +21,10 @@ Rainbow-type agents usually reach +18 to +21 on Pong within 1-2M frames;
 the game score is `env_runners/game_return_mean` (-21 for a random agent).
 """
 
-from ray.rllib.examples.utils import (
-    add_rllib_example_script_args,
-    run_rllib_example_script_experiment,
-)
+from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
+from rllib_ners.cli import run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 from rllib_ners.presets import (
     ATARI_REPLAYS,
@@ -57,7 +55,7 @@ config = atari_data_efficient_rainbow(
 config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":
-    run_rllib_example_script_experiment(
+    run_example(
         config,
         args,
         stop={

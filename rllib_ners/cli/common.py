@@ -1,0 +1,103 @@
+"""Names and helpers every `rllib-ners` subcommand shares: result keys, the
+user-facing error, one-line error texts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+from typing import Any, Dict, Optional
+
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_RETURN_MEAN,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+PROG = "rllib-ners"
+RUN_INFO_FILE = "rllib_ners_run.json"
+
+RETURN_KEY = f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
+STEPS_KEY = NUM_ENV_STEPS_SAMPLED_LIFETIME
+ITERS_KEY = "training_iteration"
+
+
+class CLIError(Exception):
+    """A problem the user can fix: printed as one line, exit code `code`."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+def _one_line(text: Any, limit: int = 500) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b(: .+)?$")
+
+
+def _last_line(text: Any) -> str:
+    """The gist of an error text with tracebacks: its last exception line that has
+    a message (RLlib re-raises env errors as a bare `RuntimeError` from the cause),
+    else the last line."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    with_message = [line for line in exceptions if ": " in line]
+    chosen = (with_message or exceptions or lines or [str(text)])[-1]
+    return _one_line(chosen)
+
+
+def _parse_json_object(text: str, flag: str) -> Dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CLIError(f"{flag} is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise CLIError(f"{flag} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _metric(result: Dict[str, Any], key: str):
+    value: Any = result
+    for part in key.split("/"):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _env_steps(result: Dict[str, Any]) -> float:
+    for key in (STEPS_KEY, f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED_LIFETIME}"):
+        value = _metric(result, key)
+        if value is not None:
+            return float(value)
+    return math.nan
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _import_class(path: str) -> type:
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise CLIError(f"cannot import {path}: {error}") from None
+
+
+def _module_available(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _remove_if_empty(directory: Optional[str]) -> None:
+    """Drops the empty log dir a Trainable built outside Tune makes in ~/ray_results."""
+    if directory:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass  # not empty (or gone): leave it

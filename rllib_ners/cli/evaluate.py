@@ -1,0 +1,276 @@
+"""`rllib-ners evaluate`: greedy episodes of a checkpoint, optionally on video."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Callable, List
+
+import numpy as np
+
+from rllib_ners.cli.common import (
+    CLIError,
+    _last_line,
+    _module_available,
+    _one_line,
+    _remove_if_empty,
+)
+from rllib_ners.cli.overrides import _check_env
+from rllib_ners.cli.quiet import silence_known_noise
+from rllib_ners.cli.session import _ray_session
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return (path / "class_and_ctor_args.pkl").exists() and (
+        (path / "algorithm_state.pkl").exists()
+        or (path / "algorithm_state.msgpck").exists()
+        or (path / "rllib_checkpoint.json").exists()
+    )
+
+
+def find_checkpoint(path: Path) -> Path:
+    """`path` itself if it is a checkpoint, else the latest one of its single trial."""
+    path = path.expanduser().resolve()
+    if not path.exists():
+        raise CLIError(f"no such checkpoint: {path}")
+    if _is_checkpoint(path):
+        return path
+    found = [p for p in path.rglob("checkpoint_*") if p.is_dir() and _is_checkpoint(p)]
+    if not found:
+        raise CLIError(f"no RLlib checkpoint in {path}")
+    trials = {p.parent for p in found}
+    if len(trials) > 1:
+        raise CLIError(
+            f"{path} holds checkpoints of {len(trials)} trials; pass one trial "
+            "directory or checkpoint"
+        )
+    return max(found, key=lambda p: (p.name, p.stat().st_mtime))
+
+
+def _checkpoint_config(checkpoint: Path):
+    """The AlgorithmConfig stored in a checkpoint, set up for local evaluation."""
+    import pickle
+
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    try:
+        with open(checkpoint / "class_and_ctor_args.pkl", "rb") as f:
+            ctor_info = pickle.load(f)
+        state = ctor_info["ctor_args_and_kwargs"][0][0]
+        config = (
+            state
+            if isinstance(state, AlgorithmConfig)
+            else AlgorithmConfig.from_state(state)
+        )
+    except Exception as error:
+        raise CLIError(
+            f"cannot read the config of checkpoint {checkpoint}: {_one_line(error)}"
+        ) from None
+    config = config.copy(copy_frozen=False)
+    # One local env runner and a local learner: no actors for a few episodes.
+    config.env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+    config.learners(num_learners=0, num_gpus_per_learner=0)
+    config.evaluation(evaluation_interval=None, evaluation_num_env_runners=0)
+    return config
+
+
+def video_writer(path: Path) -> Callable[[List[np.ndarray], float], None]:
+    """A function writing RGB frames to `path`, or CLIError if nothing can."""
+    suffix = path.suffix.lower()
+    if suffix == ".gif" and _module_available("PIL"):
+
+        def write_gif(frames, fps):
+            from PIL import Image
+
+            images = [
+                Image.fromarray(np.asarray(frame, dtype=np.uint8)) for frame in frames
+            ]
+            images[0].save(
+                path,
+                save_all=True,
+                append_images=images[1:],
+                duration=max(int(1000 / fps), 1),
+                loop=0,
+            )
+
+        return write_gif
+    if (
+        suffix != ".gif"
+        and _module_available("imageio")
+        and _module_available("imageio_ffmpeg")
+    ):
+
+        def write_imageio(frames, fps):
+            import imageio.v2 as imageio
+
+            imageio.mimwrite(
+                path, [np.asarray(f, dtype=np.uint8) for f in frames], fps=fps
+            )
+
+        return write_imageio
+    if suffix in (".mp4", ".avi") and _module_available("cv2"):
+
+        def write_cv2(frames, fps):
+            import cv2
+
+            height, width = np.asarray(frames[0]).shape[:2]
+            fourcc = cv2.VideoWriter_fourcc(*("mp4v" if suffix == ".mp4" else "MJPG"))
+            writer = cv2.VideoWriter(str(path), fourcc, float(fps), (width, height))
+            if not writer.isOpened():
+                raise CLIError(f"OpenCV cannot write {path}")
+            try:
+                for frame in frames:
+                    rgb = np.asarray(frame, dtype=np.uint8)
+                    writer.write(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+            finally:
+                writer.release()
+
+        return write_cv2
+    raise CLIError(
+        f"cannot write video {path}: no video writer available (pip install imageio "
+        "imageio-ffmpeg, or name a .gif file)"
+    )
+
+
+def make_render_env(config, render_mode: str):
+    """A single env of the checkpoint's config that renders in `render_mode`."""
+    env = config.env
+    env_config = dict(config.env_config or {})
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    try:
+        if isinstance(env, str) and _global_registry.contains(ENV_CREATOR, env):
+            from ray.rllib.env.env_context import EnvContext
+
+            creator = _global_registry.get(ENV_CREATOR, env)
+            return creator(EnvContext({**env_config, "render_mode": render_mode}, 0))
+        if isinstance(env, str):
+            import gymnasium as gym
+
+            _check_env(env)
+            env_id = env.partition(":")[2] if ":" in env else env
+            return gym.make(env_id, render_mode=render_mode, **env_config)
+        if isinstance(env, type):
+            return env({**env_config, "render_mode": render_mode})
+    except CLIError:
+        raise
+    except Exception as error:
+        raise CLIError(f"cannot render {env!r}: {_one_line(error)}") from None
+    raise CLIError(f"cannot render {env!r}: unsupported env specification")
+
+
+def _greedy_action(module, observation):
+    import torch
+
+    batch = {"obs": torch.as_tensor(np.asarray(observation)[None], dtype=torch.float32)}
+    with torch.no_grad():
+        out = module.forward_inference(batch)
+    if "actions" in out:
+        action = out["actions"]
+    else:
+        dist_cls = module.get_inference_action_dist_cls()
+        action = dist_cls.from_logits(out["action_dist_inputs"]).to_deterministic()
+        action = action.sample()
+    action = action[0].cpu().numpy()
+    return action.item() if action.ndim == 0 else action
+
+
+def _rendered_episodes(module, env, episodes, render_mode, seed):
+    returns, lengths, frames = [], [], []
+    for episode in range(episodes):
+        observation, _ = env.reset(seed=None if seed is None else seed + episode)
+        total, steps, done = 0.0, 0, False
+        while not done:
+            if render_mode == "rgb_array":
+                frames.append(env.render())
+            observation, reward, terminated, truncated, _ = env.step(
+                _greedy_action(module, observation)
+            )
+            total += float(reward)
+            steps += 1
+            done = terminated or truncated
+        if render_mode == "rgb_array":
+            frames.append(env.render())
+        returns.append(total)
+        lengths.append(steps)
+    return returns, lengths, frames
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    if args.episodes < 1:
+        raise CLIError("--episodes must be at least 1", 2)
+    render = args.render
+    if args.video:
+        if render == "human":
+            raise CLIError("--video records rgb_array frames; drop --render human", 2)
+        render = "rgb_array"
+    elif render == "rgb_array":
+        raise CLIError("--render rgb_array needs --video FILE", 2)
+    write = video_writer(Path(args.video)) if args.video else None
+    checkpoint = find_checkpoint(Path(args.checkpoint))
+    config = _checkpoint_config(checkpoint)
+    if args.seed is not None:
+        config.debugging(seed=args.seed)
+    env = None
+    if render:
+        env = make_render_env(config, render)
+        try:
+            env.reset(seed=args.seed)
+            if render == "rgb_array" and env.render() is None:
+                raise CLIError(f"{config.env!r} rendered no rgb_array frame")
+        except CLIError:
+            raise
+        except Exception as error:
+            raise CLIError(
+                f"cannot render {config.env!r}: {_one_line(error)}"
+            ) from None
+
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    import rllib_ners  # noqa: F401  (NERS classes for unpickling)
+
+    silence_known_noise()  # e.g. "Install gputil" from the restored Trainable
+    print(f"Restoring {checkpoint}", flush=True)
+    with _ray_session(args):
+        try:
+            algo = Algorithm.from_checkpoint(str(checkpoint), config=config)
+        except Exception as error:
+            raise CLIError(
+                f"cannot restore {checkpoint}: {type(error).__name__}: "
+                f"{_last_line(error)}"
+            ) from None
+        try:
+            if render:
+                returns, lengths, frames = _rendered_episodes(
+                    algo.get_module(), env, args.episodes, render, args.seed
+                )
+            else:
+                episodes = algo.env_runner.sample(
+                    num_episodes=args.episodes, explore=False
+                )[: args.episodes]
+                returns = [float(e.get_return()) for e in episodes]
+                lengths = [len(e) for e in episodes]
+                frames = []
+        finally:
+            algo.stop()
+            _remove_if_empty(getattr(algo, "logdir", None))
+            if env is not None:
+                env.close()
+    for i, (episode_return, length) in enumerate(zip(returns, lengths), 1):
+        print(f"episode {i}: return {episode_return:.2f} ({length} steps)")
+    values = np.asarray(returns, dtype=float)
+    print(
+        f"{config.env}: {values.size} greedy episode(s), mean return "
+        f"{values.mean():.2f} +/- {values.std():.2f} (std), min {values.min():.2f}, "
+        f"max {values.max():.2f}"
+    )
+    if write is not None:
+        if not frames:
+            raise CLIError("no frames were rendered")
+        fps = float((getattr(env, "metadata", None) or {}).get("render_fps") or 30)
+        video = Path(args.video)
+        if video.parent and not video.parent.exists():
+            video.parent.mkdir(parents=True, exist_ok=True)
+        write(frames, fps)
+        print(f"wrote {video} ({len(frames)} frames)")
+    return 0

@@ -1,0 +1,337 @@
+"""`run_example(config, args)`: how the tuned examples in `tuned_examples/` run.
+
+It stands in for RLlib's `run_rllib_example_script_experiment`: the scripts keep
+`add_rllib_example_script_args` and its flags, but a run prints what a person reads,
+the `rllib-ners train` progress line per iteration and a closing summary (return
+reached, env steps, wall time, where the results and the checkpoint are, the
+commands to plot and evaluate), instead of Tune's status tables and config dumps::
+
+    if __name__ == "__main__":
+        run_example(config, args)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from rllib_ners.cli.common import (
+    ITERS_KEY,
+    RETURN_KEY,
+    STEPS_KEY,
+    CLIError,
+    _metric,
+    _one_line,
+    _remove_if_empty,
+)
+from rllib_ners.cli.progress import (
+    _number,
+    format_duration,
+    format_outcome,
+    format_progress,
+    progress_point,
+    return_criterion,
+)
+from rllib_ners.cli.quiet import silence_known_noise
+from rllib_ners.cli.session import _fit_job, _Job, _report, print_next_steps
+
+
+def run_example(
+    config,
+    args: Optional[argparse.Namespace] = None,
+    *,
+    stop: Optional[Dict[str, Any]] = None,
+    success_metric: Optional[Dict[str, float]] = None,
+):
+    """Trains `config` the way a tuned example's command line asks.
+
+    Args:
+        config: the example's AlgorithmConfig. The flags change it as RLlib's
+            runner does: `--env` (if the config has none), `--num-env-runners`,
+            `--num-envs-per-env-runner`, `--num-learners`, `--num-gpus-per-learner`
+            (default: 1 if the cluster has GPUs, else 0), `--num-cpus-per-learner`,
+            `--num-aggregator-actors-per-learner`, `--evaluation-*`, `--log-level`,
+            `--output`, `--framework`, `--old-api-stack`.
+        args: the parsed `add_rllib_example_script_args()` flags (parsed from
+            `sys.argv` if None).
+        stop: stop criteria, result key -> value (None values are dropped).
+            Default: `--stop-reward` on `env_runners/episode_return_mean`,
+            `--stop-timesteps` on `num_env_steps_sampled_lifetime`, `--stop-iters`.
+        success_metric: the {result key: value} that `--as-test` needs some
+            iteration to reach. Default: the mean-return criterion of `stop`, else
+            `--stop-reward` on `env_runners/episode_return_mean`.
+
+    By default the run goes through Ray Tune: results and checkpoints land in
+    `~/ray_results/<script name>_<time>/` (a run `rllib-ners resume` can continue),
+    with a checkpoint at the end always (`--checkpoint-freq N` adds more) and
+    `--num-samples`, `--max-concurrent-trials` and `--wandb-key` honoured. With
+    `--no-tune` the algorithm trains in this process with the same progress lines
+    and is checkpointed at the end into its log directory.
+
+    Ray's, Tune's and RLlib's console output (status tables, config dumps, worker
+    logs, start-up notes) stays off; `--verbose N` or `--log-level LEVEL` on the
+    command line turn it back on. Errors are never hidden: a failing trial prints
+    its error.
+
+    Returns:
+        The Tune ResultGrid, or the last result dict with `--no-tune`. If a trial
+        fails, or `--as-test` is given and the success metric was not reached, it
+        prints one `<script>: error: ...` line to stderr and exits with code 1.
+    """
+    if args is None:
+        from ray.rllib.examples.utils import add_rllib_example_script_args
+
+        args = add_rllib_example_script_args().parse_args()
+    prog = Path(sys.argv[0]).name or "run_example"
+    try:
+        return _run_example(config, args, stop, success_metric)
+    except CLIError as error:
+        print(f"{prog}: error: {_one_line(error)}", file=sys.stderr, flush=True)
+        raise SystemExit(error.code) from None
+
+
+def _flag_given(flag: str) -> bool:
+    """Whether `flag` is on the command line (not just the parser's default)."""
+    return any(a == flag or a.startswith(flag + "=") for a in sys.argv[1:])
+
+
+def _run_example(config, args, stop, success_metric):
+    import ray
+
+    if getattr(args, "enable_new_api_stack", False):
+        raise CLIError("--enable-new-api-stack is gone: the new stack is the default")
+    if getattr(args, "local_mode", False):
+        raise CLIError("--local-mode is no longer supported by Ray")
+    as_test = bool(args.as_test or getattr(args, "as_release_test", False))
+    loud = _flag_given("--verbose") or getattr(args, "log_level", None) is not None
+    if not loud:
+        silence_known_noise()
+    if stop is None:
+        stop = {
+            RETURN_KEY: args.stop_reward,
+            STEPS_KEY: args.stop_timesteps,
+            ITERS_KEY: args.stop_iters,
+        }
+    stop = {key: value for key, value in stop.items() if value is not None}
+    if success_metric:
+        success = next(iter(success_metric.items()))
+    else:
+        success = return_criterion(stop) or (RETURN_KEY, args.stop_reward)
+
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(
+            num_cpus=args.num_cpus or None,
+            include_dashboard=False,
+            log_to_driver=loud,
+            logging_level=logging.INFO if loud else logging.WARNING,
+        )
+    try:
+        _apply_example_args(config, args)
+        if args.no_tune:
+            results, best = _train_in_process(config, stop, success[0])
+        else:
+            results, best = _train_with_tune(config, args, stop, success[0], loud)
+    finally:
+        if started_ray:
+            ray.shutdown()
+    if as_test:
+        key, target = success
+        if best is None or best < float(target):
+            reached = "nothing" if best is None else f"{best:.2f} at best"
+            raise CLIError(
+                f"--as-test failed: {key} reached {reached}, below the required "
+                f"{float(target):g}"
+            )
+        print(f"--as-test passed: {key} reached {best:.2f} >= {float(target):g}")
+    return results
+
+
+def _apply_example_args(config, args) -> None:
+    """Changes `config` from the example flags the way RLlib's runner does."""
+    import ray
+
+    config.framework(args.framework)
+    if args.env is not None and config.env is None:
+        config.environment(args.env)
+    if args.old_api_stack:
+        config.api_stack(
+            enable_rl_module_and_learner=False,
+            enable_env_runner_and_connector_v2=False,
+        )
+    if args.num_env_runners is not None:
+        config.env_runners(num_env_runners=args.num_env_runners)
+    if args.num_envs_per_env_runner is not None:
+        config.env_runners(num_envs_per_env_runner=args.num_envs_per_env_runner)
+    if config.enable_rl_module_and_learner:
+        if args.num_gpus is not None and args.num_gpus > 0:
+            raise CLIError(
+                "--num-gpus is for the old API stack; use --num-gpus-per-learner=1 "
+                "and --num-learners=N"
+            )
+        config.resources(num_gpus=0)
+        if args.num_learners is not None:
+            config.learners(num_learners=args.num_learners)
+        if args.num_aggregator_actors_per_learner is not None:
+            config.learners(
+                num_aggregator_actors_per_learner=args.num_aggregator_actors_per_learner
+            )
+        gpus_available = ray.cluster_resources().get("GPU", 0)
+        learners = (config.num_learners or 0) or 1  # num_learners=0: a local one
+        if args.num_gpus_per_learner is None:
+            config.learners(num_gpus_per_learner=int(gpus_available >= learners))
+        elif gpus_available < args.num_gpus_per_learner * learners:
+            raise CLIError(
+                f"--num-gpus-per-learner={args.num_gpus_per_learner} with {learners} "
+                f"learner(s) needs more GPUs than the cluster has ({gpus_available})"
+            )
+        else:
+            config.learners(num_gpus_per_learner=args.num_gpus_per_learner)
+        if args.num_cpus_per_learner is not None:
+            config.learners(num_cpus_per_learner=args.num_cpus_per_learner)
+    elif args.num_gpus is not None:
+        config.resources(num_gpus=args.num_gpus)
+    if args.evaluation_interval > 0:
+        config.evaluation(
+            evaluation_num_env_runners=args.evaluation_num_env_runners,
+            evaluation_interval=args.evaluation_interval,
+            evaluation_duration=args.evaluation_duration,
+            evaluation_duration_unit=args.evaluation_duration_unit,
+            evaluation_parallel_to_training=args.evaluation_parallel_to_training,
+        )
+    if args.log_level is not None:
+        config.debugging(log_level=args.log_level)
+    if args.output is not None:
+        config.offline_data(output=args.output)
+
+
+def _stop_reached(result: Dict[str, Any], stop: Dict[str, Any]) -> bool:
+    for key, threshold in stop.items():
+        value = _number(_metric(result, key))
+        if value is not None and value >= float(threshold):
+            return True
+    return False
+
+
+def _best(best: Optional[float], value: Any) -> Optional[float]:
+    value = _number(value)
+    if value is None:
+        return best
+    return value if best is None else max(best, value)
+
+
+def _train_in_process(config, stop, success_key) -> Tuple[Dict[str, Any], Any]:
+    """`--no-tune`: trains in this process until a stop criterion is met, writing
+    `result.json` (one result per line, what `rllib-ners plot` reads) and a final
+    checkpoint into `~/ray_results/<script name>_<time>/`. Torch gets the threads a
+    Tune trial would (`num_cpus_for_main_process`)."""
+    from ray.tune.utils.util import SafeFallbackEncoder
+
+    started = time.time()
+    run_dir = Path("~/ray_results").expanduser().resolve() / (
+        f"{_script().stem or config.algo_class.__name__}_"
+        f"{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if config.framework_str == "torch":
+        import torch
+
+        # The threads Ray gives a Tune trial (its CPUs); torch's default of every
+        # core is many times slower on a busy machine.
+        torch.set_num_threads(max(1, int(config.num_cpus_for_main_process or 1)))
+    algo = config.build_algo()
+    # As Tune writes it: `rllib-ners plot` labels the run by its replay buffer.
+    (run_dir / "params.json").write_text(
+        json.dumps(algo.config.to_dict(), cls=SafeFallbackEncoder)
+    )
+    print(f"Run directory: {run_dir}", flush=True)
+    print("Stop at: " + ", ".join(f"{k} >= {v}" for k, v in stop.items()), flush=True)
+    result: Dict[str, Any] = {}
+    previous, best = None, None
+    try:
+        with open(run_dir / "result.json", "w") as results_file:
+            while True:
+                result = algo.train()
+                results_file.write(json.dumps(result, cls=SafeFallbackEncoder) + "\n")
+                results_file.flush()
+                print(format_progress(result, previous, stop), flush=True)
+                previous = progress_point(result)
+                best = _best(best, _metric(result, success_key))
+                if _stop_reached(result, stop):
+                    break
+        checkpoint = run_dir / f"checkpoint_{int(result.get(ITERS_KEY) or 0):06d}"
+        algo.save_to_path(str(checkpoint))
+    finally:
+        algo.stop()
+        _remove_if_empty(getattr(algo, "logdir", None))
+    print(f"done, {format_outcome(result, stop)}", flush=True)
+    print(f"  checkpoint: {checkpoint}", flush=True)
+    print(f"Wall time: {format_duration(time.time() - started)}", flush=True)
+    print(f"Run directory: {run_dir}", flush=True)
+    print_next_steps(run_dir, checkpoint)
+    return result, best
+
+
+def _script() -> Path:
+    return Path(sys.argv[0]).resolve()
+
+
+def _train_with_tune(config, args, stop, success_key, loud):
+    """Runs the example through Tune, like `rllib-ners train file SCRIPT`."""
+    from ray import tune
+
+    script = _script()
+    job = _Job(
+        script.stem or config.algo_class.__name__,
+        config.algo_class,
+        config,
+        stop,
+        source=script if script.is_file() else None,
+        script_args=sys.argv[1:],
+    )
+    options = argparse.Namespace(
+        storage_path=None,
+        name=None,
+        seed=None,
+        verbose=args.verbose if loud else 0,
+        max_failures=0,
+        checkpoint_freq=args.checkpoint_freq,
+        checkpoint_at_end=True,  # `rllib-ners evaluate` needs one
+    )
+    callbacks = []
+    if getattr(args, "wandb_key", None) or "WANDB_API_KEY" in os.environ:
+        from ray.air.integrations.wandb import WANDB_ENV_VAR, WandbLoggerCallback
+
+        project = args.wandb_project or f"{config.algo_class.__name__}-{config.env}"
+        callbacks.append(
+            WandbLoggerCallback(
+                api_key=args.wandb_key or os.environ[WANDB_ENV_VAR],
+                project=project,
+                upload_checkpoints=True,
+                **({"name": args.wandb_run_name} if args.wandb_run_name else {}),
+            )
+        )
+    started = time.time()
+    results, run_dir = _fit_job(
+        job,
+        options,
+        tune_config=tune.TuneConfig(
+            num_samples=args.num_samples,
+            max_concurrent_trials=args.max_concurrent_trials,
+        ),
+        callbacks=callbacks,
+    )
+    _report(results, run_dir, stop, started)
+    best = None
+    for result in results:
+        frame = result.metrics_dataframe
+        if frame is not None and success_key in frame.columns:
+            best = _best(best, frame[success_key].max())
+        best = _best(best, _metric(result.metrics or {}, success_key))
+    return results, best

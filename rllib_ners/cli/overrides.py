@@ -1,0 +1,349 @@
+"""Config overrides (`--config` JSON, YAML `config:`), stopping criteria, and
+loading tuned examples (Python scripts and old-style `rllib train` YAML)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import io
+import re
+import runpy
+import sys
+import warnings
+from contextlib import contextmanager, redirect_stderr
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from rllib_ners.cli.common import (
+    ITERS_KEY,
+    RETURN_KEY,
+    STEPS_KEY,
+    CLIError,
+    _import_class,
+    _last_line,
+    _one_line,
+    _parse_json_object,
+)
+from rllib_ners.cli.examples import _example_dirs
+
+# Old result names users may still write in --stop or in YAML `stop:`.
+_STOP_ALIASES = {
+    "episode_reward_mean": RETURN_KEY,
+    "episode_return_mean": RETURN_KEY,
+    "timesteps_total": STEPS_KEY,
+}
+YAML_EXPERIMENT_KEYS = ("config", "description", "env", "run", "stop")
+# AlgorithmConfig methods a config dict may address as {"method": {kwargs}}.
+_CONFIG_METHODS = (
+    "api_stack",
+    "callbacks",
+    "checkpointing",
+    "debugging",
+    "env_runners",
+    "environment",
+    "evaluation",
+    "experimental",
+    "fault_tolerance",
+    "learners",
+    "multi_agent",
+    "ners",
+    "offline_data",
+    "reporting",
+    "resources",
+    "rl_module",
+    "training",
+)
+# Read-only config properties and the method call that sets them.
+_PROPERTY_ROUTES = {
+    "model_config": ("rl_module", "model_config"),
+    "learner_class": ("learners", "learner_class"),
+}
+# Keys `AlgorithmConfig.update_from_dict` treats specially (no same-named attribute).
+_UPDATE_FROM_DICT_KEYS = (
+    "callbacks_class",
+    "env_config",
+    "exploration_config",
+    "model",
+    "multiagent",
+    "optimizer",
+    "sample_collector",
+)
+
+
+def _resolve_algo(name: str) -> type:
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.tune.registry import get_trainable_cls
+
+    from rllib_ners import register_with_tune
+
+    # Again, not just at import: Tune forgets names after a ray.shutdown().
+    register_with_tune()
+    try:
+        with warnings.catch_warnings():
+            # RLlib's lazy registration imports DreamerV3, which builds a gymnasium
+            # env at import time and warns about its Box precision.
+            warnings.simplefilter("ignore")
+            cls = get_trainable_cls(name)
+    except Exception:  # TuneError: "Unknown trainable"
+        raise CLIError(
+            f"unknown algorithm {name!r}: not registered with Ray Tune (try NERS-DQN, "
+            "ACER, RainbowDQN, DQN, SAC or PPO)"
+        ) from None
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise CLIError(f"{name!r} is a Tune trainable but not an RLlib algorithm")
+    return cls
+
+
+def _check_env(env: Any) -> None:
+    """Raises CLIError unless `env` is a gymnasium id or registered with Tune."""
+    if env is None:
+        raise CLIError("no environment: give --env ENV or set `env` in the config")
+    if not isinstance(env, str):
+        return  # an env class or creator set in a Python example
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    from rllib_ners import register_with_tune
+
+    register_with_tune()  # "rllib_ners.atari", even after a ray.shutdown()
+    if _global_registry.contains(ENV_CREATOR, env):
+        return
+    import gymnasium as gym
+
+    env_id = env
+    if ":" in env:
+        module, _, env_id = env.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise CLIError(
+                f"environment {env!r}: cannot import module {module!r} ({error})"
+            ) from None
+    elif env.startswith("ALE/") and importlib.util.find_spec("ale_py"):
+        importlib.import_module("ale_py")
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        raise CLIError(
+            f"unknown environment id {env!r}: {_one_line(error)} (neither a gymnasium "
+            "id nor registered with ray.tune.register_env)"
+        ) from None
+
+
+def _apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
+    """Applies an old-style config dict to an AlgorithmConfig, checking every key."""
+    import inspect
+
+    for key, value in overrides.items():
+        if not isinstance(key, str):
+            raise CLIError(f"{source}: config keys must be strings, got {key!r}")
+        if key in _CONFIG_METHODS and isinstance(value, dict) and hasattr(config, key):
+            _call_config_method(config, key, value, source)
+            continue
+        if key == "ners_config" and isinstance(value, dict) and hasattr(config, "ners"):
+            _call_config_method(config, "ners", value, source, shown=key)
+            continue
+        if key == "replay_buffer_config":
+            # Through training(): keeps a dotted `type` string, which RLlib 2.60
+            # needs (update_from_dict would turn it into a class object).
+            _call_config_method(config, "training", {key: value}, source, shown=key)
+            continue
+        if key in _PROPERTY_ROUTES:
+            method, kwarg = _PROPERTY_ROUTES[key]
+            if key == "learner_class" and isinstance(value, str):
+                value = _import_class(value)  # a dotted path in JSON or YAML
+            _call_config_method(config, method, {kwarg: value}, source, shown=key)
+            continue
+        attribute = config._translate_special_keys(key, warn_deprecated=False)
+        known = attribute in _UPDATE_FROM_DICT_KEYS or (
+            hasattr(config, attribute)
+            and not inspect.ismethod(getattr(config, attribute))
+        )
+        if not known:
+            raise CLIError(
+                f"{source}: unknown config key {key!r} for {type(config).__name__}"
+            )
+        prop = getattr(type(config), attribute, None)
+        if isinstance(prop, property) and prop.fset is None:
+            raise CLIError(f"{source}: config key {key!r} is read-only")
+        try:
+            config.update_from_dict({key: value})
+        except Exception as error:
+            raise CLIError(
+                f"{source}: bad value for {key!r}: {_one_line(error)}"
+            ) from None
+
+
+def _call_config_method(config, method, kwargs, source, shown=None) -> None:
+    shown = shown or method
+    try:
+        getattr(config, method)(**kwargs)
+    except TypeError as error:
+        match = re.search(r"unexpected keyword argument '([^']+)'", str(error))
+        if match:
+            raise CLIError(
+                f"{source}: unknown config key {shown}.{match.group(1)!r} for "
+                f"{type(config).__name__}.{method}()"
+            ) from None
+        raise CLIError(f"{source}: bad value for {shown!r}: {error}") from None
+    except ValueError as error:
+        raise CLIError(
+            f"{source}: bad value for {shown!r}: {_one_line(error)}"
+        ) from None
+
+
+def _validate_config(config) -> None:
+    try:
+        config.copy(copy_frozen=False).validate()
+    except (ValueError, TypeError, KeyError) as error:
+        raise CLIError(f"invalid config: {_one_line(error)}") from None
+
+
+def _stop_criteria(
+    args: argparse.Namespace, defaults: Optional[Dict[str, Any]] = None
+) -> Dict[str, Any]:
+    stop = {_STOP_ALIASES.get(k, k): v for k, v in (defaults or {}).items()}
+    if args.stop:
+        given = _parse_json_object(args.stop, "--stop")
+        stop.update({_STOP_ALIASES.get(k, k): v for k, v in given.items()})
+    if args.stop_reward is not None:
+        stop[RETURN_KEY] = args.stop_reward
+    if args.stop_timesteps is not None:
+        stop[STEPS_KEY] = args.stop_timesteps
+    if args.stop_iters is not None:
+        stop[ITERS_KEY] = args.stop_iters
+    stop = {k: v for k, v in stop.items() if v is not None}
+    for key, value in stop.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise CLIError(f"stop criterion {key!r} must be a number, got {value!r}")
+    if not stop:
+        raise CLIError(
+            "no stopping criterion: give --stop-iters, --stop-timesteps, "
+            "--stop-reward or --stop '{...}'"
+        )
+    return stop
+
+
+def _resolve_example_path(path: str) -> Path:
+    given = Path(path).expanduser()
+    if given.is_file():
+        return given.resolve()
+    if not given.is_absolute():
+        for directory in _example_dirs():
+            for candidate in (directory / given, directory.parent / given):
+                if candidate.is_file():
+                    return candidate.resolve()
+    if given.exists():
+        raise CLIError(f"not a file: {path}")
+    raise CLIError(f"no such file: {path}")
+
+
+@contextmanager
+def _patched_argv_and_path(argv: List[str], directory: Path) -> Iterator[None]:
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = argv
+    sys.path.insert(0, str(directory))
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def load_python_example(path: Path, script_args: Sequence[str] = ()):
+    """Loads a tuned example's module-level `config` (and its parsed `args`).
+
+    The file runs with `sys.argv = [path, *script_args]` under a module name other
+    than `__main__`, so its argparse sees only its own flags and its
+    `if __name__ == "__main__"` block (the experiment) does not run.
+    """
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    captured = io.StringIO()
+    with (
+        _patched_argv_and_path([str(path), *script_args], path.parent),
+        redirect_stderr(captured),
+    ):
+        try:
+            namespace = runpy.run_path(str(path), run_name="__rllib_ners_example__")
+        except SystemExit as exit_:
+            if not exit_.code:  # the example printed its own --help
+                raise CLIError("", code=0) from None
+            reason = _last_line(captured.getvalue()) or f"exit code {exit_.code}"
+            raise CLIError(
+                f"{path.name}'s own argument parser failed: {reason} (its flags go "
+                "after `--`; see `-- --help`)"
+            ) from None
+        except CLIError:
+            raise
+        except Exception as error:
+            raise CLIError(
+                f"cannot load {path}: {type(error).__name__}: {_one_line(error)} (run "
+                f"`python {path}` to see the traceback)"
+            ) from None
+    sys.stderr.write(captured.getvalue())
+    config = namespace.get("config")
+    if not isinstance(config, AlgorithmConfig):
+        configs = [v for v in namespace.values() if isinstance(v, AlgorithmConfig)]
+        if len(configs) != 1:
+            raise CLIError(
+                f"{path} defines no module-level AlgorithmConfig named `config`"
+            )
+        config = configs[0]
+    example_args = namespace.get("args")
+    if not isinstance(example_args, argparse.Namespace):
+        example_args = None
+    return config, example_args
+
+
+def load_yaml_experiments(path: Path) -> List[Tuple[str, Dict[str, Any]]]:
+    """The experiments of an old-style `rllib train` YAML file, checked."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise CLIError(f"{path}: invalid YAML: {_one_line(error)}") from None
+    if not isinstance(data, dict) or not data:
+        raise CLIError(
+            f"{path}: expected a mapping of experiment name -> "
+            "{env, run, stop, config}"
+        )
+    experiments = []
+    for name, spec in data.items():
+        if name == "description" and isinstance(spec, str):
+            continue
+        if not isinstance(spec, dict):
+            raise CLIError(
+                f"{path}: experiment {name!r} must be a mapping with keys "
+                + ", ".join(YAML_EXPERIMENT_KEYS)
+            )
+        for key in spec:
+            if key not in YAML_EXPERIMENT_KEYS:
+                raise CLIError(
+                    f"{path}: experiment {name!r}: unknown key {key!r} (allowed: "
+                    + ", ".join(YAML_EXPERIMENT_KEYS)
+                    + ")"
+                )
+        if not spec.get("run"):
+            raise CLIError(f"{path}: experiment {name!r} has no `run` (the algorithm)")
+        for key in ("stop", "config"):
+            if spec.get(key) is not None and not isinstance(spec[key], dict):
+                raise CLIError(
+                    f"{path}: experiment {name!r}: `{key}` must be a mapping"
+                )
+        experiments.append((str(name), spec))
+    if not experiments:
+        raise CLIError(f"{path}: no experiments")
+    return experiments
+
+
+def config_from_yaml_experiment(name: str, spec: Dict[str, Any], source: str):
+    """(AlgorithmConfig, stop dict) of one YAML experiment."""
+    cls = _resolve_algo(str(spec["run"]))
+    config = cls.get_default_config()
+    settings = dict(spec.get("config") or {})
+    env = spec.get("env", settings.pop("env", None))
+    if env is not None:
+        config.environment(env)
+    _apply_config_dict(config, settings, f"{source}: experiment {name!r} config")
+    return config, dict(spec.get("stop") or {})

@@ -1,0 +1,175 @@
+"""`build_parser()`: the `rllib-ners` argument parser."""
+
+from __future__ import annotations
+
+import argparse
+
+from rllib_ners.cli.common import PROG, RETURN_KEY, STEPS_KEY, CLIError
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """Raises CLIError (one line, exit code 2) instead of printing usage and exiting."""
+
+    def error(self, message):  # noqa: D102
+        raise CLIError(f"{message} (see `{self.prog} --help`)", code=2)
+
+
+# --------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `rllib-ners` argument parser (subcommands train, resume, evaluate, ...)."""
+    from rllib_ners import __version__
+
+    parser = _ArgumentParser(
+        prog=PROG,
+        description="Train, resume, evaluate and plot RLlib 2.60 runs of rllib_ners "
+        "(NERS-DQN, DQN with the fast PER buffer, and RLlib's own algorithms).",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    ray_opts = _ArgumentParser(add_help=False)
+    group = ray_opts.add_argument_group("Ray")
+    group.add_argument(
+        "--ray-address",
+        help="join an existing Ray cluster (e.g. 'auto' or 'HOST:6379') instead of "
+        "starting a local one",
+    )
+    group.add_argument(
+        "--num-cpus",
+        type=int,
+        help="CPUs of the local Ray instance this command starts (default: all)",
+    )
+
+    train = sub.add_parser(
+        "train",
+        parents=[ray_opts],
+        help="run a tuned example file or an algorithm on an env with Ray Tune",
+        description="Run a tuned example (`train file PATH`: a .py, or an old-style\n"
+        "rllib-train .yaml) or `--algo ALGO --env ENV` through Ray Tune. Flags of\n"
+        "a Python example's own argument parser go after `--`.",
+        epilog="examples:\n"
+        f"  {PROG} train file tuned_examples/ners_dqn/cartpole_ners_dqn.py "
+        "--num-env-runners 0\n"
+        f"  {PROG} train --algo NERS-DQN --env CartPole-v1 --stop-timesteps 20000 "
+        "--config '{\"lr\": 0.0005}'\n"
+        f"  {PROG} train file tuned_examples/dqn/cartpole_dqn_fast_per.py "
+        "--seed 0 1 2 -- --replay uniform",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train.add_argument(
+        "what", nargs="?", metavar="file", help="the word `file`, then the PATH"
+    )
+    train.add_argument(
+        "path",
+        nargs="?",
+        metavar="PATH",
+        help="tuned example (.py or .yaml); a path relative to tuned_examples/ works",
+    )
+    train.add_argument(
+        "--algo", help="algorithm name registered with Tune, e.g. NERS-DQN"
+    )
+    train.add_argument("--env", help="environment id (gymnasium or tune-registered)")
+    train.add_argument(
+        "--config", metavar="JSON", help="config overrides as a JSON object"
+    )
+    train.add_argument(
+        "--stop", metavar="JSON", help="stopping criteria as a JSON object"
+    )
+    train.add_argument("--stop-reward", type=float, help=f"stop at this {RETURN_KEY}")
+    train.add_argument("--stop-timesteps", type=int, help=f"stop at this {STEPS_KEY}")
+    train.add_argument("--stop-iters", type=int, help="stop after this many iterations")
+    train.add_argument("--num-env-runners", type=int)
+    train.add_argument("--num-learners", type=int)
+    train.add_argument("--num-gpus-per-learner", type=float)
+    train.add_argument(
+        "--seed",
+        type=int,
+        nargs="+",
+        help="random seed; several seeds run one trial each (a grid search)",
+    )
+    train.add_argument(
+        "--storage-path", help="where run directories go (default: ~/ray_results)"
+    )
+    train.add_argument("--name", help="run directory name (default: <example>_<time>)")
+    train.add_argument(
+        "--checkpoint-freq",
+        type=int,
+        default=0,
+        help="checkpoint every N iterations (0: never)",
+    )
+    train.add_argument(
+        "--checkpoint-at-end", action="store_true", help="checkpoint the final state"
+    )
+    train.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        help="times Tune restarts a failed trial from its last checkpoint",
+    )
+    train.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue an interrupted run instead"
+    )
+    train.add_argument(
+        "--verbose",
+        type=int,
+        default=0,
+        choices=(0, 1, 2, 3),
+        help="Tune's own console output (0: only rllib-ners progress lines)",
+    )
+
+    resume = sub.add_parser(
+        "resume",
+        parents=[ray_opts],
+        help="continue an interrupted or failed run",
+        description="Continue an interrupted or failed Tune run: unfinished trials go "
+        "on, errored ones resume from their latest checkpoint.",
+    )
+    resume.add_argument("run_dir", help="the run directory train printed")
+    resume.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2, 3))
+
+    evaluate = sub.add_parser(
+        "evaluate",
+        parents=[ray_opts],
+        help="run greedy episodes with a checkpoint",
+        description="Restore an algorithm from a checkpoint (or the latest checkpoint "
+        "of a run or trial directory) and run greedy (explore=False) episodes.",
+    )
+    evaluate.add_argument("checkpoint", help="checkpoint, trial or run directory")
+    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument(
+        "--render",
+        choices=("rgb_array", "human"),
+        help="render the episodes (rgb_array needs --video)",
+    )
+    evaluate.add_argument(
+        "--video", metavar="FILE", help="write the rendered episodes (.mp4 or .gif)"
+    )
+    evaluate.add_argument("--seed", type=int, help="seed of the evaluation env")
+
+    plot = sub.add_parser(
+        "plot",
+        help="learning curves of one or more runs",
+        description="Plot mean episode return against env steps, one curve per "
+        "replay type (NERS, PER, uniform, RLlib PER), with a band across seeds.",
+    )
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("-o", "--output", default="curves.png", help="image file")
+    plot.add_argument("--band", choices=("minmax", "std", "none"), default="minmax")
+    plot.add_argument(
+        "--label-by",
+        choices=("replay", "run"),
+        default="replay",
+        help="one curve per replay type (default) or per run directory",
+    )
+    plot.add_argument("--title")
+
+    sub.add_parser(
+        "examples",
+        help="list the tuned examples",
+        description="List the tuned examples (tuned_examples/**/*.py and *.yaml).",
+    )
+    return parser

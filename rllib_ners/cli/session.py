@@ -1,0 +1,178 @@
+"""The Ray session of a command and the Tune run of a job (with its report)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from rllib_ners.cli.common import (
+    PROG,
+    RUN_INFO_FILE,
+    CLIError,
+    _class_path,
+    _last_line,
+    _one_line,
+)
+from rllib_ners.cli.progress import ProgressCallback, format_duration, format_outcome
+
+
+@contextmanager
+def _ray_session(args: argparse.Namespace) -> Iterator[None]:
+    """Starts (or joins, with --ray-address) Ray unless it is up; shuts down after."""
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        try:
+            if args.ray_address:
+                ray.init(address=args.ray_address)
+            else:
+                ray.init(num_cpus=args.num_cpus, include_dashboard=False)
+        except (ConnectionError, ValueError, RuntimeError) as error:
+            target = args.ray_address or "a local Ray instance"
+            raise CLIError(
+                f"cannot start or join {target}: {_one_line(error)}"
+            ) from None
+        started = True
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@contextmanager
+def _tune_output(verbose: int) -> Iterator[None]:
+    """At `verbose` 0, Tune's old output engine, which prints nothing (the new one,
+    Ray's default, still prints a configuration box and TensorBoard hints)."""
+    saved = os.environ.get("RAY_AIR_NEW_OUTPUT")
+    if verbose == 0:
+        os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
+        else:
+            os.environ["RAY_AIR_NEW_OUTPUT"] = saved
+
+
+class _Job:
+    """One Tune experiment to run: trainable, config, stop and what to record."""
+
+    def __init__(self, name, trainable, config, stop, source=None, script_args=()):
+        self.name = name
+        self.trainable = trainable  # a registered name or an Algorithm class
+        self.config = config
+        self.stop = stop
+        self.source = source
+        self.script_args = list(script_args)
+
+
+def _run_job(job: _Job, args: argparse.Namespace) -> int:
+    """Runs `job` with Tune and prints its summary; the exit code."""
+    started = time.time()
+    results, run_dir = _fit_job(job, args)
+    return _report(results, run_dir, job.stop, started)
+
+
+def _fit_job(job: _Job, args: argparse.Namespace, *, tune_config=None, callbacks=()):
+    """Runs `job` with Tune (progress lines on, Tune's own output at `args.verbose`)
+    and returns (ResultGrid, run directory). `args` has the `train` flags
+    storage_path, name, seed, verbose, max_failures, checkpoint_freq and
+    checkpoint_at_end."""
+    from ray import tune
+
+    storage = Path(args.storage_path or "~/ray_results").expanduser().resolve()
+    run_name = args.name or f"{job.name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    run_dir = storage / run_name
+    if (run_dir / "tuner.pkl").exists():
+        raise CLIError(
+            f"run directory {run_dir} exists already: pick another --name or continue "
+            f"it with `{PROG} resume {run_dir}`"
+        )
+    config = job.config
+    seeds = args.seed or []
+    if len(seeds) > 1:
+        config = config.copy(copy_frozen=False).debugging(
+            seed=tune.grid_search(list(seeds))
+        )
+    info = {
+        "trainable": job.trainable if isinstance(job.trainable, str) else None,
+        "trainable_class": None
+        if isinstance(job.trainable, str)
+        else _class_path(job.trainable),
+        "env": config.env if isinstance(config.env, str) else repr(config.env),
+        "source": str(job.source) if job.source else None,
+        "script_args": job.script_args,
+        "stop": job.stop,
+        "seeds": list(seeds),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RUN_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    print(f"Run directory: {run_dir}", flush=True)
+    print(
+        "Stop at: " + ", ".join(f"{k} >= {v}" for k, v in job.stop.items()), flush=True
+    )
+    tuner = tune.Tuner(
+        job.trainable,
+        param_space=config,
+        **({"tune_config": tune_config} if tune_config is not None else {}),
+        run_config=tune.RunConfig(
+            name=run_name,
+            storage_path=str(storage),
+            stop=job.stop,
+            verbose=args.verbose,
+            callbacks=[ProgressCallback(job.stop), *callbacks],
+            failure_config=tune.FailureConfig(max_failures=args.max_failures),
+            checkpoint_config=tune.CheckpointConfig(
+                checkpoint_frequency=args.checkpoint_freq,
+                checkpoint_at_end=args.checkpoint_at_end,
+            ),
+        ),
+    )
+    with _tune_output(args.verbose):
+        return tuner.fit(), run_dir
+
+
+def print_next_steps(run_dir: Path, checkpoint) -> None:
+    """The commands that plot a run and evaluate its checkpoint."""
+    print(f"Plot it: {PROG} plot {run_dir} -o curves.png", flush=True)
+    if checkpoint:
+        print(f"Evaluate it: {PROG} evaluate {checkpoint} --episodes 10", flush=True)
+
+
+def _report(results, run_dir: Path, stop=None, started=None) -> int:
+    """Prints one line per trial (its outcome against `stop`), the wall time since
+    `started`, the run directory and the next commands; CLIError if a trial failed.
+    """
+    failed = 0
+    checkpoint = None
+    for result in results:
+        metrics = result.metrics or {}
+        status = "FAILED" if result.error else "done"
+        trial = Path(result.path).name if result.path else "?"
+        print(f"trial {trial}: {status}, {format_outcome(metrics, stop)}", flush=True)
+        if result.checkpoint is not None:
+            checkpoint = result.checkpoint.path
+            print(f"  checkpoint: {checkpoint}", flush=True)
+        if result.error:
+            failed += 1
+            print(f"  error: {_last_line(result.error)}", flush=True)
+    if started is not None:
+        print(f"Wall time: {format_duration(time.time() - started)}", flush=True)
+    print(f"Run directory: {run_dir}", flush=True)
+    if failed:
+        raise CLIError(
+            f"{failed} of {len(results)} trial(s) failed (see error.txt in the trial "
+            f"directories); after fixing the cause continue with `{PROG} resume "
+            f"{run_dir}`"
+        )
+    print_next_steps(run_dir, checkpoint)
+    return 0
