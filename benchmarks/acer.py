@@ -1,6 +1,6 @@
 """ACER on CartPole-v1: uniform vs NERS (vs PER) replay, side by side.
 
-Every arm is `rllib_ners.presets.cartpole_acer` (the settings of
+Every arm is `rllib_ners.algorithms.acer.presets.cartpole_acer` (the settings of
 `tuned_examples/acer/cartpole_acer.py`); only the replay differs:
 
   uniform   FastPrioritizedEpisodeReplayBuffer, alpha 0
@@ -31,7 +31,7 @@ from rllib_ners.algorithms.acer.acer import (
     NUM_OFF_POLICY_UPDATES,
     NUM_ON_POLICY_UPDATES,
 )
-from rllib_ners.presets import cartpole_acer
+from rllib_ners.algorithms.acer.presets import cartpole_acer
 
 ARMS = ("uniform", "ners", "per")
 

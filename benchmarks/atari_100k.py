@@ -1,7 +1,7 @@
 """MsPacman (Atari 100k) with NERS, PER and uniform replay: returns, speed, memory.
 
 Every arm is data-efficient Rainbow with the NERS reference's settings
-(`rllib_ners.presets.atari_data_efficient_rainbow`, as in
+(`rllib_ners.algorithms.rainbow.presets.atari_data_efficient_rainbow`, as in
 `tuned_examples/ners_dqn/ms_pacman_ners_rainbow_100k.py`); only the replay
 differs (`ners`: NERSDQN; `per`: our prioritized buffer, alpha 0.5; `uniform`:
 alpha 0). Runs happen one after the other in one process, the arms interleaved
@@ -47,9 +47,12 @@ import ray
 import torch
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from rllib_ners._plotting import TrialCurve, aggregate
+from rllib_ners.algorithms.rainbow.presets import (
+    ATARI_REPLAYS,
+    atari_data_efficient_rainbow,
+)
 from rllib_ners.env.atari import GAME_RETURN_KEY
-from rllib_ners.presets import ATARI_REPLAYS, atari_data_efficient_rainbow
+from rllib_ners.utils.plotting import TrialCurve, aggregate
 
 ARMS = tuple(ATARI_REPLAYS)
 # Stock RLlib 2.60 DQN + PrioritizedEpisodeReplayBuffer + wrap_atari_for_new_api_stack

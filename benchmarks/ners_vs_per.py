@@ -38,7 +38,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import NERSDQNConfig
-from rllib_ners.presets import cartpole_dqn
+from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
 
 ARMS = ("ners", "per", "uniform", "rllib-per")
 BATCH_SIZE = 32

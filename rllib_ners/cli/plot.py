@@ -8,7 +8,7 @@ from rllib_ners.cli.common import CLIError
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from rllib_ners._plotting import PlotError, plot_runs
+    from rllib_ners.utils.plotting import PlotError, plot_runs
 
     try:
         counts = plot_runs(

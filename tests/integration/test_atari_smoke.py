@@ -23,9 +23,10 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from ray.rllib.core.columns import Columns
 
+from rllib_ners.algorithms.acer.presets import atari_acer
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
+from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN, NUM_GAMES_LIFETIME
-from rllib_ners.presets import atari_acer, atari_data_efficient_rainbow
 
 pytestmark = [
     pytest.mark.slow,

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import ray
 
-from rllib_ners import _plotting, cli
+from rllib_ners import cli
 from rllib_ners.cli import main
+from rllib_ners.utils import plotting as _plotting
 
 REPO = Path(__file__).resolve().parents[2]
 PY_EXAMPLE = REPO / "tuned_examples" / "ners_dqn" / "cartpole_ners_dqn.py"

@@ -22,7 +22,7 @@ def test_full_rainbow_cartpole_learns():
         ray.shutdown()
     cmd = [
         sys.executable,
-        str(ROOT / "tuned_examples/ners_dqn/cartpole_rainbow.py"),
+        str(ROOT / "tuned_examples/rainbow/cartpole_rainbow.py"),
         "--as-test",
         "--num-env-runners=0",
         "--stop-reward=200",

@@ -35,7 +35,7 @@ from rllib_ners import (
     RainbowDQNConfig,
     RainbowTorchRLModule,
 )
-from rllib_ners.presets import cartpole_dqn
+from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
 
 MID = "default_policy"
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)

@@ -1,6 +1,6 @@
 """ACER on CartPole-v1 with uniform replay (Wang et al. 2016, on RLlib's new stack).
 
-Settings (`rllib_ners.presets.cartpole_acer`): sequences of 20 steps, an
+Settings (`rllib_ners.algorithms.acer.presets.cartpole_acer`): sequences of 20 steps, an
 on-policy update on the fresh rollout then Poisson(4) off-policy updates of 16
 replayed sequences, Retrace critic, truncated importance sampling (c = 10) with
 bias correction, entropy 0.01, efficient trust region (delta 1) against an
@@ -23,8 +23,8 @@ or two), e.g. seed 0: 450 at 10k steps.
 
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
+from rllib_ners.algorithms.acer.presets import ACER_REPLAYS, cartpole_acer
 from rllib_ners.cli import run_example
-from rllib_ners.presets import ACER_REPLAYS, cartpole_acer
 
 parser = add_rllib_example_script_args(default_reward=450.0, default_timesteps=200_000)
 parser.set_defaults(env="CartPole-v1")

@@ -1,6 +1,7 @@
 """ACER on CartPole-v1 with the NERS replay sampler.
 
-The ACER agent of `cartpole_acer.py` (`rllib_ners.presets.cartpole_acer`) with
+The ACER agent of `cartpole_acer.py`
+(`rllib_ners.algorithms.acer.presets.cartpole_acer`) with
 `NERSEpisodeReplayBuffer`: replayed sequences start where the learned sampler's
 priority `sigma^0.6` says (IS weights with beta 0.4). Each replayed batch is
 scored from its sequence starts' features `[s, a, r, s', |Q_ret - Q|, V(s), t]`
@@ -21,8 +22,8 @@ seed 0: 450 at 15k steps. `result["ners"]` shows the sampler's updates.
 
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
+from rllib_ners.algorithms.acer.presets import cartpole_acer
 from rllib_ners.cli import run_example
-from rllib_ners.presets import cartpole_acer
 
 parser = add_rllib_example_script_args(default_reward=450.0, default_timesteps=200_000)
 parser.set_defaults(env="CartPole-v1")

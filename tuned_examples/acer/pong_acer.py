@@ -1,6 +1,7 @@
 """ACER on Atari Pong with the paper's settings (uniform, PER or NERS replay).
 
-`rllib_ners.presets.atari_acer`: 16 envs acting 20 steps each per training step,
+`rllib_ners.algorithms.acer.presets.atari_acer`: 16 envs acting 20 steps each per
+training step,
 replay ratio Poisson(4), 50k-step replay (each 84x84 frame stored once as uint8,
 stacks of 4 rebuilt at sample time), learning from 10k stored steps, lr 7e-4,
 grad norm clip 10, c = 10, trust region delta 1, the Nature CNN with a
@@ -23,9 +24,10 @@ Not run to the end on this project's 2-core CPU (ACER's Pong curve needs about
 from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
+from rllib_ners.algorithms.acer.presets import ACER_REPLAYS, atari_acer
+from rllib_ners.algorithms.common.resources import with_learner_threads
 from rllib_ners.cli import run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
-from rllib_ners.presets import ACER_REPLAYS, atari_acer, with_learner_threads
 
 parser = add_rllib_example_script_args(
     default_reward=18.0, default_timesteps=10_000_000, default_iters=10_000_000

@@ -19,8 +19,8 @@ example (which reached 500 at 37k steps on this machine).
 from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
+from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
 from rllib_ners.cli import run_example
-from rllib_ners.presets import cartpole_dqn
 
 REPLAY_BUFFERS = {
     "fast-per": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.6},

@@ -1,7 +1,8 @@
 """NERS-DQN on CartPole-v1: DQN whose replay sampler is learned (NERS, ICLR 2021).
 
 The DQN settings are those of RLlib's own `cartpole_dqn.py` example
-(`rllib_ners.presets.cartpole_dqn`: Adam 5e-4, batch 32, double Q, dueling,
+(`rllib_ners.algorithms.rainbow.presets.cartpole_dqn`: Adam 5e-4, batch 32,
+double Q, dueling,
 n-step 2-5, 256-unit tanh layers, epsilon 1 -> 0.02 over 10k steps), with
 the replay buffer switched to `NERSEpisodeReplayBuffer` and NERS's reference
 sampler settings (hidden 128, Adam 1e-4, |I_train| = 32, an update at every
@@ -29,8 +30,8 @@ On a 2-core CPU (no GPU), a mean return over 450 within 30k-60k env steps
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners import NERSDQNConfig
+from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
 from rllib_ners.cli import run_example
-from rllib_ners.presets import cartpole_dqn
 
 parser = add_rllib_example_script_args(
     default_reward=450.0,

@@ -7,7 +7,7 @@ every 2000 steps, Adam lr 1e-4 and eps 1.5e-4, value/advantage streams of 256
 units, 51 atoms in [-10, 10], noisy nets (sigma0 0.1, no epsilon), priority
 exponent 0.5, importance-sampling beta 0.4 -> 1, the data-efficient CNN (two 5x5
 stride-5 convs) on 4 stacked 84x84 grayscale frames. All of it is
-`rllib_ners.presets.atari_data_efficient_rainbow`.
+`rllib_ners.algorithms.rainbow.presets.atari_data_efficient_rainbow`.
 
 `--replay` switches the sampler: `ners` (NERSDQN, the default), `per` (our
 prioritized buffer, alpha 0.5) or `uniform` (alpha 0), all else equal.
@@ -41,13 +41,13 @@ minutes: see `benchmarks/atari_100k.py` and the README for measured speed.
 from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
-from rllib_ners.cli import run_example
-from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
-from rllib_ners.presets import (
+from rllib_ners.algorithms.common.resources import with_learner_threads
+from rllib_ners.algorithms.rainbow.presets import (
     ATARI_REPLAYS,
     atari_data_efficient_rainbow,
-    with_learner_threads,
 )
+from rllib_ners.cli import run_example
+from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 
 parser = add_rllib_example_script_args(
     default_reward=1204.0,

@@ -2,7 +2,8 @@
 
 Same agent as `ms_pacman_ners_rainbow_100k.py` (data-efficient CNN, n-step 20,
 noisy nets, C51, dueling, double Q, one update per agent step, Adam 1e-4 / eps
-1.5e-4; `rllib_ners.presets.atari_data_efficient_rainbow`) on `ALE/Pong-v5`,
+1.5e-4; `rllib_ners.algorithms.rainbow.presets.atari_data_efficient_rainbow`)
+on `ALE/Pong-v5`,
 with a budget of 500k agent steps (2M frames) and beta annealed over it. Pong is
 the classic "does the Atari pipeline learn at all" check: a score of +18 means
 preprocessing, frame stacking, replay and the Rainbow module all work.
@@ -24,13 +25,13 @@ the game score is `env_runners/game_return_mean` (-21 for a random agent).
 from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
-from rllib_ners.cli import run_example
-from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
-from rllib_ners.presets import (
+from rllib_ners.algorithms.common.resources import with_learner_threads
+from rllib_ners.algorithms.rainbow.presets import (
     ATARI_REPLAYS,
     atari_data_efficient_rainbow,
-    with_learner_threads,
 )
+from rllib_ners.cli import run_example
+from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 
 parser = add_rllib_example_script_args(
     default_reward=18.0,

@@ -33,7 +33,7 @@ from ray.rllib.utils.metrics import (
 from ray.tune.schedulers import ASHAScheduler
 
 from rllib_ners import NERSDQNConfig
-from rllib_ners.presets import cartpole_dqn
+from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
 
 METRIC = f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
 SEARCHED = {

@@ -10,7 +10,7 @@ would build no noisy layers at all).
 
 How to run this script
 ----------------------
-`python tuned_examples/ners_dqn/cartpole_rainbow.py [--no-tune]
+`python tuned_examples/rainbow/cartpole_rainbow.py [--no-tune]
     [--num-env-runners=0] [--stop-timesteps=40000] [--stop-reward=300] [--seed=0]`
 
 `--as-test` makes it fail unless the stop reward is reached (the learning test).

@@ -1,0 +1,118 @@
+"""Settings shared by the DQN/Rainbow tuned examples, sweeps and benchmarks.
+
+`cartpole_dqn(config)` applies the DQN settings of RLlib's own CartPole DQN
+example (`rllib/examples/algorithms/dqn/cartpole_dqn.py`) to any DQN-family
+config (stock `DQNConfig`, `RainbowDQNConfig` or `NERSDQNConfig`): Adam 5e-4,
+batch 32, double Q, dueling, n-step 2-5, epsilon 1 -> 0.02 over 10k steps,
+learning from 1000 steps, 256-unit tanh encoder and head. Replay settings are
+left to the caller. `atari_data_efficient_rainbow()` is the NERS reference's
+Atari agent.
+"""
+
+from __future__ import annotations
+
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+
+def cartpole_dqn(config, *, env: str = "CartPole-v1"):
+    return (
+        config.environment(env)
+        .training(
+            lr=5e-4,
+            train_batch_size_per_learner=32,
+            n_step=(2, 5),
+            double_q=True,
+            dueling=True,
+            epsilon=[(0, 1.0), (10000, 0.02)],
+            num_steps_sampled_before_learning_starts=1000,
+        )
+        .rl_module(
+            model_config=DefaultModelConfig(
+                fcnet_hiddens=[256],
+                fcnet_activation="tanh",
+                head_fcnet_hiddens=[256],
+                head_fcnet_activation="tanh",
+            )
+        )
+    )
+
+
+# Replay arms of the Atari experiments: buffer type and priority exponent.
+ATARI_REPLAYS = {
+    "ners": ("rllib_ners.NERSEpisodeReplayBuffer", 0.5),
+    "per": ("rllib_ners.FastPrioritizedEpisodeReplayBuffer", 0.5),
+    "uniform": ("rllib_ners.FastPrioritizedEpisodeReplayBuffer", 0.0),
+}
+
+
+def atari_data_efficient_rainbow(
+    game: str = "MsPacman",
+    *,
+    replay: str = "ners",
+    total_timesteps: int = 100_000,
+    capacity: int = 100_000,
+    learning_starts: int = 1600,
+    rollout_fragment_length: int = 20,
+):
+    """Data-efficient Rainbow (van Hasselt et al. 2019) as the NERS reference runs
+    it (youngmin0oh/NERS on Kaixhin/Rainbow), on an Atari game.
+
+    100k agent steps, replay capacity 100k, learning from 1600 steps, one update
+    of batch 32 per agent step, n = 20, target update every 2000 steps, Adam
+    lr 1e-4 and eps 1.5e-4, gradient norm clip 10, value/advantage streams of
+    256 units, 51 atoms in [-10, 10], noisy nets with sigma0 = 0.1 (no epsilon),
+    priority exponent 0.5, importance-sampling beta 0.4 -> 1 over the run, the
+    data-efficient CNN (two 5x5 stride-5 convs) on 4 stacked 84x84 frames.
+
+    `replay`: "ners" (`NERSDQNConfig`), "per" or "uniform" (`RainbowDQNConfig`
+    with our prioritized buffer, alpha 0.5 or 0). One update per env step is
+    kept for any `rollout_fragment_length` (`training_intensity = 32`: that many
+    updates follow each fragment of that many steps).
+    """
+    from rllib_ners.algorithms.ners_dqn import NERSDQNConfig
+    from rllib_ners.algorithms.rainbow import RainbowDQNConfig
+    from rllib_ners.env.atari_rllib import with_atari
+
+    if replay not in ATARI_REPLAYS:
+        raise ValueError(
+            f"`replay` must be one of {sorted(ATARI_REPLAYS)}, got replay={replay!r}."
+        )
+    buffer_type, alpha = ATARI_REPLAYS[replay]
+    config = NERSDQNConfig() if replay == "ners" else RainbowDQNConfig()
+    batch_size = 32
+    config = (
+        config.training(
+            lr=1e-4,
+            adam_epsilon=1.5e-4,
+            grad_clip=10.0,
+            grad_clip_by="global_norm",
+            gamma=0.99,
+            train_batch_size_per_learner=batch_size,
+            training_intensity=batch_size,
+            n_step=20,
+            target_network_update_freq=2000,
+            num_steps_sampled_before_learning_starts=learning_starts,
+            double_q=True,
+            dueling=True,
+            noisy=True,
+            sigma0=0.1,
+            num_atoms=51,
+            v_min=-10.0,
+            v_max=10.0,
+            hiddens=[256],
+            replay_buffer_config={
+                "type": buffer_type,
+                "capacity": capacity,
+                "alpha": alpha,
+                "beta": 0.4,
+                "beta_final": 1.0,
+                "beta_annealing_timesteps": max(1, total_timesteps - learning_starts),
+            },
+        )
+        .rl_module(model_config={"cnn_encoder": "data_efficient"})
+        .env_runners(rollout_fragment_length=rollout_fragment_length)
+        .reporting(min_sample_timesteps_per_iteration=1000)
+    )
+    if replay == "ners":
+        config = config.ners(hidden_size=128, lr=1e-4, train_size=batch_size)
+    return with_atari(config, game, frame_stack=4)
