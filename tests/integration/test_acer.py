@@ -11,50 +11,19 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
-from rllib_ners import ACER, ACERConfig, NERSEpisodeReplayBuffer
+from rllib_ners import ACER, NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.acer.acer import ACER_RESULTS
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
+RAY_NUM_CPUS = 4  # for the conftest's `ray_session`
 
 # Functions sent to Learner actors must travel by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-BUFFERS = {
-    "uniform": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.0},
-    "per": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.6},
-    "ners": {"type": "rllib_ners.NERSEpisodeReplayBuffer", "alpha": 0.6, "beta": 0.4},
-}
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def small_acer(replay="uniform", *, num_learners=0, num_env_runners=0, seed=0):
-    return (
-        ACERConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_env_runners=num_env_runners)
-        .learners(num_learners=num_learners)
-        .rl_module(model_config={"fcnet_hiddens": [32]})
-        .training(
-            sequence_length=10,
-            train_batch_size_per_learner=40,
-            replay_ratio=2.0,
-            num_steps_sampled_before_learning_starts=100,
-            replay_buffer_config={"capacity": 4000, **BUFFERS[replay]},
-        )
-        .reporting(min_sample_timesteps_per_iteration=400)
-        .debugging(seed=seed)
-    )
-
-
-@pytest.mark.parametrize("replay", sorted(BUFFERS))
-def test_train_with_each_buffer(replay):
+@pytest.mark.parametrize("replay", ["ners", "per", "uniform"])  # conftest ACER_REPLAY
+def test_train_with_each_buffer(replay, small_acer):
     algo = small_acer(replay).build_algo()
     try:
         module = algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
@@ -104,7 +73,7 @@ def test_train_with_each_buffer(replay):
         algo.stop()
 
 
-def test_on_policy_acer_without_replay_and_fixed_ratio():
+def test_on_policy_acer_without_replay_and_fixed_ratio(small_acer):
     algo = (
         small_acer("uniform")
         .training(replay_ratio=0, replay_ratio_distribution="fixed")
@@ -118,7 +87,7 @@ def test_on_policy_acer_without_replay_and_fixed_ratio():
         algo.stop()
 
 
-def test_remote_env_runners_and_remote_learner():
+def test_remote_env_runners_and_remote_learner(small_acer):
     algo = small_acer("ners", num_learners=1, num_env_runners=2).build_algo()
     try:
         for _ in range(2):
@@ -142,7 +111,7 @@ def _snapshot(learner):
     }
 
 
-def test_two_learners_keep_modules_average_policies_and_samplers_identical():
+def test_two_learners_keep_modules_average_policies_and_samplers_identical(small_acer):
     """No seed: the Learners start apart; DDP, the Polyak update and the NERS
     broadcast/all-reduce keep every weight equal after each iteration."""
     algo = small_acer("ners", num_learners=2, seed=None).build_algo()

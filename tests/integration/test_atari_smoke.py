@@ -17,7 +17,6 @@ from importlib.util import find_spec
 
 import numpy as np
 import pytest
-import ray
 import torch
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
@@ -54,13 +53,6 @@ class RecordStacks(ConnectorV2):
 
 def _stack_and_record(env=None, spaces=None, device=None):
     return [FrameStackingEnvToModule(num_frames=4), RecordStacks()]
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def test_ms_pacman_ners_rainbow_smoke(ray_session):

@@ -15,7 +15,7 @@ import pytest
 import ray
 import torch
 
-from rllib_ners import NERSDQNConfig, NERSEpisodeReplayBuffer
+from rllib_ners import NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
 from rllib_ners.ners.scorer import NERSScorer
 from rllib_ners.ners.settings import NERSSettings
@@ -32,31 +32,12 @@ pytestmark = pytest.mark.slow
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def _config(*, num_env_runners=0, num_learners=1, buffer_type=None, seed=0):
-    buffer_config = {"capacity": 5000}
-    if buffer_type is not None:
-        buffer_config["type"] = buffer_type
-    return (
-        NERSDQNConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_env_runners=num_env_runners, rollout_fragment_length=4)
-        .learners(num_learners=num_learners)
-        .training(
-            n_step=3,
-            train_batch_size_per_learner=16,
-            num_steps_sampled_before_learning_starts=200,
-            replay_buffer_config=buffer_config,
-        )
-        .reporting(min_sample_timesteps_per_iteration=300)
-        .debugging(seed=seed)
-    )
+RAY_NUM_CPUS = 4  # for the conftest's `ray_session`
+# small_dqn's settings that every config here changes.
+SETTINGS = {
+    "train_batch_size_per_learner": 16,
+    "min_sample_timesteps_per_iteration": 300,
+}
 
 
 # Functions run on the Learners through `foreach_learner` (module level: pickled).
@@ -93,10 +74,10 @@ def _assert_same_arrays(a, b):
         np.testing.assert_array_equal(x, y)
 
 
-def test_remote_learner_holds_the_sampler_and_runs_reinforce(ray_session):
+def test_remote_learner_holds_the_sampler_and_runs_reinforce(ray_session, small_dqn):
     """2 EnvRunners + 1 remote Learner: the scorer exists only in the Learner
     actor, and its REINFORCE steps (Adam's step count) match the algorithm's."""
-    algo = _config(num_env_runners=2, num_learners=1).build_algo()
+    algo = small_dqn(num_env_runners=2, num_learners=1, **SETTINGS).build_algo()
     try:
         before = _snapshots(algo)[0]
         for _ in range(3):
@@ -127,10 +108,10 @@ def test_remote_learner_holds_the_sampler_and_runs_reinforce(ray_session):
         algo.stop()
 
 
-def test_two_learners_keep_modules_and_samplers_identical(ray_session):
+def test_two_learners_keep_modules_and_samplers_identical(ray_session, small_dqn):
     """No seed, so the two Learners' torch RNGs differ: DDP syncs the RLModules,
     and the sampler must be broadcast at build and averaged in REINFORCE."""
-    algo = _config(num_learners=2, seed=None).build_algo()
+    algo = small_dqn(num_learners=2, seed=None, **SETTINGS).build_algo()
     try:
         first, second = _snapshots(algo)
         assert first["pid"] != second["pid"]
@@ -178,12 +159,16 @@ class RecordingNERSBuffer(NERSEpisodeReplayBuffer):
         self.records.append((self._recorded_batch, rows, self.get_priorities(slots)))
 
 
-def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session):
+def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session, small_dqn):
     """RLlib splits the sampled items between the two Learners (episodes
     alternately, columnar batches in blocks) and joins their rows Learner by
     Learner. Each stored priority must be the score of its own transition,
     computed with the whole batch as global context."""
-    config = _config(num_learners=2, buffer_type=RecordingNERSBuffer)
+    config = small_dqn(
+        num_learners=2,
+        replay_buffer_config={"capacity": 5000, "type": RecordingNERSBuffer},
+        **SETTINGS,
+    )
     algo = config.build_algo()
     try:
         # Freeze the sampler (no REINFORCE) so that one copy of its weights
@@ -265,7 +250,7 @@ def test_rows_out_of_sample_order_are_put_back_by_position():
         buffer.update_priorities(np.tile([0.5, 1.0, 1.0, 0.0], (4, 1)))
 
 
-def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch):
+def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch, small_dqn):
     """`num_gpus_per_learner=1` makes RLlib choose a CUDA device for the Learner;
     no GPU here, so the choice is forced to PyTorch's data-less `meta` device. A
     tensor left on the CPU by our code would fail to mix with it."""
@@ -273,7 +258,7 @@ def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch):
 
     meta = torch.device("meta")
     monkeypatch.setattr(torch_learner, "get_device", lambda config, num_gpus: meta)
-    config = _config(num_learners=0)
+    config = small_dqn(num_learners=0, **SETTINGS)
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     assert learner._device == meta
     assert {p.device for p in learner.module["default_policy"].parameters()} == {meta}
@@ -301,8 +286,8 @@ def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch):
     assert {s["exp_avg"].device for s in adam_state.values()} == {meta}
 
 
-def test_reinforce_on_cpu_returns_host_floats():
-    config = _config(num_learners=0)
+def test_reinforce_on_cpu_returns_host_floats(small_dqn):
+    config = small_dqn(num_learners=0, **SETTINGS)
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     assert learner._device == torch.device("cpu")
     rng = np.random.default_rng(0)

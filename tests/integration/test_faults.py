@@ -18,67 +18,36 @@ import numpy as np
 import pytest
 import ray
 
-from rllib_ners import ACERConfig, NERSDQNConfig
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
+RAY_NUM_CPUS = 4  # for the conftest's `ray_session`
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def ners_dqn_config():
-    return (
-        NERSDQNConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_env_runners=2, rollout_fragment_length=8)
-        .training(
-            n_step=3,
-            train_batch_size_per_learner=32,
-            num_steps_sampled_before_learning_starts=100,
-            replay_buffer_config={"capacity": 5000},
-        )
-        .reporting(min_sample_timesteps_per_iteration=200)
-        .fault_tolerance(
-            restart_failed_env_runners=True,
-            delay_between_env_runner_restarts_s=0.0,
-        )
-        .debugging(seed=0)
-    )
+# Both with 2 EnvRunners that RLlib restarts at once when killed.
+NERS_DQN = {
+    "num_env_runners": 2,
+    "rollout_fragment_length": 8,
+    "learning_starts": 100,
+    "min_sample_timesteps_per_iteration": 200,
+    "restart_failed_env_runners": True,
+}
+# ACER with NERS replay: the on-policy update also trains on the fresh chunks
+# of the restarted runners.
+ACER = {
+    "replay": {"type": "rllib_ners.NERSEpisodeReplayBuffer", "alpha": 0.6},
+    "capacity": 5000,
+    "num_env_runners": 2,
+    "sequence_length": 8,
+    "train_batch_size_per_learner": 32,
+    "replay_ratio": 1.0,
+    "min_sample_timesteps_per_iteration": 200,
+    "restart_failed_env_runners": True,
+}
+CASES = ("acer", "ners_dqn")
 
 
-def acer_config():
-    """ACER with NERS replay: the on-policy update also trains on the fresh
-    chunks of the restarted runners."""
-    return (
-        ACERConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_env_runners=2)
-        .rl_module(model_config={"fcnet_hiddens": [32]})
-        .training(
-            sequence_length=8,
-            train_batch_size_per_learner=32,
-            replay_ratio=1.0,
-            num_steps_sampled_before_learning_starts=100,
-            replay_buffer_config={
-                "type": "rllib_ners.NERSEpisodeReplayBuffer",
-                "capacity": 5000,
-                "alpha": 0.6,
-            },
-        )
-        .reporting(min_sample_timesteps_per_iteration=200)
-        .fault_tolerance(
-            restart_failed_env_runners=True,
-            delay_between_env_runner_restarts_s=0.0,
-        )
-        .debugging(seed=0)
-    )
-
-
-CASES = {"ners_dqn": ners_dqn_config, "acer": acer_config}
+@pytest.fixture
+def configs(small_dqn, small_acer):
+    """Case name -> its config."""
+    return {"ners_dqn": small_dqn(**NERS_DQN), "acer": small_acer(**ACER)}
 
 
 def cartpole_step(obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -115,10 +84,10 @@ def assert_stored_episodes_are_whole(buffer):
     np.testing.assert_allclose(buffer._obs[nxt], predicted, atol=1e-5)
 
 
-def test_the_chain_check_catches_a_spliced_fragment():
+def test_the_chain_check_catches_a_spliced_fragment(small_dqn):
     """The physics check is not vacuous: join a transition to an observation of
     another episode (pointers, episode ids and timesteps stay consistent)."""
-    algo = ners_dqn_config().env_runners(num_env_runners=0).build_algo()
+    algo = small_dqn(**{**NERS_DQN, "num_env_runners": 0}).build_algo()
     try:
         algo.train()
         buffer = algo.local_replay_buffer
@@ -132,9 +101,9 @@ def test_the_chain_check_catches_a_spliced_fragment():
         algo.stop()
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_killed_env_runner_is_restarted_and_the_buffer_stays_sound(name):
-    algo = CASES[name]().build_algo()
+@pytest.mark.parametrize("name", CASES)
+def test_killed_env_runner_is_restarted_and_the_buffer_stays_sound(name, configs):
+    algo = configs[name].build_algo()
     try:
         group = algo.env_runner_group
         algo.train()

@@ -2,39 +2,17 @@
 
 import numpy as np
 import pytest
-import ray
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.dqn import DQNConfig
 
 from rllib_ners import (
-    NERSDQNConfig,
     NERSEpisodeReplayBuffer,
     enable_ners,
 )
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def _small(config, num_env_runners=0):
-    return (
-        config.environment("CartPole-v1")
-        .env_runners(num_env_runners=num_env_runners, rollout_fragment_length=4)
-        .training(
-            n_step=3,
-            train_batch_size_per_learner=32,
-            num_steps_sampled_before_learning_starts=200,
-            replay_buffer_config={"capacity": 5000},
-        )
-        .reporting(min_sample_timesteps_per_iteration=400)
-        .debugging(seed=0)
-    )
+pytestmark = pytest.mark.usefixtures("ray_session")
 
 
 def _learner(algo):
@@ -46,8 +24,8 @@ def _scorer_params(algo):
 
 
 @pytest.mark.parametrize("num_env_runners", [0, 1])
-def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners):
-    algo = _small(NERSDQNConfig(), num_env_runners).build_algo()
+def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners, small_dqn):
+    algo = small_dqn(num_env_runners=num_env_runners).build_algo()
     try:
         before = _scorer_params(algo)
         for _ in range(3):
@@ -80,8 +58,8 @@ def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners):
         algo.stop()
 
 
-def test_buffer_type_may_be_the_class_object():
-    config = _small(NERSDQNConfig()).training(
+def test_buffer_type_may_be_the_class_object(small_dqn):
+    config = small_dqn().training(
         replay_buffer_config={"type": NERSEpisodeReplayBuffer, "capacity": 3000}
     )
     algo = config.build_algo()
@@ -93,8 +71,8 @@ def test_buffer_type_may_be_the_class_object():
         algo.stop()
 
 
-def test_a_la_carte_route_with_stock_dqn_config():
-    config = enable_ners(_small(DQNConfig()), hidden_size=32, train_size=16)
+def test_a_la_carte_route_with_stock_dqn_config(small_dqn):
+    config = enable_ners(small_dqn(DQNConfig()), hidden_size=32, train_size=16)
     algo = config.build_algo()
     try:
         assert _learner(algo).ners_settings.hidden_size == 32
@@ -106,8 +84,8 @@ def test_a_la_carte_route_with_stock_dqn_config():
         algo.stop()
 
 
-def test_stock_dqn_with_ners_buffer_but_no_ners_learner_fails_at_build():
-    config = _small(DQNConfig()).training(
+def test_stock_dqn_with_ners_buffer_but_no_ners_learner_fails_at_build(small_dqn):
+    config = small_dqn(DQNConfig()).training(
         replay_buffer_config={
             "type": "rllib_ners.NERSEpisodeReplayBuffer",
             "capacity": 1000,
@@ -117,8 +95,8 @@ def test_stock_dqn_with_ners_buffer_but_no_ners_learner_fails_at_build():
         config.build_algo()
 
 
-def test_ners_dqn_refuses_a_non_ners_buffer():
-    config = _small(NERSDQNConfig()).training(
+def test_ners_dqn_refuses_a_non_ners_buffer(small_dqn):
+    config = small_dqn().training(
         replay_buffer_config={
             "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
             "capacity": 1000,
@@ -128,15 +106,15 @@ def test_ners_dqn_refuses_a_non_ners_buffer():
         config.validate()
 
 
-def test_bad_ners_setting_fails_in_validate():
+def test_bad_ners_setting_fails_in_validate(small_dqn):
     with pytest.raises(ValueError, match="train_size"):
-        _small(NERSDQNConfig()).ners(train_size=0).validate()
+        small_dqn().ners(train_size=0).validate()
     with pytest.raises(ValueError, match="replay_reward_mode"):
-        _small(NERSDQNConfig()).ners(replay_reward_mode="best").validate()
+        small_dqn().ners(replay_reward_mode="best").validate()
 
 
-def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path):
-    algo = _small(NERSDQNConfig()).build_algo()
+def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path, small_dqn):
+    algo = small_dqn().build_algo()
     try:
         for _ in range(2):
             algo.train()
@@ -167,9 +145,9 @@ def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path):
         algo.stop()
 
 
-def test_eval_return_mode_uses_evaluation_episodes_and_counts_their_steps():
+def test_eval_return_mode_uses_evaluation_episodes_and_counts_their_steps(small_dqn):
     config = (
-        _small(NERSDQNConfig())
+        small_dqn()
         .ners(replay_reward_mode="eval_return", min_episodes_per_update=5)
         .evaluation(
             evaluation_num_env_runners=0,
@@ -192,14 +170,14 @@ def test_eval_return_mode_uses_evaluation_episodes_and_counts_their_steps():
         algo.stop()
 
 
-def test_eval_return_mode_without_evaluation_workers_fails_in_validate():
-    config = _small(NERSDQNConfig()).ners(replay_reward_mode="eval_return")
+def test_eval_return_mode_without_evaluation_workers_fails_in_validate(small_dqn):
+    config = small_dqn().ners(replay_reward_mode="eval_return")
     with pytest.raises(ValueError, match="evaluation"):
         config.validate()
 
 
-def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached():
-    config = _small(NERSDQNConfig()).ners(encoder="module")
+def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached(small_dqn):
+    config = small_dqn().ners(encoder="module")
     algo = config.build_algo()
     try:
         algo.train()
@@ -229,10 +207,10 @@ def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached():
 
 
 @pytest.mark.slow
-def test_remote_learner_runs_scoring_and_reinforce_and_sends_scores_back():
+def test_remote_learner_runs_scoring_and_reinforce_and_sends_scores_back(small_dqn):
     """num_learners=1 puts the Learner (and the sampler nets) in its own actor;
     scores, delta and q must still reach the buffer in the Algorithm process."""
-    config = _small(NERSDQNConfig(), num_env_runners=1).learners(num_learners=1)
+    config = small_dqn(num_env_runners=1, num_learners=1)
     algo = config.build_algo()
     try:
         for _ in range(2):
@@ -248,8 +226,8 @@ def test_remote_learner_runs_scoring_and_reinforce_and_sends_scores_back():
         algo.stop()
 
 
-def test_nan_scores_never_reach_the_trees_and_training_goes_on():
-    algo = _small(NERSDQNConfig()).build_algo()
+def test_nan_scores_never_reach_the_trees_and_training_goes_on(small_dqn):
+    algo = small_dqn().build_algo()
     try:
         scorer = _learner(algo).ners_scorer
         clean_forward = scorer.forward

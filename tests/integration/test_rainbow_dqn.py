@@ -3,7 +3,6 @@ each on CartPole; checkpoints keep the replay buffer."""
 
 import numpy as np
 import pytest
-import ray
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 
@@ -14,6 +13,8 @@ from rllib_ners import (
     RainbowDQNConfig,
     RainbowTorchRLModule,
 )
+
+pytestmark = pytest.mark.usefixtures("ray_session")
 
 MID = "default_policy"
 PER = {
@@ -31,29 +32,12 @@ ALL_OFF = {
     "num_atoms": 1,
     "replay_buffer_config": UNIFORM,
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def _small(config, **training):
-    return (
-        config.environment("CartPole-v1")
-        .env_runners(num_env_runners=0, rollout_fragment_length=4)
-        .training(
-            train_batch_size_per_learner=32,
-            num_steps_sampled_before_learning_starts=200,
-            adam_epsilon=1.5e-4,
-            **training,
-        )
-        .rl_module(model_config={"fcnet_hiddens": [32], "head_fcnet_hiddens": [32]})
-        .reporting(min_sample_timesteps_per_iteration=400)
-        .debugging(seed=0)
-    )
+# Every config here: a small network and Rainbow's Adam epsilon (small_dqn's
+# n-step 3 default is overridden wherever a test sets `n_step`).
+SMALL_RAINBOW = {
+    "adam_epsilon": 1.5e-4,
+    "model_config": {"fcnet_hiddens": [32], "head_fcnet_hiddens": [32]},
+}
 
 
 COMBINATIONS = {
@@ -86,9 +70,9 @@ COMBINATIONS = {
 
 
 @pytest.mark.parametrize("name", sorted(COMBINATIONS))
-def test_each_extension_switches_on_alone(name):
+def test_each_extension_switches_on_alone(name, small_dqn):
     settings = {**ALL_OFF, **COMBINATIONS[name]}
-    algo = _small(RainbowDQNConfig(), **settings).build_algo()
+    algo = small_dqn(RainbowDQNConfig(), **SMALL_RAINBOW, **settings).build_algo()
     try:
         module = algo.learner_group._learner.module[MID]
         assert isinstance(module, RainbowTorchRLModule)
@@ -118,9 +102,10 @@ def test_each_extension_switches_on_alone(name):
         algo.stop()
 
 
-def test_ners_with_noisy_c51_trains():
-    config = _small(
+def test_ners_with_noisy_c51_trains(small_dqn):
+    config = small_dqn(
         NERSDQNConfig(),
+        **SMALL_RAINBOW,
         n_step=3,
         noisy=True,
         num_atoms=21,
@@ -139,9 +124,10 @@ def test_ners_with_noisy_c51_trains():
         algo.stop()
 
 
-def test_checkpoint_restores_weights_and_replay_buffer(tmp_path):
-    config = _small(
+def test_checkpoint_restores_weights_and_replay_buffer(tmp_path, small_dqn):
+    config = small_dqn(
         RainbowDQNConfig(),
+        **SMALL_RAINBOW,
         n_step=3,
         noisy=True,
         num_atoms=11,
@@ -170,7 +156,9 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path):
 
 
 @pytest.mark.parametrize("config_class", [NERSDQNConfig, RainbowDQNConfig])
-def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(config_class):
+def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(
+    config_class, small_dqn
+):
     """Our training step hands the Learner numpy columns straight from the buffer;
     RLlib's learner connector, given the same transitions as episodes, builds
     the very same batch (names, dtypes, values)."""
@@ -181,8 +169,8 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(config_c
     buffer_config = {**PER, "type": "rllib_ners.NERSEpisodeReplayBuffer"}
     if config_class is RainbowDQNConfig:
         buffer_config = PER
-    algo = _small(
-        config_class(), n_step=3, replay_buffer_config=buffer_config
+    algo = small_dqn(
+        config_class(), **SMALL_RAINBOW, n_step=3, replay_buffer_config=buffer_config
     ).build_algo()
     try:
         algo.train()
@@ -211,11 +199,13 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(config_c
         algo.stop()
 
 
-def test_custom_learner_connector_keeps_rllibs_episode_path():
+def test_custom_learner_connector_keeps_rllibs_episode_path(small_dqn):
     from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
 
-    algo = _small(
+    algo = small_dqn(
         RainbowDQNConfig(),
+        **SMALL_RAINBOW,
+        n_step=1,  # RainbowDQNConfig's default
         replay_buffer_config=PER,
         learner_connector=lambda obs_space, act_space: AddOneTsToEpisodesAndTruncate(),
     ).build_algo()

@@ -24,7 +24,6 @@ from typing import Callable
 
 import numpy as np
 import pytest
-import ray
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -35,17 +34,9 @@ from ray.rllib.utils.metrics import (
 )
 from ray.rllib.utils.numpy import convert_to_numpy
 
-from rllib_ners import ACERConfig, NERSDQNConfig
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
 
 
 def assert_same_state(a, b, where="state"):
@@ -70,20 +61,12 @@ def assert_same_state(a, b, where="state"):
 
 
 # ------------------------------------------------------------------ NERS-DQN
-def ners_dqn_config(store_buffer=True):
-    return (
-        NERSDQNConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_env_runners=0, rollout_fragment_length=8)
-        .training(
-            n_step=3,
-            train_batch_size_per_learner=32,
-            num_steps_sampled_before_learning_starts=100,
-            replay_buffer_config={"capacity": 5000},
-            store_buffer_in_checkpoints=store_buffer,
-        )
-        .reporting(min_sample_timesteps_per_iteration=300)
-        .debugging(seed=0)
+def ners_dqn_config(small_dqn, store_buffer=True):
+    return small_dqn(
+        rollout_fragment_length=8,
+        learning_starts=100,
+        min_sample_timesteps_per_iteration=300,
+        store_buffer_in_checkpoints=store_buffer,
     )
 
 
@@ -147,27 +130,12 @@ def ners_dqn_extra_checks(algo, restored):
 
 
 # ---------------------------------------------------------------------- ACER
-def acer_config(store_buffer=True):
-    return (
-        ACERConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_env_runners=0)
-        .rl_module(model_config={"fcnet_hiddens": [32]})
-        .training(
-            sequence_length=10,
-            train_batch_size_per_learner=40,
-            replay_ratio=2.0,
-            num_steps_sampled_before_learning_starts=100,
-            replay_buffer_config={
-                "type": "rllib_ners.NERSEpisodeReplayBuffer",
-                "capacity": 5000,
-                "alpha": 0.6,
-                "beta": 0.4,
-            },
-            store_buffer_in_checkpoints=store_buffer,
-        )
-        .reporting(min_sample_timesteps_per_iteration=300)
-        .debugging(seed=0)
+def acer_config(small_acer, store_buffer=True):
+    return small_acer(
+        "ners",
+        capacity=5000,
+        min_sample_timesteps_per_iteration=300,
+        store_buffer_in_checkpoints=store_buffer,
     )
 
 
@@ -200,7 +168,8 @@ def acer_extra_checks(algo, restored):
 @dataclass
 class ResumeCase:
     name: str
-    config: Callable  # (store_buffer: bool) -> AlgorithmConfig
+    builder: str  # the conftest fixture that builds its config
+    config: Callable  # (builder, store_buffer: bool) -> AlgorithmConfig
     replay_update: Callable  # (algo, env_steps) -> sampled slots
     sampler_step: Callable  # (algo) -> slots the sampler trained on
     learner_state: Callable  # (algo) -> comparable Learner state
@@ -210,6 +179,7 @@ class ResumeCase:
 CASES = [
     ResumeCase(
         "ners_dqn",
+        "small_dqn",
         ners_dqn_config,
         ners_dqn_replay_update,
         ners_sampler_step,
@@ -218,6 +188,7 @@ CASES = [
     ),
     ResumeCase(
         "acer",
+        "small_acer",
         acer_config,
         acer_replay_update,
         ners_sampler_step,  # the same NERS sampler update
@@ -233,9 +204,16 @@ def case(request):
 
 
 @pytest.fixture
-def trained_and_restored(case, tmp_path):
+def case_config(case, request):
+    """(store_buffer: bool) -> the case's config, from the conftest builder."""
+    builder = request.getfixturevalue(case.builder)
+    return lambda store_buffer: case.config(builder, store_buffer)
+
+
+@pytest.fixture
+def trained_and_restored(case, case_config, tmp_path):
     """(case, original, restored, global RNG state right after saving)."""
-    algo = case.config(True).build_algo()
+    algo = case_config(True).build_algo()
     restored = None
     try:
         for _ in range(2):
@@ -324,9 +302,11 @@ def test_restored_algorithm_continues_bit_identically(trained_and_restored):
 
 
 @pytest.mark.parametrize("store_buffer", [True, False])
-def test_store_buffer_in_checkpoints_is_honoured(case, tmp_path, store_buffer):
-    config = case.config(store_buffer)
-    assert case.config(True).store_buffer_in_checkpoints  # our default
+def test_store_buffer_in_checkpoints_is_honoured(
+    case, case_config, tmp_path, store_buffer
+):
+    config = case_config(store_buffer)
+    assert case_config(True).store_buffer_in_checkpoints  # our default
     algo = config.build_algo()
     try:
         algo.train()

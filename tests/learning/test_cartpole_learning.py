@@ -1,34 +1,18 @@
 """Learning tests: the tuned examples themselves, run with `--as-test`.
 
-`--as-test` makes the examples' runner (`rllib_ners.cli.run_example`) exit non-zero
-unless the stop reward is reached within the stop timesteps, so each test fails if
-the agent does not learn.
-They are `slow` (minutes) but part of the default run, as the issues ask.
+`--as-test` makes RLlib's example runner raise unless the stop reward is reached
+within the stop timesteps, so each test fails if the agent does not learn.
+They are `slow` (minutes) but part of the default run, as the issues ask, and
+use seed 0; test_learning_seeds.py (marked `learning`) repeats NERS-DQN and ACER
+with NERS replay on seeds 1 and 2.
 """
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-import ray
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run_example(relative_path, *args, timeout=1500):
-    # Each example starts and stops its own Ray instance.
-    if ray.is_initialized():
-        ray.shutdown()
-    cmd = [sys.executable, str(ROOT / relative_path), "--as-test", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{tail}"
 
 
 @pytest.mark.slow
-def test_ners_dqn_cartpole_reaches_450_within_60k_steps():
-    _run_example(
+def test_ners_dqn_cartpole_reaches_450_within_60k_steps(run_example):
+    run_example(
         "tuned_examples/ners_dqn/cartpole_ners_dqn.py",
         "--num-env-runners=0",
         "--stop-reward=450",
@@ -40,9 +24,9 @@ def test_ners_dqn_cartpole_reaches_450_within_60k_steps():
 
 
 @pytest.mark.slow
-def test_stock_dqn_with_fast_per_buffer_beats_random_by_far():
+def test_stock_dqn_with_fast_per_buffer_beats_random_by_far(run_example):
     """Random play scores about 22 on CartPole; 150 is far above it."""
-    _run_example(
+    run_example(
         "tuned_examples/dqn/cartpole_dqn_fast_per.py",
         "--num-env-runners=0",
         "--stop-reward=150",
@@ -53,8 +37,8 @@ def test_stock_dqn_with_fast_per_buffer_beats_random_by_far():
 
 
 @pytest.mark.slow
-def test_acer_cartpole_reaches_450_within_200k_steps():
-    _run_example(
+def test_acer_cartpole_reaches_450_within_200k_steps(run_example):
+    run_example(
         "tuned_examples/acer/cartpole_acer.py",
         "--num-env-runners=0",
         "--stop-reward=450",
@@ -65,8 +49,8 @@ def test_acer_cartpole_reaches_450_within_200k_steps():
 
 
 @pytest.mark.slow
-def test_acer_with_ners_cartpole_reaches_450_within_200k_steps():
-    _run_example(
+def test_acer_with_ners_cartpole_reaches_450_within_200k_steps(run_example):
+    run_example(
         "tuned_examples/acer/cartpole_acer_ners.py",
         "--num-env-runners=0",
         "--stop-reward=450",
