@@ -1,7 +1,8 @@
 """Learning tests: the tuned examples themselves, run with `--as-test`.
 
-`--as-test` makes RLlib's example runner raise unless the stop reward is reached
-within the stop timesteps, so each test fails if the agent does not learn.
+`--as-test` makes the example runner (`rllib_ners.cli.run_example`) exit non-zero
+unless the stop reward is reached within the stop timesteps, so each test fails
+if the agent does not learn.
 They are `slow` (minutes) but part of the default run, as the issues ask, and
 use seed 0; test_learning_seeds.py (marked `learning`) repeats NERS-DQN and ACER
 with NERS replay on seeds 1 and 2.
