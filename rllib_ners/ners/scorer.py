@@ -11,7 +11,6 @@ Pure torch, no Ray: unit-testable alone.
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict, Optional, Sequence
 
 import gymnasium as gym
@@ -23,7 +22,7 @@ from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.networks.conv_stack import ConvStack
 from rllib_ners.utils.spaces import is_image_space
 
-__all__ = ["NERSScorer", "build_state_encoder", "is_image_space"]
+__all__ = ["NERSScorer", "build_state_encoder"]
 
 
 def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
@@ -132,6 +131,16 @@ class NERSScorer(nn.Module):
         self.score_net = nn.Sequential(
             _mlp([2 * half, h, half, 1], final_activation=False), nn.Sigmoid()
         )
+        # A linear path from the features straight to the logit, zero at
+        # initialisation (so it changes no initial score). The reference's seven
+        # default-initialised layers shrink the spread of the logit across items
+        # ~2.4x each, and REINFORCE cannot grow it back; through this path the
+        # gradient of log p_i is alpha * (x_i - E_p[x]): a per-item contrast.
+        self.linear_skip = None
+        if settings.linear_skip:
+            self.linear_skip = nn.Linear(self.feature_dim, 1)
+            nn.init.zeros_(self.linear_skip.weight)
+            nn.init.zeros_(self.linear_skip.bias)
 
     @staticmethod
     def _action_feature_dim(action_space: gym.Space, encoding: str) -> int:
@@ -207,15 +216,16 @@ class NERSScorer(nn.Module):
         )
 
     # --------------------------------------------------------------- scores
-    def forward(
+    def logits(
         self,
         features: torch.Tensor,
         *,
         all_reduce_sum: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
     ) -> torch.Tensor:
-        """Scores `sigma_i` in (0, 1) for a set of feature rows `[m, feature_dim]`.
+        """Score logits for a set of feature rows `[m, feature_dim]`.
 
-        With `all_reduce_sum` (scoring only, no gradients) the set spans several
+        The global context is the mean of f_g over the set. With
+        `all_reduce_sum` (scoring only, no gradients) the set spans several
         processes, e.g. the Learners' shards of one sampled batch: it must return
         the element-wise sum of its argument over all of them, and the global
         context becomes the mean of f_g over the rows of every shard.
@@ -229,18 +239,16 @@ class NERSScorer(nn.Module):
             total = all_reduce_sum(torch.cat([per_row.sum(dim=0), count]))
             global_context = (total[:-1] / total[-1]).unsqueeze(0)
         joint = torch.cat([local, global_context.expand_as(local)], dim=-1)
-        return self.score_net(joint).reshape(-1)
+        logits = self.score_net[0](joint).reshape(-1)
+        if self.linear_skip is not None:
+            logits = logits + self.linear_skip(features).reshape(-1)
+        return logits
 
-
-def reinforce_loss(
-    scores: torch.Tensor, replay_reward: float, log_eps: float
-) -> torch.Tensor:
-    """REINFORCE for the sampler: `-r_re * mean_i log(sigma_i + eps)` over I_train.
-
-    Minimising it raises the log-score of the drawn transitions when the replay
-    reward is positive (the agent's return went up since the last update) and
-    lowers it when negative (Oh et al., Eq. 7).
-    """
-    if not math.isfinite(replay_reward):
-        raise ValueError(f"The replay reward must be finite, got {replay_reward!r}.")
-    return -float(replay_reward) * torch.log(scores + log_eps).mean()
+    def forward(
+        self,
+        features: torch.Tensor,
+        *,
+        all_reduce_sum: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+    ) -> torch.Tensor:
+        """Scores `sigma_i = sigmoid(logit_i)` in (0, 1) (see `logits`)."""
+        return self.score_net[1](self.logits(features, all_reduce_sum=all_reduce_sum))

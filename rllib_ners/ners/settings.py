@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 REPLAY_REWARD_MODES = ("train_return", "eval_return")
 ENCODERS = ("separate", "module")
 ACTION_ENCODINGS = ("one_hot", "scaled_index")
+OBJECTIVES = ("log_score", "log_prob")
+BASELINES = ("previous_window", "first", "ema")
+PARAMETERIZATIONS = ("sigmoid", "per_residual")
+TRAIN_DRAWS = ("uniform_set", "replay_multiset")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +43,51 @@ class NERSSettings:
         action_encoding: How discrete actions enter the features: "one_hot" or
             "scaled_index" (`a / (num_actions - 1)`).
         log_eps: Added to scores inside the log of the REINFORCE loss.
+        objective: The REINFORCE objective of one sampler step on I_train, with
+            replay reward r_re:
+            "log_score" (the paper's Eq. 7): `-r_re * mean_i log sigma_i`. It
+            pushes every item of I_train the same way and has no normaliser, so
+            it cannot move mass between items by itself.
+            "log_prob": the score-function gradient of the real sampling
+            distribution, `log p_i = log leaf_i - log sum_k leaf_k` with
+            `leaf = sigma^alpha` (or the per_residual leaf). The normaliser's
+            value is exact (the sum tree's total); its gradient is an unbiased
+            estimate from `normalizer_size` stored transitions drawn uniformly:
+            `grad sum_k leaf_k ~= (N / K) sum_u grad leaf_u` (never-scored
+            transitions hold a fixed priority and contribute no gradient).
+        baseline: What the replay reward compares a window's mean return with:
+            "previous_window" (`r_re = G_k - G_{k-1}`), "first" (the first
+            window's return, frozen: the reference code), or "ema" (an
+            exponential moving average of window returns with decay
+            `baseline_decay`; r_re is divided by a running standard deviation of
+            `G - baseline`, so its scale does not depend on the task's returns).
+        baseline_decay: Decay of the "ema" baseline and of its running variance.
+        parameterization: How a score becomes a priority (the sum-tree leaf):
+            "sigmoid" (the paper): `leaf = sigma^alpha`, sigma = sigmoid(logit)
+            in (0, 1); a fresh scorer gives every transition almost the same
+            sigma, so replay starts uniform.
+            "per_residual": `leaf = ((|delta| + per_epsilon) * exp(logit))^alpha`:
+            PER's priority times a learned correction `exp(logit)` (about 1 for
+            a fresh scorer), so replay starts as PER and the sampler learns what
+            to add to it; the logit is not squashed, so its gradient never
+            saturates (clipped to [-20, 20] for safety).
+        per_epsilon: Added to |delta| in the per_residual priority (PER's eps).
+        train_draw: How I_train is drawn from I_all, the transitions replayed
+            since the last sampler update: "uniform_set" (uniformly, without
+            replacement, from the distinct replayed transitions) or
+            "replay_multiset" (with replacement from the multiset of replays, so
+            weighted by how often each was replayed: the reference code).
+        normalizer_size: K, the stored transitions drawn uniformly per
+            "log_prob" step to estimate the normaliser's gradient.
+        update_interval_env_steps: None (default): the sampler updates when
+            `min_episodes_per_update` training episodes have finished. A number:
+            every that many env steps instead (the reference: 1000, with
+            evaluation episodes giving the replay reward).
+        linear_skip: Add a linear map of the features to the score logit, zero
+            at initialisation (the reference has none). The reference's deep
+            default-initialised layers give almost the same logit to every
+            transition and REINFORCE barely changes that; the linear path lets
+            the gradient tell transitions apart from the first step.
     """
 
     hidden_size: int = 128
@@ -52,6 +101,15 @@ class NERSSettings:
     timestep_scale: float = 1000.0
     action_encoding: str = "one_hot"
     log_eps: float = 1e-6
+    objective: str = "log_prob"
+    baseline: str = "ema"
+    baseline_decay: float = 0.9
+    parameterization: str = "per_residual"
+    per_epsilon: float = 1e-6
+    train_draw: str = "uniform_set"
+    normalizer_size: int = 256
+    update_interval_env_steps: Optional[int] = None
+    linear_skip: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "encoder_hiddens", tuple(self.encoder_hiddens))
@@ -92,6 +150,26 @@ class NERSSettings:
                 self.replay_reward_mode,
                 f"use one of {REPLAY_REWARD_MODES}",
             )
+        positive_int("normalizer_size", self.normalizer_size)
+        if self.update_interval_env_steps is not None:
+            positive_int("update_interval_env_steps", self.update_interval_env_steps)
+        if not (
+            isinstance(self.baseline_decay, (int, float))
+            and 0.0 < self.baseline_decay < 1.0
+        ):
+            fail("baseline_decay", self.baseline_decay, "it must lie in (0, 1)")
+        if not (isinstance(self.per_epsilon, (int, float)) and self.per_epsilon > 0):
+            fail("per_epsilon", self.per_epsilon, "it must be > 0")
+        for name, allowed in (
+            ("objective", OBJECTIVES),
+            ("baseline", BASELINES),
+            ("parameterization", PARAMETERIZATIONS),
+            ("train_draw", TRAIN_DRAWS),
+        ):
+            if getattr(self, name) not in allowed:
+                fail(name, getattr(self, name), f"use one of {allowed}")
+        if not isinstance(self.linear_skip, bool):
+            fail("linear_skip", self.linear_skip, "it must be True or False")
         if self.encoder not in ENCODERS:
             fail("encoder", self.encoder, f"use one of {ENCODERS}")
         if self.action_encoding not in ACTION_ENCODINGS:

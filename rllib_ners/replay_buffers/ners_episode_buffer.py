@@ -104,6 +104,12 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._delta = np.ones(self.capacity, dtype=np.float32)
         self._q = np.ones(self.capacity, dtype=np.float32)
         self._in_sampled_set = np.zeros(self.capacity, dtype=bool)
+        # How often each stored transition was replayed (its row applied) since
+        # the last sampler update: I_all as a multiset (train_draw=
+        # "replay_multiset"); and whether it was ever scored (its priority is
+        # then the scorer's, not the fixed priority new transitions get).
+        self._replay_count = np.zeros(self.capacity, dtype=np.int64)
+        self._scored = np.zeros(self.capacity, dtype=bool)
         self._finished_returns: List[float] = []
         self._partial_returns: Dict[str, float] = {}
         self._score_mean = float("nan")
@@ -137,6 +143,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     @override(FastPrioritizedEpisodeReplayBuffer)
     def _on_evict(self, slots: np.ndarray) -> None:
         self._in_sampled_set[slots] = False
+        self._replay_count[slots] = 0
+        self._scored[slots] = False
 
     def pop_finished_episode_returns(self) -> List[float]:
         """Returns (and forgets) the returns of episodes finished since last call."""
@@ -179,6 +187,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._delta[slots[cache_ok]] = delta[cache_ok]
         self._q[slots[cache_ok]] = q[cache_ok]
         self._in_sampled_set[slots[applied]] = True
+        np.add.at(self._replay_count, slots[applied], 1)
+        self._scored[slots[applied]] = True
         if applied.any():
             self._score_mean = float(scores[applied].mean())
             self._score_std = float(scores[applied].std())
@@ -213,32 +223,78 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         return int(self._in_sampled_set.sum())
 
     def sample_sampler_training_batch(
-        self, train_size: int, *, n_step=1, gamma: float = 0.99
-    ) -> Optional[Dict[str, np.ndarray]]:
-        """Draws I_train uniformly (without replacement) from I_all.
+        self,
+        train_size: int,
+        *,
+        n_step=1,
+        gamma: float = 0.99,
+        draw: str = "uniform_set",
+        normalizer_size: int = 0,
+    ) -> Optional[Dict[str, Any]]:
+        """Draws I_train from I_all, and optionally the normaliser draws U.
 
-        Returns the columns the scorer's features need (`obs`, `new_obs`,
-        `actions`, `rewards` as n-step returns, `delta`, `q`, `ts`) and `indices`,
-        or None while I_all is empty.
+        Args:
+            train_size: |I_train|.
+            n_step, gamma: How the items' n-step returns and `new_obs` are built.
+            draw: "uniform_set": uniformly without replacement from the distinct
+                transitions replayed since the last update; "replay_multiset":
+                with replacement, in proportion to how often each was replayed
+                (the reference code's I_train).
+            normalizer_size: K > 0 adds `normalizer`: K stored transitions drawn
+                uniformly with replacement (the "log_prob" objective's estimate
+                of the normaliser's gradient), with `normalizer_scored` (1 where
+                the transition was ever scored), `num_stored` (N) and
+                `tree_total` (the sum tree's total, the normaliser's value).
+
+        Returns:
+            The columns the scorer's features need (`obs`, `new_obs`, `actions`,
+            `rewards` as n-step returns, `delta`, `q`, `ts`) and `indices`, or
+            None while I_all is empty.
         """
         train_size = check_positive_int("train_size", train_size, fix=SETTING_FIX)
-        candidates = np.flatnonzero(self._in_sampled_set & self._storage.is_transition)
+        replayed = self._in_sampled_set & self._storage.is_transition
+        candidates = np.flatnonzero(replayed)
         if candidates.size == 0:
             return None
-        chosen = self.rng.choice(
-            candidates, size=min(train_size, candidates.size), replace=False
-        )
-        n_steps = self._draw_n_steps(chosen.size, n_step)
-        columns = self._transition_columns(chosen, n_steps, gamma)
+        if draw == "uniform_set":
+            chosen = self.rng.choice(
+                candidates, size=min(train_size, candidates.size), replace=False
+            )
+        elif draw == "replay_multiset":
+            counts = self._replay_count[candidates].astype(np.float64)
+            chosen = self.rng.choice(
+                candidates, size=train_size, replace=True, p=counts / counts.sum()
+            )
+        else:
+            raise ValueError(
+                f"Unknown I_train draw {draw!r}; use 'uniform_set' or "
+                f"'replay_multiset' (config.ners(train_draw=...))."
+            )
+        batch = self._sampler_feature_columns(chosen, n_step, gamma)
+        if normalizer_size > 0:
+            stored = np.flatnonzero(self._storage.is_transition)
+            drawn = self.rng.choice(stored, size=int(normalizer_size), replace=True)
+            batch["normalizer"] = self._sampler_feature_columns(drawn, n_step, gamma)
+            batch["normalizer_scored"] = self._scored[drawn].astype(np.float32)
+            batch["num_stored"] = int(stored.size)
+            batch["tree_total"] = float(self._sampler.sum_tree.total())
+        return batch
+
+    def _sampler_feature_columns(
+        self, slots: np.ndarray, n_step, gamma: float
+    ) -> Dict[str, np.ndarray]:
+        n_steps = self._draw_n_steps(slots.size, n_step)
+        columns = self._transition_columns(slots, n_steps, gamma)
         features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
         batch = {key: columns[key] for key in features}
-        batch[DELTA] = self._delta[chosen]
-        batch[TARGET_Q] = self._q[chosen]
+        batch[DELTA] = self._delta[slots]
+        batch[TARGET_Q] = self._q[slots]
         return batch
 
     def reset_sampled_set(self) -> None:
         """Empties I_all (after a sampler update)."""
         self._in_sampled_set[:] = False
+        self._replay_count[:] = 0
 
     def priority_entropy(self) -> float:
         """Entropy (nats) of the sampling distribution over stored transitions."""
@@ -267,6 +323,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         "_delta",
         "_q",
         "_in_sampled_set",
+        "_replay_count",
+        "_scored",
     )
     _STATE_SCALARS = FastPrioritizedEpisodeReplayBuffer._STATE_SCALARS + (
         "_score_mean",
@@ -282,6 +340,13 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
+        if "_replay_count" not in state:
+            # A checkpoint from before replay counts and the scored mask: every
+            # replayed transition counts once, and a cached delta other than the
+            # new-transition value 1.0 means it was scored.
+            state = dict(state)
+            state["_replay_count"] = state["_in_sampled_set"].astype(np.int64)
+            state["_scored"] = state["_delta"] != 1.0
         super().set_state(state, copy=copy)
         self._finished_returns = list(state["_finished_returns"])
         self._partial_returns = dict(state["_partial_returns"])

@@ -129,8 +129,8 @@ def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path, small_dqn):
             for k in opt_a:
                 assert torch.equal(opt_a[k]["exp_avg"], opt_b[k]["exp_avg"])
             assert (
-                algo._ners_update.window.previous_mean
-                == restored._ners_update.window.previous_mean
+                algo._ners_update.baseline.get_state()
+                == restored._ners_update.baseline.get_state()
             )
             old, new = algo.local_replay_buffer, restored.local_replay_buffer
             assert len(old) == len(new) > 0

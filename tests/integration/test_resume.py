@@ -252,7 +252,7 @@ def test_restore_brings_back_buffer_sampler_baseline_and_rngs(trained_and_restor
     assert_same_state(
         algo._ners_update.get_state(), restored._ners_update.get_state(), "baseline"
     )
-    assert algo._ners_update.window.previous_mean is not None
+    assert algo._ners_update.baseline.value is not None
     # Sampler networks, their Adam moments, the RLModule and its optimizer, and
     # when the target network was last synced.
     assert_same_state(case.learner_state(algo), case.learner_state(restored))

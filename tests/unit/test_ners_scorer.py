@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_ners.ners import NERSScorer, NERSSettings, reinforce_loss
+from rllib_ners.ners import NERSScorer, NERSSettings, log_score_loss
 
 VECTOR_SPACE = gym.spaces.Box(-10.0, 10.0, (4,), np.float32)
 IMAGE_SPACE = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
@@ -99,7 +99,9 @@ def test_reinforce_moves_only_sampler_params_in_the_sign_of_the_reward():
         optimizer = torch.optim.Adam(scorer.parameters(), lr=1e-3)
         features = scorer.featurize_batch(_batch(32))
         before = torch.log(scorer(features)).mean()
-        loss = reinforce_loss(scorer(features), reward, 1e-6)
+        loss = log_score_loss(
+            scorer.logits(features), reward, parameterization="sigmoid"
+        )
         optimizer.zero_grad()
         loss.backward()
         grads = {n: p.grad for n, p in scorer.named_parameters()}
@@ -115,13 +117,16 @@ def test_reinforce_moves_only_sampler_params_in_the_sign_of_the_reward():
             assert torch.equal(p, q)
 
 
-def test_reinforce_loss_value():
-    scores = torch.tensor([0.5, 0.25])
-    loss = reinforce_loss(scores, 3.0, 0.0 + 1e-12)
+def test_log_score_loss_value():
+    logits = torch.logit(torch.tensor([0.5, 0.25]))
+    loss = log_score_loss(logits, 3.0, parameterization="sigmoid", log_eps=1e-12)
     expected = -3.0 * (np.log(0.5) + np.log(0.25)) / 2
     assert loss.item() == pytest.approx(expected, rel=1e-6)
+    # per_residual: the log of the learned correction exp(logit) is the logit.
+    loss = log_score_loss(logits, 3.0, parameterization="per_residual")
+    assert loss.item() == pytest.approx(-3.0 * logits.mean().item(), rel=1e-6)
     with pytest.raises(ValueError, match="replay reward"):
-        reinforce_loss(scores, float("nan"), 1e-6)
+        log_score_loss(logits, float("nan"), parameterization="sigmoid")
 
 
 @pytest.mark.parametrize(

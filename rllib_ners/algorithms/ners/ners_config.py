@@ -34,6 +34,15 @@ class NERSConfigMixin:
         timestep_scale: Optional[float] = NotProvided,
         action_encoding: Optional[str] = NotProvided,
         log_eps: Optional[float] = NotProvided,
+        objective: Optional[str] = NotProvided,
+        baseline: Optional[str] = NotProvided,
+        baseline_decay: Optional[float] = NotProvided,
+        parameterization: Optional[str] = NotProvided,
+        per_epsilon: Optional[float] = NotProvided,
+        train_draw: Optional[str] = NotProvided,
+        normalizer_size: Optional[int] = NotProvided,
+        update_interval_env_steps: Optional[int] = NotProvided,
+        linear_skip: Optional[bool] = NotProvided,
     ):
         """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
 
@@ -51,6 +60,22 @@ class NERSConfigMixin:
             timestep_scale: Divides the in-episode timestep before tanh.
             action_encoding: "one_hot" (default) or "scaled_index".
             log_eps: Epsilon inside the REINFORCE log (default 1e-6).
+            objective: "log_prob" (default: the gradient of the real sampling
+                distribution's log-probability) or "log_score" (the paper's).
+            baseline: "ema" (default; r_re scaled by a running std),
+                "previous_window" or "first" (the reference's frozen baseline).
+            baseline_decay: Decay of the "ema" baseline (default 0.9).
+            parameterization: "per_residual" (default: PER's priority times a
+                learned correction) or "sigmoid" (the paper's sigma^alpha).
+            per_epsilon: PER's epsilon in the per_residual priority.
+            train_draw: "uniform_set" (default) or "replay_multiset" (the
+                reference: with replacement from the replays since the update).
+            normalizer_size: Transitions drawn per "log_prob" step for the
+                normaliser's gradient (default 256).
+            update_interval_env_steps: None (default: at episode ends) or a
+                number of env steps between sampler updates (reference: 1000).
+            linear_skip: A zero-initialised linear path from the features to the
+                score logit (default True; the reference has none).
         """
         for name, value in locals().items():
             if name != "self" and value is not NotProvided:

@@ -1,10 +1,14 @@
-"""The sampler's outer loop: replay reward and the REINFORCE step at episode ends.
+"""The sampler's outer loop: replay reward and the REINFORCE step.
 
-Algorithm 1 of the NERS paper, lines 11-15, with two deliberate differences from
-the reference code: the baseline moves (r_re compares the latest window of
-finished episodes with the window before it, instead of with the very first
-evaluation forever), and by default the windows are the training episodes RLlib
-already runs (no extra evaluation episodes).
+Algorithm 1 of the NERS paper, lines 11-15. A window collects the returns of the
+training episodes that finish (or, with `replay_reward_mode="eval_return"`, runs
+RLlib evaluation episodes when it closes); it closes after
+`min_episodes_per_update` episodes, or every `update_interval_env_steps` env
+steps. Its mean return G gives the replay reward through the baseline:
+"previous_window" (`r_re = G_k - G_{k-1}`), "first" (`G_k - G_1`: the reference
+code's frozen baseline) or "ema" (`(G_k - b) / std`, with b an exponential
+moving average of G and std a running standard deviation of `G - b`). Then
+I_train is drawn from I_all and every Learner takes one REINFORCE step.
 
 Used by `NERSDQN.training_step()`, `NERSCallback` (stock DQN route) and
 `ACER.training_step()`.
@@ -12,6 +16,7 @@ Used by `NERSDQN.training_step()`, `NERSCallback` (stock DQN route) and
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -37,42 +42,76 @@ from rllib_ners.algorithms.ners.ners_learner import (
 from rllib_ners.ners.settings import NERSSettings
 
 
-class ReplayRewardWindow:
-    """Collects finished-episode returns and turns windows into replay rewards.
+class ReplayRewardBaseline:
+    """Turns a closed window's mean return G into the replay reward r_re.
 
-    `r_re = mean(current window) - mean(previous window)`; the first window only
-    sets the baseline and yields no reward.
+    The first window only sets the baseline and yields no reward.
     """
 
-    def __init__(self, min_episodes: int):
+    def __init__(self, kind: str, decay: float = 0.9):
+        self.kind = kind
+        self.decay = float(decay)
+        self.value: Optional[float] = None
+        self.variance = 0.0
+
+    def reward(self, window_mean: float) -> Optional[float]:
+        current = float(window_mean)
+        if self.value is None:
+            self.value = current
+            return None
+        deviation = current - self.value
+        if self.kind == "first":
+            return deviation
+        if self.kind == "previous_window":
+            self.value = current
+            return deviation
+        # "ema": scale-free reward, then move the baseline and its variance.
+        self.variance = self.decay * self.variance + (1 - self.decay) * deviation**2
+        self.value = self.decay * self.value + (1 - self.decay) * current
+        return deviation / (math.sqrt(self.variance) + 1e-8)
+
+    def get_state(self) -> Dict[str, Any]:
+        return {"value": self.value, "variance": self.variance}
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        self.value = state["value"]
+        self.variance = float(state["variance"])
+
+
+class ReplayRewardWindow:
+    """Collects finished-episode returns until the window closes.
+
+    It closes after `min_episodes` finished episodes, or, with
+    `interval_env_steps`, once that many env steps were added since it opened.
+    """
+
+    def __init__(self, min_episodes: int, interval_env_steps: Optional[int] = None):
         self.min_episodes = int(min_episodes)
+        self.interval_env_steps = interval_env_steps
         self.returns: List[float] = []
-        self.previous_mean: Optional[float] = None
+        self.opened_at_env_steps = 0
 
     def add(self, returns: List[float]) -> None:
         self.returns.extend(float(r) for r in returns)
 
-    def ready(self) -> bool:
+    def ready(self, env_steps: int) -> bool:
+        if self.interval_env_steps is not None:
+            return env_steps - self.opened_at_env_steps >= self.interval_env_steps
         return len(self.returns) >= self.min_episodes
 
     def mean(self) -> float:
-        return float(np.mean(self.returns))
+        return float(np.mean(self.returns)) if self.returns else float("nan")
 
-    def close(self, window_mean: float) -> Optional[float]:
-        """Ends the window whose return is `window_mean` (the training episodes'
-        `mean()`, or an evaluation's); returns r_re, None for the first window."""
-        current = float(window_mean)
+    def close(self, env_steps: int) -> None:
         self.returns = []
-        reward = None if self.previous_mean is None else current - self.previous_mean
-        self.previous_mean = current
-        return reward
+        self.opened_at_env_steps = int(env_steps)
 
     def get_state(self) -> Dict[str, Any]:
-        return {"returns": list(self.returns), "previous_mean": self.previous_mean}
+        return {"returns": list(self.returns), "opened_at": self.opened_at_env_steps}
 
     def set_state(self, state: Dict[str, Any]) -> None:
         self.returns = list(state["returns"])
-        self.previous_mean = state["previous_mean"]
+        self.opened_at_env_steps = int(state.get("opened_at", 0))
 
 
 def _reinforce_on_learner(learner, *, batch, replay_reward):
@@ -96,7 +135,10 @@ class NERSSamplerUpdate:
         self.settings = settings
         self.n_step = n_step
         self.gamma = float(gamma)
-        self.window = ReplayRewardWindow(settings.min_episodes_per_update)
+        self.window = ReplayRewardWindow(
+            settings.min_episodes_per_update, settings.update_interval_env_steps
+        )
+        self.baseline = ReplayRewardBaseline(settings.baseline, settings.baseline_decay)
         self.num_updates = 0
         self.num_eval_env_steps = 0
 
@@ -104,20 +146,33 @@ class NERSSamplerUpdate:
         """Called after every training step; returns the update's metrics if one ran."""
         buffer = algorithm.local_replay_buffer
         self.window.add(buffer.pop_finished_episode_returns())
-        if not self.window.ready():
+        env_steps = buffer.get_added_timesteps()
+        if not self.window.ready(env_steps):
             return None
         if self.settings.replay_reward_mode == "eval_return":
             window_mean = self._evaluate(algorithm)
         else:
             window_mean = self.window.mean()
-        replay_reward = self.window.close(window_mean)
+        self.window.close(env_steps)
+        if not math.isfinite(window_mean):
+            # A step-interval window in which no training episode finished.
+            return None
+        replay_reward = self.baseline.reward(window_mean)
         metrics = {NERS_WINDOW_RETURN_KEY: window_mean}
         batch = None
         if replay_reward is not None:
+            settings = self.settings
             batch = buffer.sample_sampler_training_batch(
-                self.settings.train_size, n_step=self.n_step, gamma=self.gamma
+                settings.train_size,
+                n_step=self.n_step,
+                gamma=self.gamma,
+                draw=settings.train_draw,
+                normalizer_size=(
+                    settings.normalizer_size if settings.objective == "log_prob" else 0
+                ),
             )
         if batch is not None:
+            batch["alpha"] = buffer.alpha
             metrics[NERS_PRIORITY_ENTROPY_KEY] = buffer.priority_entropy()
             metrics[NERS_SAMPLED_SET_SIZE_KEY] = buffer.sampled_set_size
             results = algorithm.learner_group.foreach_learner(
@@ -174,11 +229,18 @@ class NERSSamplerUpdate:
     def get_state(self) -> Dict[str, Any]:
         return {
             "window": self.window.get_state(),
+            "baseline": self.baseline.get_state(),
             "num_updates": self.num_updates,
             "num_eval_env_steps": self.num_eval_env_steps,
         }
 
     def set_state(self, state: Dict[str, Any]) -> None:
         self.window.set_state(state["window"])
+        if "baseline" in state:
+            self.baseline.set_state(state["baseline"])
+        else:  # a checkpoint from before baselines: the previous window's mean
+            self.baseline.set_state(
+                {"value": state["window"].get("previous_mean"), "variance": 0.0}
+            )
         self.num_updates = int(state["num_updates"])
         self.num_eval_env_steps = int(state["num_eval_env_steps"])

@@ -28,7 +28,8 @@ from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.algorithms.ners.ners_learner import ners_settings_from_config
-from rllib_ners.ners.scorer import NERSScorer, reinforce_loss
+from rllib_ners.ners.reinforce import priority_base, sampler_loss
+from rllib_ners.ners.scorer import NERSScorer
 from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 from rllib_ners.utils.torch_ops import make_adam
@@ -104,34 +105,47 @@ class NERSTorchLearnerMixin:
         return self._module_encode if self.ners_settings.encoder == "module" else None
 
     def ners_score(self, columns: Dict[str, torch.Tensor]) -> torch.Tensor:
-        """Scores a (shard of a) sampled batch without gradients.
+        """Priority bases of a (shard of a) sampled batch, without gradients.
 
-        `columns` holds `NERS_FEATURE_COLUMNS` as tensors. With several Learners
-        each holds a shard, and the global context covers the whole batch.
+        `columns` holds `NERS_FEATURE_COLUMNS` as tensors (`delta` the fresh TD
+        errors). Returns what the buffer raises to alpha: sigma for the
+        "sigmoid" parameterization, `(|delta| + eps) * exp(logit)` for
+        "per_residual". With several Learners each holds a shard, and the global
+        context covers the whole batch.
         """
         with torch.no_grad():
             features = self.ners_scorer.featurize_batch(
                 columns, encode=self._encode_fn()
             )
-            if self._sampler_is_distributed():
-                return self.ners_scorer(features, all_reduce_sum=_sum_over_learners)
-            return self.ners_scorer(features)
+            reduce = _sum_over_learners if self._sampler_is_distributed() else None
+            logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
+            return priority_base(
+                logits,
+                columns[DELTA],
+                parameterization=self.ners_settings.parameterization,
+                per_epsilon=self.ners_settings.per_epsilon,
+            )
 
     def ners_reinforce(
-        self, batch: Dict[str, np.ndarray], replay_reward: float
+        self, batch: Dict[str, Any], replay_reward: float
     ) -> Dict[str, float]:
         """One REINFORCE step of the sampler on I_train (numpy columns).
+
+        The objective is the settings' `objective` (`rllib_ners.ners.reinforce`):
+        the paper's log-score, or the log-probability of the sampling
+        distribution, whose normaliser term uses `batch["normalizer"]` (K stored
+        transitions drawn uniformly) and the buffer's `alpha`, `num_stored` and
+        `tree_total`.
 
         Only the sampler's parameters move: the RLModule is untouched (with
         encoder='module' its encoder output enters detached). Every Learner gets
         the same batch; with several, the gradients are averaged all the same, so
         their samplers stay identical whatever the floating-point details.
         """
-        tensors = sampler_tensors(batch, self.device)
         self.ners_scorer.train()
-        features = self.ners_scorer.featurize_batch(tensors, encode=self._encode_fn())
-        scores = self.ners_scorer(features)
-        loss = reinforce_loss(scores, replay_reward, self.ners_settings.log_eps)
+        loss, logits = sampler_loss(
+            self._sampler_logits, batch, replay_reward, self.ners_settings
+        )
         self.ners_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self._sampler_is_distributed():
@@ -143,8 +157,15 @@ class NERSTorchLearnerMixin:
         self.ners_optimizer.step()
         return {
             "loss": float(loss.detach().cpu()),
-            "score_mean": float(scores.detach().mean().cpu()),
+            "score_mean": float(torch.sigmoid(logits.detach()).mean().cpu()),
+            "logit_std": float(logits.detach().std().cpu()),
         }
+
+    def _sampler_logits(self, columns: Dict[str, Any]) -> torch.Tensor:
+        """Score logits of numpy columns, with gradients (their own context)."""
+        tensors = sampler_tensors(columns, self.device)
+        features = self.ners_scorer.featurize_batch(tensors, encode=self._encode_fn())
+        return self.ners_scorer.logits(features)
 
     @override(TorchLearner)
     def get_state(self, components=None, *, not_components=None, **kwargs):

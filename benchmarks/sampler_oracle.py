@@ -1,0 +1,207 @@
+"""Does the learned sampler learn? A replay-reward oracle, no RL and no Ray.
+
+The buffer holds N transitions; a share of them (10%) carries a marker in its
+observation. Each step replays `batches` batches of 32 by priority (each batch
+is scored with its own global context and its priorities updated, as the
+Learner does), then the oracle replay reward is the share of marked transitions
+among everything replayed in the step: the sampler is rewarded exactly for
+replaying marked transitions more. The replay reward goes through the settings'
+baseline, I_train is drawn from I_all, and the sampler takes one REINFORCE step
+with the same loss code the Learners run (`rllib_ners.ners.reinforce`). We
+track the sampling mass on the marked transitions: 0.10 at the start.
+
+    python benchmarks/sampler_oracle.py            # every objective x parameterization
+    python benchmarks/sampler_oracle.py --steps 300 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Dict, List
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+OBS_DIM = 8
+
+
+def _filled_buffer(
+    num_transitions: int, marked_share: float, alpha: float, marker: str, rng
+):
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from rllib_ners import NERSEpisodeReplayBuffer
+
+    space = gym.spaces.Box(-10.0, 10.0, (OBS_DIM,), np.float32)
+    length = 100
+    buffer = NERSEpisodeReplayBuffer(
+        num_transitions + 10 * length, alpha=alpha, seed=int(rng.integers(1 << 30))
+    )
+    episodes = []
+    for e in range(num_transitions // length):
+        obs = rng.normal(size=(length + 1, OBS_DIM)).astype(np.float32)
+        marked = (rng.random(length + 1) < marked_share).astype(np.float32)
+        if marker == "observation":  # a bit of the state, seen through enc(s)
+            obs[:, 0] = marked
+            rewards = rng.normal(size=length).astype(np.float32)
+        else:  # the transition's reward feature r: 1 if marked, else 0
+            rewards = marked[:length]
+        episodes.append(
+            SingleAgentEpisode(
+                id_=f"oracle{e}",
+                observations=list(obs),
+                actions=list(rng.integers(0, 2, length)),
+                rewards=list(rewards),
+                terminated=True,
+                len_lookback_buffer=0,
+                observation_space=space,
+                action_space=gym.spaces.Discrete(2),
+            )
+        )
+    buffer.add(episodes)
+    return buffer, space
+
+
+def _is_marked(obs: np.ndarray, rewards: np.ndarray, marker: str) -> np.ndarray:
+    return (obs[:, 0] if marker == "observation" else rewards) > 0.5
+
+
+def marked_mass(buffer, marker: str = "reward") -> float:
+    """Sampling mass on the stored transitions that carry the marker."""
+    storage = buffer._storage
+    slots = np.flatnonzero(storage.is_transition)
+    leaves = np.asarray(buffer._sampler.sum_tree.leaves)[slots]
+    marked = _is_marked(storage.obs[slots], storage.rewards[slots], marker)
+    return float(leaves[marked].sum() / leaves.sum())
+
+
+def run_oracle(
+    *,
+    steps: int = 300,
+    seed: int = 0,
+    num_transitions: int = 2000,
+    marked_share: float = 0.1,
+    alpha: float = 0.6,
+    batches: int = 10,
+    batch_size: int = 32,
+    marker: str = "reward",
+    **settings,
+) -> List[float]:
+    """Marked-transition sampling mass after each step (index 0: the start)."""
+    from rllib_ners.algorithms.ners.sampler_update import ReplayRewardBaseline
+    from rllib_ners.ners.reinforce import priority_base, sampler_loss
+    from rllib_ners.ners.scorer import NERSScorer
+    from rllib_ners.ners.settings import NERSSettings
+    from rllib_ners.utils.torch_ops import make_adam
+
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    settings = NERSSettings(**settings)
+    buffer, space = _filled_buffer(num_transitions, marked_share, alpha, marker, rng)
+    scorer = NERSScorer(space, gym.spaces.Discrete(2), settings)
+    optimizer = make_adam(scorer.parameters(), lr=settings.lr)
+    baseline = ReplayRewardBaseline(settings.baseline, settings.baseline_decay)
+    columns = ("obs", "new_obs", "actions", "rewards", "delta", "q", "ts")
+
+    def logits_of(batch: Dict[str, np.ndarray]) -> torch.Tensor:
+        tensors = {key: torch.as_tensor(np.asarray(batch[key])) for key in columns}
+        return scorer.logits(scorer.featurize_batch(tensors))
+
+    history = [marked_mass(buffer, marker)]
+    for _ in range(steps):
+        replayed_marked = []
+        for _ in range(batches):
+            batch = buffer.sample_batch(batch_size)
+            slots = batch["indices"]
+            batch["delta"] = buffer._delta[slots]
+            batch["q"] = buffer._q[slots]
+            with torch.no_grad():
+                base = priority_base(
+                    logits_of(batch),
+                    torch.as_tensor(batch["delta"]),
+                    parameterization=settings.parameterization,
+                    per_epsilon=settings.per_epsilon,
+                ).numpy()
+            rows = np.stack([base, batch["delta"], batch["q"]], axis=1)
+            buffer.update_priorities(rows)
+            replayed_marked.append(_is_marked(batch["obs"], batch["rewards"], marker))
+        replay_reward = baseline.reward(float(np.mean(replayed_marked)))
+        if replay_reward is not None:
+            train = buffer.sample_sampler_training_batch(
+                settings.train_size,
+                draw=settings.train_draw,
+                normalizer_size=(
+                    settings.normalizer_size if settings.objective == "log_prob" else 0
+                ),
+            )
+            train["alpha"] = buffer.alpha
+            loss, _ = sampler_loss(logits_of, train, replay_reward, settings)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        buffer.reset_sampled_set()
+        history.append(marked_mass(buffer, marker))
+    return history
+
+
+VARIANTS = {
+    "paper (log_score, sigmoid, first)": {
+        "objective": "log_score",
+        "parameterization": "sigmoid",
+        "baseline": "first",
+    },
+    "log_score, sigmoid, ema": {
+        "objective": "log_score",
+        "parameterization": "sigmoid",
+        "baseline": "ema",
+    },
+    "log_prob, sigmoid, ema": {
+        "objective": "log_prob",
+        "parameterization": "sigmoid",
+        "baseline": "ema",
+    },
+    "log_score, per_residual, ema": {
+        "objective": "log_score",
+        "parameterization": "per_residual",
+        "baseline": "ema",
+    },
+    "log_prob, per_residual, ema (default)": {
+        "objective": "log_prob",
+        "parameterization": "per_residual",
+        "baseline": "ema",
+    },
+}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--lr", type=float, default=None, help="default: NERS's")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    extra = {} if args.lr is None else {"lr": args.lr}
+    checkpoints = sorted({0, 50, 100, 200, args.steps} & set(range(args.steps + 1)))
+    print("marked-transition sampling mass (start 0.10) after k REINFORCE steps")
+    print(f"{'variant':40s} " + " ".join(f"{k:>6d}" for k in checkpoints))
+    for name, variant in VARIANTS.items():
+        started = time.perf_counter()
+        runs = [
+            run_oracle(steps=args.steps, seed=seed, **variant, **extra)
+            for seed in args.seeds
+        ]
+        means = np.mean([[run[k] for k in checkpoints] for run in runs], axis=0)
+        seconds = time.perf_counter() - started
+        print(
+            f"{name:40s} "
+            + " ".join(f"{m:6.3f}" for m in means)
+            + f"   ({len(runs)} seed(s), {seconds:.0f} s)",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

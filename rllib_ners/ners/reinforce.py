@@ -1,0 +1,180 @@
+"""The sampler's REINFORCE objectives and its score-to-priority maps (no Ray).
+
+One sampler step sees I_train (transitions replayed since the last update) and a
+replay reward `r_re` (did the agent's return go up?). Minimising the loss moves
+the scorer's parameters theta by `r_re * grad(...)`:
+
+* "log_score" (Oh et al. 2021, Eq. 7): `L = -r_re * mean_{i in I_train} log s_i`,
+  with `s_i = sigma_i` (sigmoid parameterisation) or `s_i = exp(logit_i)`
+  (per_residual). Every item is pushed the same way; nothing says "more of this
+  one, less of the others", so alone it cannot reshape the distribution.
+* "log_prob": the score-function gradient of the sampling distribution itself,
+  `log p_i = log leaf_i - log Z`, `Z = sum_k leaf_k` over the stored transitions.
+  The surrogate
+
+      L = -r_re * [ mean_{i in I_train} log leaf_i
+                    - (N / (K * Z)) * sum_{u in U} m_u * leaf_u ]
+
+  has gradient `-r_re * mean_i grad log p_i` in expectation, where U holds K
+  stored transitions drawn uniformly (so `(N/K) sum_u grad leaf_u` is unbiased
+  for `grad Z`), `Z` is the exact total of the sum tree (a constant), and `m_u`
+  is 0 for never-scored transitions (their leaf is a fixed priority, not a
+  function of theta). With U = all N stored transitions the gradient is exact.
+
+Score-to-priority maps (the sum-tree leaf, before the buffer's `^alpha`):
+* "sigmoid": `base = sigma = sigmoid(logit)`, so `leaf = sigma^alpha`;
+* "per_residual": `base = (|delta| + eps) * exp(logit)`, so
+  `leaf = (|delta| + eps)^alpha * exp(alpha * logit)`: PER's priority times a
+  learned correction that is about 1 for a fresh scorer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, Tuple
+
+import torch
+
+from rllib_ners.ners.settings import NERSSettings
+
+# The per_residual logit is clipped here: exp(20) ~ 5e8 is plenty of range, and
+# the leaf stays finite in float32 for any alpha <= 1.
+MAX_ABS_LOGIT = 20.0
+
+
+def _check_reward(replay_reward: float) -> float:
+    if not math.isfinite(replay_reward):
+        raise ValueError(f"The replay reward must be finite, got {replay_reward!r}.")
+    return float(replay_reward)
+
+
+def priority_base(
+    logits: torch.Tensor,
+    delta: torch.Tensor,
+    *,
+    parameterization: str,
+    per_epsilon: float = 1e-6,
+) -> torch.Tensor:
+    """The value the buffer raises to `alpha` to get a leaf (see module doc)."""
+    if parameterization == "sigmoid":
+        return torch.sigmoid(logits)
+    if parameterization == "per_residual":
+        clipped = logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
+        return (delta.abs() + per_epsilon) * torch.exp(clipped)
+    raise ValueError(f"Unknown NERS parameterization {parameterization!r}.")
+
+
+def log_leaf(
+    logits: torch.Tensor,
+    delta: torch.Tensor,
+    *,
+    alpha: float,
+    parameterization: str,
+    per_epsilon: float = 1e-6,
+    log_eps: float = 1e-6,
+) -> torch.Tensor:
+    """`log leaf = alpha * log base`, differentiable in the logits."""
+    if parameterization == "sigmoid":
+        # log(sigma + eps) as the paper's loss has it: finite at sigma -> 0.
+        return alpha * torch.log(torch.sigmoid(logits) + log_eps)
+    if parameterization == "per_residual":
+        clipped = logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
+        return alpha * (torch.log(delta.abs() + per_epsilon) + clipped)
+    raise ValueError(f"Unknown NERS parameterization {parameterization!r}.")
+
+
+def log_score_loss(
+    logits: torch.Tensor,
+    replay_reward: float,
+    *,
+    parameterization: str,
+    log_eps: float = 1e-6,
+) -> torch.Tensor:
+    """The paper's objective: `-r_re * mean_i log s_i` over I_train."""
+    replay_reward = _check_reward(replay_reward)
+    if parameterization == "sigmoid":
+        log_score = torch.log(torch.sigmoid(logits) + log_eps)
+    else:
+        log_score = logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
+    return -replay_reward * log_score.mean()
+
+
+def log_prob_loss(
+    train_log_leaf: torch.Tensor,
+    normalizer_log_leaf: torch.Tensor,
+    normalizer_mask: torch.Tensor,
+    replay_reward: float,
+    *,
+    num_stored: int,
+    tree_total: float,
+) -> torch.Tensor:
+    """The log-probability surrogate (module doc): its gradient is
+    `-r_re * mean_i grad log p_i`, exactly when U is the whole buffer.
+
+    Args:
+        train_log_leaf: `log leaf_i` for I_train, differentiable.
+        normalizer_log_leaf: `log leaf_u` for U, K uniform draws of stored
+            transitions, differentiable.
+        normalizer_mask: 1 for items of U that were ever scored, else 0.
+        replay_reward: r_re.
+        num_stored: N, the stored transitions U was drawn from.
+        tree_total: Z, the sum tree's total (the normaliser's value).
+    """
+    replay_reward = _check_reward(replay_reward)
+    if not (tree_total > 0 and math.isfinite(tree_total)):
+        raise ValueError(f"The sum tree's total must be > 0, got {tree_total!r}.")
+    num_drawn = normalizer_log_leaf.shape[0]
+    weight = num_stored / (num_drawn * float(tree_total))
+    normalizer = weight * (normalizer_mask * torch.exp(normalizer_log_leaf)).sum()
+    return -replay_reward * (train_log_leaf.mean() - normalizer)
+
+
+def sampler_loss(
+    logits_of: Callable[[Dict[str, Any]], torch.Tensor],
+    batch: Dict[str, Any],
+    replay_reward: float,
+    settings: NERSSettings,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The loss of one sampler step on a batch from the NERS buffer's
+    `sample_sampler_training_batch()`, per `settings.objective`.
+
+    Args:
+        logits_of: Maps numpy feature columns to score logits, with gradients
+            (each call's columns are their own global context).
+        batch: I_train's columns; for "log_prob" also `normalizer`,
+            `normalizer_scored`, `num_stored`, `tree_total` and `alpha`.
+        replay_reward: r_re.
+        settings: The sampler's settings.
+
+    Returns:
+        The loss and I_train's logits.
+    """
+    logits = logits_of(batch)
+    if settings.objective == "log_score":
+        loss = log_score_loss(
+            logits,
+            replay_reward,
+            parameterization=settings.parameterization,
+            log_eps=settings.log_eps,
+        )
+        return loss, logits
+    leaf_args = {
+        "alpha": float(batch["alpha"]),
+        "parameterization": settings.parameterization,
+        "per_epsilon": settings.per_epsilon,
+        "log_eps": settings.log_eps,
+    }
+    normalizer = batch["normalizer"]
+    device = logits.device
+    train_delta = torch.as_tensor(batch["delta"], device=device)
+    norm_delta = torch.as_tensor(normalizer["delta"], device=device)
+    mask = torch.as_tensor(batch["normalizer_scored"], device=device)
+    loss = log_prob_loss(
+        log_leaf(logits, train_delta, **leaf_args),
+        log_leaf(logits_of(normalizer), norm_delta, **leaf_args),
+        mask,
+        replay_reward,
+        num_stored=int(batch["num_stored"]),
+        tree_total=float(batch["tree_total"]),
+    )
+    return loss, logits
