@@ -1,7 +1,8 @@
 """Learning test: full Rainbow (all six extensions) learns CartPole.
 
 Runs the tuned example itself with `--as-test`, which exits non-zero unless the
-stop reward is reached within the stop timesteps (`rllib_ners.cli.run_example`). Random play scores about 22 on CartPole.
+stop reward is reached within the stop timesteps (`rllib_ners.cli.run_example`).
+Random play scores about 22 on CartPole.
 """
 
 import pytest
