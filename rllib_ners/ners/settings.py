@@ -8,6 +8,7 @@ from typing import Any, Dict, Mapping, Tuple
 REPLAY_REWARD_MODES = ("train_return", "eval_return")
 ENCODERS = ("separate", "module")
 ACTION_ENCODINGS = ("one_hot", "scaled_index")
+FEATURE_NORMALIZATIONS = ("running", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,9 +34,16 @@ class NERSSettings:
             evaluation episodes at each sampler update (extra env steps, counted).
         min_episodes_per_update: Training episodes that must finish before the
             sampler is updated (the paper updates at every episode end: 1).
-        timestep_scale: The in-episode timestep is divided by this before tanh
-            squashing, so that `t` stays informative (the reference feeds the raw
-            timestep, which saturates tanh at 1 for every t >= 3).
+        timestep_scale: With `feature_normalization="none"`, the in-episode
+            timestep is divided by this before tanh squashing, so that `t` stays
+            informative (the reference feeds the raw timestep, which saturates
+            tanh at 1 for every t >= 3). Unused with "running".
+        feature_normalization: How the scalar features (n-step return r, delta,
+            q, t) enter tanh. "running" (default) standardises each by the
+            running mean and variance of every row scored so far (kept in the
+            scorer's state, identical on every Learner), so none saturates
+            whatever the scale of rewards and values; "none" feeds raw r, delta,
+            q and `t / timestep_scale` (the reference code's semantics).
         action_encoding: How discrete actions enter the features: "one_hot" or
             "scaled_index" (`a / (num_actions - 1)`).
         log_eps: Added to scores inside the log of the REINFORCE loss.
@@ -52,6 +60,7 @@ class NERSSettings:
     timestep_scale: float = 1000.0
     action_encoding: str = "one_hot"
     log_eps: float = 1e-6
+    feature_normalization: str = "running"
 
     def __post_init__(self):
         object.__setattr__(self, "encoder_hiddens", tuple(self.encoder_hiddens))
@@ -99,6 +108,13 @@ class NERSSettings:
                 "action_encoding",
                 self.action_encoding,
                 f"use one of {ACTION_ENCODINGS}",
+            )
+
+        if self.feature_normalization not in FEATURE_NORMALIZATIONS:
+            fail(
+                "feature_normalization",
+                self.feature_normalization,
+                f"use one of {FEATURE_NORMALIZATIONS}",
             )
 
     @classmethod

@@ -34,6 +34,7 @@ class NERSConfigMixin:
         timestep_scale: Optional[float] = NotProvided,
         action_encoding: Optional[str] = NotProvided,
         log_eps: Optional[float] = NotProvided,
+        feature_normalization: Optional[str] = NotProvided,
     ):
         """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
 
@@ -48,9 +49,13 @@ class NERSConfigMixin:
             replay_reward_mode: "train_return" (default) or "eval_return".
             min_episodes_per_update: Finished training episodes per sampler
                 update (default 1: every episode end, as in the paper).
-            timestep_scale: Divides the in-episode timestep before tanh.
+            timestep_scale: Divides the in-episode timestep before tanh (with
+                feature_normalization="none").
             action_encoding: "one_hot" (default) or "scaled_index".
             log_eps: Epsilon inside the REINFORCE log (default 1e-6).
+            feature_normalization: "running" (default: r, delta, q, t
+                standardised by running statistics before tanh) or "none" (raw
+                r, delta, q and t / timestep_scale, as the reference code).
         """
         for name, value in locals().items():
             if name != "self" and value is not NotProvided:

@@ -109,13 +109,20 @@ class NERSTorchLearnerMixin:
         `columns` holds `NERS_FEATURE_COLUMNS` as tensors. With several Learners
         each holds a shard, and the global context covers the whole batch.
         """
+        reduce = _sum_over_learners if self._sampler_is_distributed() else None
         with torch.no_grad():
+            # The scalar features' running statistics grow from scored batches
+            # only, never from REINFORCE's I_train: those are rows already
+            # scored (rebuilt with the same n, the cached delta and q), so
+            # counting them again would weigh replayed rows twice, and each
+            # Learner gets the whole I_train (an all-reduce would count it once
+            # per Learner). REINFORCE thus sees the normalisation the priorities
+            # were scored with, up to the drift of the statistics since then.
+            self.ners_scorer.update_scalar_statistics(columns, all_reduce_sum=reduce)
             features = self.ners_scorer.featurize_batch(
                 columns, encode=self._encode_fn()
             )
-            if self._sampler_is_distributed():
-                return self.ners_scorer(features, all_reduce_sum=_sum_over_learners)
-            return self.ners_scorer(features)
+            return self.ners_scorer(features, all_reduce_sum=reduce)
 
     def ners_reinforce(
         self, batch: Dict[str, np.ndarray], replay_reward: float
