@@ -215,15 +215,15 @@ class NERSScorer(nn.Module):
                 moments = all_reduce_sum(moments)
             num = len(SCALAR_COLUMNS)
             count, total, squares = moments[0], moments[1 : 1 + num], moments[1 + num :]
-            if float(count) <= 0:
-                return
-            shifted_mean = total / count  # the batch mean minus the running mean
+            # Counts are whole numbers: clamp_min(1) only guards empty batches
+            # (without a host sync, as `if count == 0` would need on a GPU).
+            shifted_mean = total / count.clamp_min(1)  # batch mean - running mean
             batch_m2 = (squares - count * shifted_mean.square()).clamp_min(0.0)
             new_count = self.scalar_count + count
             self.scalar_m2 += batch_m2 + shifted_mean.square() * (
-                self.scalar_count * count / new_count
+                self.scalar_count * count / new_count.clamp_min(1)
             )
-            self.scalar_mean += shifted_mean * (count / new_count)
+            self.scalar_mean += shifted_mean * (count / new_count.clamp_min(1))
             self.scalar_count.copy_(new_count)
 
     def normalize_scalars(self, scalars: torch.Tensor) -> torch.Tensor:
@@ -234,9 +234,10 @@ class NERSScorer(nn.Module):
         if self.settings.feature_normalization == "none":
             scale = scalars.new_tensor([1.0, 1.0, 1.0, self.settings.timestep_scale])
             return (scalars / scale).float()
-        if float(self.scalar_count) <= 0:
-            return scalars.float()
-        std = (self.scalar_m2 / self.scalar_count).sqrt().clamp_min(1e-6)
+        count = self.scalar_count
+        std = (self.scalar_m2 / count.clamp_min(1)).sqrt().clamp_min(1e-6)
+        # Before any statistics (mean 0) the scalars pass unchanged.
+        std = torch.where(count > 0, std, torch.ones_like(std))
         return ((scalars - self.scalar_mean) / std).float()
 
     def features(
