@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from rllib_ners.ners.settings import NERSSettings
-from rllib_ners.networks.conv_stack import ConvStack
+from rllib_ners.networks.conv_stack import ConvStack, fitting_cnn_kind
 from rllib_ners.utils.spaces import is_image_space
 
 __all__ = ["NERSScorer", "build_state_encoder", "is_image_space"]
@@ -48,12 +48,14 @@ def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
 
 class _ImageEncoder(nn.Module):
     """The reference's feature net: the data-efficient CNN (two 5x5 stride-5
-    convs, 32 and 64 channels), then an MLP. Takes channels-last images as RLlib
-    stores them; uint8 pixels are scaled to [0, 1]."""
+    convs, 32 and 64 channels), then an MLP. Images smaller than 25x25, which
+    that CNN cannot take, get the "small" CNN (one 3x3 stride-1 conv, 16
+    channels) instead. Takes channels-last images as RLlib stores them; uint8
+    pixels are scaled to [0, 1], bool pixels are 0/1."""
 
     def __init__(self, shape: Sequence[int], hiddens: Sequence[int], out_dim: int):
         super().__init__()
-        self.convs = ConvStack(shape, "data_efficient")
+        self.convs = ConvStack(shape, fitting_cnn_kind(shape, "data_efficient"))
         self.mlp = _mlp(
             [self.convs.output_dim, *hiddens, out_dim], final_activation=False
         )

@@ -20,9 +20,11 @@ class NERSSettings:
             128). f_l and f_g map features to `h // 2`; f_s maps `[h//2 + h//2]` to a
             score through hidden layers `h` and `h // 2`.
         encoder: "separate" trains the paper's own state encoder (MLP for vector
-            observations, two 5x5 stride-5 convolutions for images) inside the
-            sampler; "module" reuses the RLModule's encoder output, detached, so
-            the sampler adds no encoder of its own.
+            observations, two 5x5 stride-5 convolutions for images; images
+            smaller than 25x25 get one 3x3 stride-1 convolution with 16
+            channels, the "small" CNN of `rllib_ners.networks.conv_stack`)
+            inside the sampler; "module" reuses the RLModule's encoder output,
+            detached, so the sampler adds no encoder of its own.
         encoder_hiddens: Hidden layers of the separate MLP encoder (vectors) or of
             the MLP after the convolutions (images: reference 256, 64).
         encoder_out_dim: Size of the separate encoder's output (reference: 32).
