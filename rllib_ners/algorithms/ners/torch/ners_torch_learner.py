@@ -122,6 +122,8 @@ class NERSTorchLearnerMixin:
             features = self.ners_scorer.featurize_batch(
                 columns, encode=self._encode_fn()
             )
+            if reduce is None:
+                return self.ners_scorer(features)
             return self.ners_scorer(features, all_reduce_sum=reduce)
 
     def ners_reinforce(
