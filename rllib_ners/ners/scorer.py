@@ -7,6 +7,12 @@ For a set I of sampled transitions with features x_i (see `NERSScorer.features`)
 The global context (the mean of f_g over the set) is what lets a transition's
 score depend on what else was sampled with it (Oh et al., ICLR 2021, Eq. 3-4).
 Pure torch, no Ray: unit-testable alone.
+
+The scalar features (n-step return r, delta, q, t) span very different scales (q
+in the thousands on some tasks), so with `feature_normalization="running"` each
+is standardised by running statistics of every scored row before the tanh
+squash (`update_scalar_statistics`); "none" feeds r, delta, q and
+`t / timestep_scale` to tanh as they are (the reference code's semantics).
 """
 
 from __future__ import annotations
@@ -19,10 +25,15 @@ import torch
 from torch import nn
 
 from rllib_ners.ners.settings import NERSSettings
-from rllib_ners.networks.conv_stack import ConvStack
+from rllib_ners.networks.conv_stack import ConvStack, fitting_cnn_kind
 from rllib_ners.utils.spaces import is_image_space
 
 __all__ = ["NERSScorer", "build_state_encoder"]
+
+# The scalar feature columns of a batch, in the order of the statistics.
+SCALAR_COLUMNS = ("rewards", "delta", "q", "ts")
+# The scorer's buffers holding their running statistics (float64).
+SCALAR_STATISTICS = ("scalar_count", "scalar_mean", "scalar_m2")
 
 
 def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
@@ -36,12 +47,14 @@ def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
 
 class _ImageEncoder(nn.Module):
     """The reference's feature net: the data-efficient CNN (two 5x5 stride-5
-    convs, 32 and 64 channels), then an MLP. Takes channels-last images as RLlib
-    stores them; uint8 pixels are scaled to [0, 1]."""
+    convs, 32 and 64 channels), then an MLP. Images smaller than 25x25, which
+    that CNN cannot take, get the "small" CNN (one 3x3 stride-1 conv, 16
+    channels) instead. Takes channels-last images as RLlib stores them; uint8
+    pixels are scaled to [0, 1], bool pixels are 0/1."""
 
     def __init__(self, shape: Sequence[int], hiddens: Sequence[int], out_dim: int):
         super().__init__()
-        self.convs = ConvStack(shape, "data_efficient")
+        self.convs = ConvStack(shape, fitting_cnn_kind(shape, "data_efficient"))
         self.mlp = _mlp(
             [self.convs.output_dim, *hiddens, out_dim], final_activation=False
         )
@@ -141,6 +154,20 @@ class NERSScorer(nn.Module):
             self.linear_skip = nn.Linear(self.feature_dim, 1)
             nn.init.zeros_(self.linear_skip.weight)
             nn.init.zeros_(self.linear_skip.bias)
+        # Running count, mean and sum of squared deviations (Welford) of the
+        # scalar features; persistent buffers, so in `state_dict()` (and thus in
+        # Learner checkpoints) and restored exactly.
+        num = len(SCALAR_COLUMNS)
+        self.register_buffer("scalar_count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("scalar_mean", torch.zeros(num, dtype=torch.float64))
+        self.register_buffer("scalar_m2", torch.zeros(num, dtype=torch.float64))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # State dicts saved before the statistics existed: start them afresh.
+        for name in SCALAR_STATISTICS:
+            if prefix + name not in state_dict:
+                state_dict[prefix + name] = torch.zeros_like(getattr(self, name))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @staticmethod
     def _action_feature_dim(action_space: gym.Space, encoding: str) -> int:
@@ -162,6 +189,68 @@ class NERSScorer(nn.Module):
             return (index.float() / max(1, n - 1)).unsqueeze(-1)
         return actions.reshape(actions.shape[0], -1).float()
 
+    @staticmethod
+    def scalar_columns(batch: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """`[m, 4]` float64: the batch's r, delta, q, t (`SCALAR_COLUMNS`)."""
+        return torch.stack(
+            [batch[name].reshape(-1).double() for name in SCALAR_COLUMNS], dim=-1
+        )
+
+    def scalar_moments(self, scalars: torch.Tensor) -> torch.Tensor:
+        """`[count, sum, sum of squares]` of the finite rows of `scalars`, shifted
+        by the running mean (numerically safer; the shift is the same on every
+        Learner): what `update_scalar_statistics` sums over Learners."""
+        scalars = scalars[torch.isfinite(scalars).all(dim=-1)] - self.scalar_mean
+        count = scalars.new_full((1,), scalars.shape[0])
+        return torch.cat([count, scalars.sum(dim=0), scalars.square().sum(dim=0)])
+
+    def update_scalar_statistics(
+        self,
+        batch: Dict[str, torch.Tensor],
+        *,
+        all_reduce_sum: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+    ) -> None:
+        """Merges a scored batch's r, delta, q, t into the running statistics
+        (the parallel form of Welford's update; rows with a non-finite value are
+        left out). A no-op with `feature_normalization="none"`.
+
+        With `all_reduce_sum` (see `forward`) the batch spans several processes
+        (the Learners' shards): their counts and sums are added up first, so every
+        process merges the same numbers and keeps identical statistics.
+        """
+        if self.settings.feature_normalization == "none":
+            return
+        with torch.no_grad():
+            moments = self.scalar_moments(self.scalar_columns(batch))
+            if all_reduce_sum is not None:
+                moments = all_reduce_sum(moments)
+            num = len(SCALAR_COLUMNS)
+            count, total, squares = moments[0], moments[1 : 1 + num], moments[1 + num :]
+            # Counts are whole numbers: clamp_min(1) only guards empty batches
+            # (without a host sync, as `if count == 0` would need on a GPU).
+            shifted_mean = total / count.clamp_min(1)  # batch mean - running mean
+            batch_m2 = (squares - count * shifted_mean.square()).clamp_min(0.0)
+            new_count = self.scalar_count + count
+            self.scalar_m2 += batch_m2 + shifted_mean.square() * (
+                self.scalar_count * count / new_count.clamp_min(1)
+            )
+            self.scalar_mean += shifted_mean * (count / new_count.clamp_min(1))
+            self.scalar_count.copy_(new_count)
+
+    def normalize_scalars(self, scalars: torch.Tensor) -> torch.Tensor:
+        """r, delta, q, t (`[m, 4]`) as they enter tanh: standardised by the
+        running statistics ("running"; unchanged before the first update), or
+        raw with `t / timestep_scale` ("none")."""
+        scalars = scalars.double()
+        if self.settings.feature_normalization == "none":
+            scale = scalars.new_tensor([1.0, 1.0, 1.0, self.settings.timestep_scale])
+            return (scalars / scale).float()
+        count = self.scalar_count
+        std = (self.scalar_m2 / count.clamp_min(1)).sqrt().clamp_min(1e-6)
+        # Before any statistics (mean 0) the scalars pass unchanged.
+        std = torch.where(count > 0, std, torch.ones_like(std))
+        return ((scalars - self.scalar_mean) / std).float()
+
     def features(
         self,
         *,
@@ -173,20 +262,20 @@ class NERSScorer(nn.Module):
         q: torch.Tensor,
         timesteps: torch.Tensor,
     ) -> torch.Tensor:
-        """`tanh([enc(s_t), a_t, r_t, enc(s_t+n), delta_t, q_t, t_t / scale])`."""
-
-        def column(x: torch.Tensor) -> torch.Tensor:
-            return x.reshape(-1, 1).float()
-
+        """`tanh([enc(s_t), a_t, r_t, enc(s_t+n), delta_t, q_t, t_t])`, the four
+        scalars normalised first (`normalize_scalars`)."""
+        scalars = self.normalize_scalars(
+            self.scalar_columns(
+                {"rewards": rewards, "delta": delta, "q": q, "ts": timesteps}
+            )
+        )
         x = torch.cat(
             [
                 enc_obs.float(),
                 self.encode_actions(actions),
-                column(rewards),
+                scalars[:, :1],
                 enc_next_obs.float(),
-                column(delta),
-                column(q),
-                column(timesteps) / self.settings.timestep_scale,
+                scalars[:, 1:],
             ],
             dim=-1,
         )

@@ -12,6 +12,7 @@ OBJECTIVES = ("log_score", "log_prob")
 BASELINES = ("previous_window", "first", "ema")
 PARAMETERIZATIONS = ("sigmoid", "per_residual")
 TRAIN_DRAWS = ("uniform_set", "replay_multiset")
+FEATURE_NORMALIZATIONS = ("running", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,9 +24,11 @@ class NERSSettings:
             128). f_l and f_g map features to `h // 2`; f_s maps `[h//2 + h//2]` to a
             score through hidden layers `h` and `h // 2`.
         encoder: "separate" trains the paper's own state encoder (MLP for vector
-            observations, two 5x5 stride-5 convolutions for images) inside the
-            sampler; "module" reuses the RLModule's encoder output, detached, so
-            the sampler adds no encoder of its own.
+            observations, two 5x5 stride-5 convolutions for images; images
+            smaller than 25x25 get one 3x3 stride-1 convolution with 16
+            channels, the "small" CNN of `rllib_ners.networks.conv_stack`)
+            inside the sampler; "module" reuses the RLModule's encoder output,
+            detached, so the sampler adds no encoder of its own.
         encoder_hiddens: Hidden layers of the separate MLP encoder (vectors) or of
             the MLP after the convolutions (images: reference 256, 64).
         encoder_out_dim: Size of the separate encoder's output (reference: 32).
@@ -37,9 +40,16 @@ class NERSSettings:
             evaluation episodes at each sampler update (extra env steps, counted).
         min_episodes_per_update: Training episodes that must finish before the
             sampler is updated (the paper updates at every episode end: 1).
-        timestep_scale: The in-episode timestep is divided by this before tanh
-            squashing, so that `t` stays informative (the reference feeds the raw
-            timestep, which saturates tanh at 1 for every t >= 3).
+        timestep_scale: With `feature_normalization="none"`, the in-episode
+            timestep is divided by this before tanh squashing, so that `t` stays
+            informative (the reference feeds the raw timestep, which saturates
+            tanh at 1 for every t >= 3). Unused with "running".
+        feature_normalization: How the scalar features (n-step return r, delta,
+            q, t) enter tanh. "running" (default) standardises each by the
+            running mean and variance of every row scored so far (kept in the
+            scorer's state, identical on every Learner), so none saturates
+            whatever the scale of rewards and values; "none" feeds raw r, delta,
+            q and `t / timestep_scale` (the reference code's semantics).
         action_encoding: How discrete actions enter the features: "one_hot" or
             "scaled_index" (`a / (num_actions - 1)`).
         log_eps: Added to scores inside the log of the REINFORCE loss.
@@ -110,6 +120,7 @@ class NERSSettings:
     normalizer_size: int = 256
     update_interval_env_steps: Optional[int] = None
     linear_skip: bool = True
+    feature_normalization: str = "running"
 
     def __post_init__(self):
         object.__setattr__(self, "encoder_hiddens", tuple(self.encoder_hiddens))
@@ -177,6 +188,13 @@ class NERSSettings:
                 "action_encoding",
                 self.action_encoding,
                 f"use one of {ACTION_ENCODINGS}",
+            )
+
+        if self.feature_normalization not in FEATURE_NORMALIZATIONS:
+            fail(
+                "feature_normalization",
+                self.feature_normalization,
+                f"use one of {FEATURE_NORMALIZATIONS}",
             )
 
     @classmethod

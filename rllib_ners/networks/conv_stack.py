@@ -1,11 +1,17 @@
-"""The image CNNs of this package: the Nature-DQN CNN and the data-efficient CNN.
+"""The image CNNs of this package: the Nature-DQN CNN, the data-efficient CNN and
+a small CNN for small images.
 
 Rainbow's encoder (`rl_modules/rainbow`), ACER's trunk and the NERS scorer's image
 encoder (the NERS reference's feature net is the data-efficient CNN) are all a
 `ConvStack`. It takes channels-last `[B, H, W, C]` images, RLlib's layout (frame
 stacks on the last axis); uint8 pixels are scaled to [0, 1] inside, so replay can
 keep compact uint8 frames; any other dtype (float, bool) is used as its float
-value.
+value (bool as 0/1).
+
+Each kind needs images of a least size (`min_image_size`): 36x36 for "nature",
+25x25 for "data_efficient", 3x3 for "small" (one 3x3 stride-1 conv with 16
+channels, the convolution of MinAtar's own DQN, Young & Tian 2019, for its 10x10
+images). `fitting_cnn_kind` picks a preferred kind when it fits, else "small".
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ CNN_LAYERS: Dict[str, List[Tuple[int, int, int]]] = {
     "nature": [(32, 8, 4), (64, 4, 2), (64, 3, 1)],
     # van Hasselt et al. 2019, as in Kaixhin/Rainbow and the NERS reference.
     "data_efficient": [(32, 5, 5), (64, 5, 5)],
+    # Young & Tian 2019 (MinAtar's DQN): for small images, e.g. MinAtar's 10x10.
+    "small": [(16, 3, 1)],
 }
 
 
@@ -32,6 +40,24 @@ def cnn_output_hw(height: int, width: int, kind: str) -> Tuple[int, int]:
         height = (height - kernel) // stride + 1
         width = (width - kernel) // stride + 1
     return height, width
+
+
+def min_image_size(kind: str) -> int:
+    """The least height (and width) of an image that the CNN `kind` takes."""
+    size = 1
+    for _, kernel, stride in reversed(CNN_LAYERS[kind]):
+        size = (size - 1) * stride + kernel
+    return size
+
+
+def cnn_fits(obs_shape: Sequence[int], kind: str) -> bool:
+    """Whether `[H, W, C]` images are large enough for the CNN `kind`."""
+    return min(int(obs_shape[0]), int(obs_shape[1])) >= min_image_size(kind)
+
+
+def fitting_cnn_kind(obs_shape: Sequence[int], preferred: str) -> str:
+    """`preferred` when `[H, W, C]` images are large enough for it, else "small"."""
+    return preferred if cnn_fits(obs_shape, preferred) else "small"
 
 
 def cnn_output_dim(obs_shape: Sequence[int], kind: str) -> int:
@@ -45,8 +71,10 @@ def cnn_output_dim(obs_shape: Sequence[int], kind: str) -> int:
     if height < 1 or width < 1:
         raise ValueError(
             f"Images of shape {tuple(obs_shape)} are too small for "
-            f"cnn_encoder={kind!r} (convolutions {CNN_LAYERS[kind]}); use 84x84 "
-            f"frames or another cnn_encoder."
+            f"cnn_encoder={kind!r} (convolutions {CNN_LAYERS[kind]}, at least "
+            f"{min_image_size(kind)}x{min_image_size(kind)} pixels); use "
+            f"cnn_encoder='small', or leave cnn_encoder unset to pick a CNN that "
+            f"fits."
         )
     return CNN_LAYERS[kind][-1][0] * height * width
 

@@ -29,6 +29,7 @@ from ray.rllib.utils.annotations import override
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     ACTIONS,
     INDICES,
+    N_STEP,
     NEXT_OBS,
     OBS,
     REWARDS,
@@ -53,6 +54,9 @@ SAMPLE_POSITION = "sample_position"
 # Episode returns of chunks whose episode never finishes (a killed EnvRunner) are
 # forgotten beyond this many open episodes, oldest first.
 _MAX_OPEN_RETURNS = 10_000
+
+# State entries that older states may lack (`set_state` tolerates their absence).
+_OPTIONAL_STATE_ARRAYS = ("_scored_n_step", "_last_sampled_n_steps")
 
 
 def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
@@ -110,6 +114,12 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         # then the scorer's, not the fixed priority new transitions get).
         self._replay_count = np.zeros(self.capacity, dtype=np.int64)
         self._scored = np.zeros(self.capacity, dtype=bool)
+        # Per slot, the n its transition had when it was last scored (0: not
+        # known, e.g. a state saved before this was recorded); the sampler's
+        # training batch rebuilds each transition with it.
+        self._scored_n_step = np.zeros(self.capacity, dtype=np.int32)
+        # The n of each item of the last sample, until its rows come back.
+        self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
         self._finished_returns: List[float] = []
         self._partial_returns: Dict[str, float] = {}
         self._score_mean = float("nan")
@@ -120,6 +130,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
         self._delta[step_slots] = 1.0
         self._q[step_slots] = 1.0
+        self._scored_n_step[step_slots] = 0
         for chunk in chunks:
             ret = self._partial_returns.pop(chunk["id"], 0.0) + float(
                 chunk["rewards"].sum()
@@ -180,12 +191,17 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
                 f"got shape {rows.shape}. Plain TD errors mean the learner is not a "
                 f"NERS learner: use NERSDQNConfig or `rllib_ners.enable_ners(config)`."
             )
+        n_steps = self._last_sampled_n_steps
         slots, stamps = self._take_last_sample(rows.shape[0])
+        if n_steps.shape != slots.shape:  # e.g. restored from an older state
+            n_steps = np.zeros(slots.shape, dtype=np.int64)
+        self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
         scores, delta, q = rows[:, 0], rows[:, 1], rows[:, 2]
         applied = self.update_priorities_at(slots, scores, stamps)
         cache_ok = applied & np.isfinite(delta) & np.isfinite(q)
         self._delta[slots[cache_ok]] = delta[cache_ok]
         self._q[slots[cache_ok]] = q[cache_ok]
+        self._scored_n_step[slots[applied]] = n_steps[applied]
         self._in_sampled_set[slots[applied]] = True
         np.add.at(self._replay_count, slots[applied], 1)
         self._scored[slots[applied]] = True
@@ -207,13 +223,22 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         return rows[order, :3]
 
     @override(FastPrioritizedEpisodeReplayBuffer)
+    def sample_batch(self, *args, **kwargs) -> Dict[str, np.ndarray]:
+        """`FastPrioritizedEpisodeReplayBuffer.sample_batch()`; remembers each
+        item's n (the `n_step` it used), which its score is computed with."""
+        batch = super().sample_batch(*args, **kwargs)
+        self._last_sampled_n_steps = np.asarray(batch[N_STEP], dtype=np.int64)
+        return batch
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
     def sample_sequences(self, batch_size_B: int, batch_length_T: int, **kwargs):
         """`FastPrioritizedEpisodeReplayBuffer.sample_sequences()` plus the
         `sample_position` column (one per sequence): the rows a sequence
         learner (ACER) returns to `update_priorities()` are for the sequence
-        starts, in any order."""
+        starts (1-step transitions), in any order."""
         batch = super().sample_sequences(batch_size_B, batch_length_T, **kwargs)
         batch[SAMPLE_POSITION] = np.arange(batch[INDICES].shape[0])
+        self._last_sampled_n_steps = np.ones(batch[INDICES].shape[0], np.int64)
         return batch
 
     # ---------------------------------------------------- sampler training
@@ -249,7 +274,11 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         Returns:
             The columns the scorer's features need (`obs`, `new_obs`, `actions`,
             `rewards` as n-step returns, `delta`, `q`, `ts`) and `indices`, or
-            None while I_all is empty.
+            None while I_all is empty. Each transition is rebuilt with the n it
+            had when it was last scored, so its `rewards` and `new_obs` are the
+            ones its priority (and its cached `delta`, `q`) came from; `n_step`
+            is drawn from only for items whose n is not known (never scored, or
+            states saved before it was recorded).
         """
         train_size = check_positive_int("train_size", train_size, fix=SETTING_FIX)
         replayed = self._in_sampled_set & self._storage.is_transition
@@ -283,7 +312,10 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     def _sampler_feature_columns(
         self, slots: np.ndarray, n_step, gamma: float
     ) -> Dict[str, np.ndarray]:
-        n_steps = self._draw_n_steps(slots.size, n_step)
+        n_steps = self._scored_n_step[slots].astype(np.int64)
+        unknown = n_steps < 1
+        if unknown.any():
+            n_steps[unknown] = self._draw_n_steps(int(unknown.sum()), n_step)
         columns = self._transition_columns(slots, n_steps, gamma)
         features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
         batch = {key: columns[key] for key in features}
@@ -336,6 +368,9 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         state = super().get_state(copy=copy)
         state["_finished_returns"] = list(self._finished_returns)
         state["_partial_returns"] = dict(self._partial_returns)
+        for name in _OPTIONAL_STATE_ARRAYS:
+            value = getattr(self, name)
+            state[name] = value.copy() if copy else value
         return state
 
     @override(FastPrioritizedEpisodeReplayBuffer)
@@ -350,3 +385,10 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         super().set_state(state, copy=copy)
         self._finished_returns = list(state["_finished_returns"])
         self._partial_returns = dict(state["_partial_returns"])
+        # Tolerant: states saved before these existed restore as "n not known".
+        self._scored_n_step = np.zeros(self.capacity, dtype=np.int32)
+        self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
+        for name in _OPTIONAL_STATE_ARRAYS:
+            if name in state:
+                value = np.asarray(state[name], dtype=getattr(self, name).dtype)
+                setattr(self, name, value.copy() if copy else value)

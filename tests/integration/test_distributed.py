@@ -17,7 +17,7 @@ import torch
 
 from rllib_ners import NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
-from rllib_ners.ners.scorer import NERSScorer
+from rllib_ners.ners.scorer import SCALAR_STATISTICS, NERSScorer
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
@@ -183,6 +183,11 @@ def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session, small
             NERSSettings.from_dict(algo.config.ners_config),
         )
         scorer.load_state_dict(state)
+        # The scalar features' running statistics grew batch by batch: replay
+        # them from scratch alongside the scores.
+        final_statistics = {name: state[name] for name in SCALAR_STATISTICS}
+        for name in SCALAR_STATISTICS:
+            getattr(scorer, name).zero_()
         buffer = algo.local_replay_buffer
         alpha = buffer.alpha
         assert len(buffer.records) >= 3
@@ -199,6 +204,7 @@ def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session, small
             }
             columns[DELTA] = torch.as_tensor(in_order[:, 1])
             columns[TARGET_Q] = torch.as_tensor(in_order[:, 2])
+            scorer.update_scalar_statistics(columns)
             with torch.no_grad():
                 expected = scorer(scorer.featurize_batch(columns)).numpy()
             np.testing.assert_allclose(in_order[:, 0], expected, rtol=2e-5)
@@ -207,6 +213,11 @@ def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session, small
             once = np.isin(batch["indices"], slots[counts == 1])
             np.testing.assert_allclose(
                 priorities[once], expected[once] ** alpha, rtol=1e-4
+            )
+        # The two Learners' all-reduced statistics are those of the whole batches.
+        for name, value in final_statistics.items():
+            torch.testing.assert_close(
+                getattr(scorer, name), value, rtol=1e-9, atol=1e-6
             )
             # For terminal transitions the target is the n-step return itself.
             done = batch["terminateds"]

@@ -230,17 +230,17 @@ def test_nan_scores_never_reach_the_trees_and_training_goes_on(small_dqn):
     algo = small_dqn().build_algo()
     try:
         scorer = _learner(algo).ners_scorer
-        clean_forward = scorer.forward
+        clean_logits = scorer.logits
 
-        def forward_with_nan(features):
-            scores = clean_forward(features)
+        def logits_with_nan(features, **kwargs):
+            logits = clean_logits(features, **kwargs)
             if not torch.is_grad_enabled():  # per-batch scoring, not REINFORCE
-                scores = scores.clone()
-                scores[0] = float("nan")
-                scores[1] = float("inf")
-            return scores
+                logits = logits.clone()
+                logits[0] = float("nan")
+                logits[1] = float("inf")
+            return logits
 
-        scorer.forward = forward_with_nan
+        scorer.logits = logits_with_nan
         for _ in range(2):
             result = algo.train()
         buffer = algo.local_replay_buffer

@@ -84,6 +84,7 @@ SETTINGS_CASES = [
     ("timestep_scale", lambda: NERSSettings(timestep_scale=-1.0)),
     ("action_encoding", lambda: NERSSettings(action_encoding="binary")),
     ("encoder_hiddens", lambda: NERSSettings(encoder_hiddens=(64, 0))),
+    ("feature_normalization", lambda: NERSSettings(feature_normalization="batch")),
     ("Unknown NERS settings", lambda: NERSSettings.from_dict({"hidden": 3})),
 ]
 
@@ -91,6 +92,10 @@ CONFIG_CASES = [
     ("hidden_size", lambda: _ners_dqn(hidden_size=0).validate()),
     ("lr", lambda: _ners_dqn(lr=0).validate()),
     ("replay_reward_mode", lambda: _ners_dqn(replay_reward_mode="x").validate()),
+    (
+        "feature_normalization",
+        lambda: _ners_dqn(feature_normalization="std").validate(),
+    ),
     ("evaluation", lambda: _ners_dqn(replay_reward_mode="eval_return").validate()),
     (
         "needs a NERS replay buffer",

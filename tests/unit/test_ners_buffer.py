@@ -90,11 +90,11 @@ def test_sampled_set_collects_every_sampled_index_until_reset():
 
 def test_sampler_training_batch_columns_are_exact():
     buffer = _filled()
-    buffer.sample_batch(16)
+    buffer.sample_batch(16, n_step=2, gamma=0.5)
     buffer.update_priorities(
         _rows(np.full(16, 0.3), np.full(16, 7.0), np.full(16, -3.0))
     )
-    batch = buffer.sample_sampler_training_batch(8, n_step=2, gamma=0.5)
+    batch = buffer.sample_sampler_training_batch(8, gamma=0.5)
     ep, t = batch["obs"][:, 0].astype(int), batch["obs"][:, 1].astype(int)
     n = np.minimum(2, 10 - t)
     expected = np.where(n == 2, ep * 100 + t + 0.5 * (ep * 100 + t + 1), ep * 100 + t)
@@ -177,3 +177,65 @@ def test_state_round_trip_includes_cache_and_sampled_set():
     assert (
         buffer.pop_finished_episode_returns() == restored.pop_finished_episode_returns()
     )
+
+
+def _n_step_return(ep, t, n, gamma, length=10):
+    """Exact truncated n-step return of `_episode(ep, length)` from step t."""
+    steps = range(t, min(t + n, length))
+    return sum(gamma ** (k - t) * (ep * 100.0 + k) for k in steps)
+
+
+def test_sampler_training_batch_uses_the_n_each_item_was_scored_with():
+    """I_train's `rewards` and `new_obs` are those its priority was scored on."""
+    buffer = _filled(seed=5)
+    scored = {}
+    for _ in range(6):
+        batch = buffer.sample_batch(12, n_step=(1, 5), gamma=0.9)
+        buffer.update_priorities(_rows(np.full(12, 0.5)))
+        # Repeated slots: the last row wins, as for the priority itself.
+        for i, slot in enumerate(batch["indices"]):
+            scored[int(slot)] = (batch["rewards"][i], batch["new_obs"][i], i)
+        assert len(set(batch["n_step"].tolist())) > 1
+    train = buffer.sample_sampler_training_batch(1000, n_step=(1, 5), gamma=0.9)
+    assert sorted(train["indices"].tolist()) == sorted(scored)
+    for i, slot in enumerate(train["indices"]):
+        rewards, new_obs, _ = scored[int(slot)]
+        assert train["rewards"][i] == rewards
+        np.testing.assert_array_equal(train["new_obs"][i], new_obs)
+    # And they are the exact n-step returns of the crafted episodes.
+    ep, t = train["obs"][:, 0].astype(int), train["obs"][:, 1].astype(int)
+    n = train["new_obs"][:, 1].astype(int) - t
+    assert n.min() >= 1 and n.max() <= 5 and len(set(n.tolist())) > 1
+    expected = [_n_step_return(e, s, k, 0.9) for e, s, k in zip(ep, t, n)]
+    np.testing.assert_allclose(train["rewards"], expected, rtol=1e-6)
+
+
+def test_scored_n_step_is_in_the_state_and_older_states_restore():
+    buffer = _filled(seed=2)
+    buffer.sample_batch(10, n_step=(2, 4))
+    buffer.update_priorities(_rows(np.full(10, 0.5)))
+    buffer.sample_batch(6, n_step=(2, 4))  # rows not yet returned
+    state = buffer.get_state()
+    restored = NERSEpisodeReplayBuffer(200, alpha=1.0)
+    restored.set_state(state)
+    np.testing.assert_array_equal(restored._scored_n_step, buffer._scored_n_step)
+    for target in (buffer, restored):
+        target.update_priorities(_rows(np.full(6, 0.4)))
+    np.testing.assert_array_equal(restored._scored_n_step, buffer._scored_n_step)
+    a = buffer.sample_sampler_training_batch(8, n_step=(2, 4))
+    b = restored.sample_sampler_training_batch(8, n_step=(2, 4))
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    # A state saved before the n was recorded: the n of I_all is drawn afresh.
+    old = {
+        k: v
+        for k, v in state.items()
+        if k not in ("_scored_n_step", "_last_sampled_n_steps")
+    }
+    legacy = NERSEpisodeReplayBuffer(200, alpha=1.0)
+    legacy.set_state(old)
+    assert not legacy._scored_n_step.any()
+    legacy.update_priorities(_rows(np.full(6, 0.4)))
+    train = legacy.sample_sampler_training_batch(8, n_step=3)
+    n = train["new_obs"][:, 1] - train["obs"][:, 1]
+    assert np.all((n == 3) | (train["new_obs"][:, 1] == 10))

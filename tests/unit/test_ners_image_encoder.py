@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 from rllib_ners.ners.scorer import NERSScorer
@@ -65,3 +66,45 @@ def test_gradients_match_conv2d():
     for name in grads[0]:
         assert grads[0][name].abs().sum() > 0, name
         torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, kind",
+    [
+        ((10, 10, 4), bool, "small"),
+        ((84, 84, 4), np.uint8, "data_efficient"),
+        ((30, 40, 3), np.float32, "data_efficient"),
+        ((24, 60, 2), np.float32, "small"),
+    ],
+)
+def test_image_encoder_takes_any_image_size_and_dtype(shape, dtype, kind):
+    """Images smaller than 25x25 (which the reference's two 5x5 stride-5 convs
+    cannot take) get the small CNN; bool pixels count as 0/1, uint8 as 1/255."""
+    high = 1 if dtype is bool else 255
+    space = gym.spaces.Box(0, high, shape, dtype)
+    torch.manual_seed(0)
+    scorer = NERSScorer(space, gym.spaces.Discrete(3), NERSSettings())
+    assert scorer.encoder.convs.kind == kind
+    obs = torch.as_tensor(np.stack([space.sample() for _ in range(8)]))
+    with torch.no_grad():
+        encoded = scorer.encoder(obs)
+        assert encoded.shape == (8, scorer.settings.encoder_out_dim)
+        scale = 255.0 if dtype is np.uint8 else 1.0
+        torch.testing.assert_close(encoded, scorer.encoder(obs.float() / scale))
+        torch.testing.assert_close(
+            encoded, scorer.encoder.forward_conv(obs), rtol=1e-5, atol=1e-5
+        )
+    batch = {
+        "obs": obs,
+        "new_obs": obs.flip(0),
+        "actions": torch.arange(8) % 3,
+        "rewards": torch.ones(8),
+        "delta": torch.ones(8),
+        "q": torch.ones(8),
+        "ts": torch.arange(8),
+    }
+    scorer.update_scalar_statistics(batch)
+    scores = scorer(scorer.featurize_batch(batch))
+    assert scores.shape == (8,) and torch.isfinite(scores).all()
+    scores.sum().backward()
+    assert all(p.grad is not None for p in scorer.encoder.parameters())

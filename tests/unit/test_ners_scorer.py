@@ -52,7 +52,8 @@ def test_global_context_is_real():
 
 
 def test_features_layout_and_timestep_normalisation():
-    scorer = _scorer(timestep_scale=500.0)
+    """feature_normalization="none": the reference's raw scalars, t / scale."""
+    scorer = _scorer(timestep_scale=500.0, feature_normalization="none")
     batch = _batch(4)
     batch["ts"] = torch.tensor([0, 3, 250, 500])
     x = scorer.featurize_batch(batch)
@@ -142,6 +143,7 @@ def test_log_score_loss_value():
         ("timestep_scale", 0),
         ("action_encoding", "binary"),
         ("encoder_out_dim", -3),
+        ("feature_normalization", "batch"),
     ],
 )
 def test_bad_settings_name_the_setting(setting, value):
@@ -152,3 +154,102 @@ def test_bad_settings_name_the_setting(setting, value):
 def test_unknown_setting_is_rejected():
     with pytest.raises(ValueError, match="Unknown NERS settings"):
         NERSSettings.from_dict({"hiden_size": 64})
+
+
+def _large_scale_batch(num, seed):
+    """Returns and targets in the thousands, as on tasks with large rewards."""
+    rng = np.random.default_rng(seed)
+    batch = _batch(num, seed=seed)
+    batch["rewards"] = torch.as_tensor(rng.normal(3000, 400, num), dtype=torch.float32)
+    batch["delta"] = torch.as_tensor(abs(rng.normal(0, 800, num)), dtype=torch.float32)
+    batch["q"] = torch.as_tensor(rng.normal(5000, 900, num), dtype=torch.float32)
+    batch["ts"] = torch.as_tensor(rng.integers(0, 27000, num))
+    return batch
+
+
+def _scalar_feature_columns(scorer, x):
+    enc = scorer.settings.encoder_out_dim
+    return torch.stack([x[:, enc + 3], x[:, -3], x[:, -2], x[:, -1]], dim=-1)
+
+
+@pytest.mark.parametrize("mode", ["running", "none"])
+def test_running_normalisation_keeps_scalar_features_spread(mode):
+    scorer = _scorer(feature_normalization=mode)
+    for seed in range(4):
+        scorer.update_scalar_statistics(_large_scale_batch(64, seed))
+    batch = _large_scale_batch(64, 10)
+    scorer.update_scalar_statistics(batch)
+    columns = _scalar_feature_columns(scorer, scorer.featurize_batch(batch))
+    std, mean = columns.std(dim=0), columns.mean(dim=0)
+    if mode == "running":
+        assert torch.all(std > 0.1) and torch.all(mean.abs() < 0.9), (std, mean)
+    else:
+        # r and q sit at tanh's ceiling; t / 1000 mostly too.
+        assert torch.all(columns[:, [0, 2]] > 0.999)
+        assert std[0] < 1e-3 and std[2] < 1e-3
+        assert int(scorer.scalar_count) == 0  # "none" keeps no statistics
+
+
+def test_running_statistics_equal_numpy_over_all_scored_rows():
+    scorer = _scorer()
+    batches = [_large_scale_batch(n, seed) for seed, n in enumerate((7, 64, 1, 33))]
+    batches[1]["q"][3] = float("nan")  # non-finite rows are left out
+    for batch in batches:
+        scorer.update_scalar_statistics(batch)
+    rows = np.concatenate([scorer.scalar_columns(b).numpy() for b in batches], axis=0)
+    rows = rows[np.isfinite(rows).all(axis=1)]
+    assert scorer.scalar_count.dtype == torch.float64
+    assert int(scorer.scalar_count) == rows.shape[0] == 104
+    np.testing.assert_allclose(scorer.scalar_mean.numpy(), rows.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(
+        (scorer.scalar_m2 / scorer.scalar_count).numpy(), rows.var(0), rtol=1e-10
+    )
+
+
+def test_sharded_statistics_equal_the_whole_batch_and_match_across_shards():
+    """Two Learners' shards merged by the all-reduce: the same statistics on both
+    as one process scoring the whole batch."""
+    whole, first, second = _scorer(), _scorer(), _scorer()
+    for seed in range(3):
+        batch = _large_scale_batch(40, seed)
+        halves = [{k: v[i::2] for k, v in batch.items()} for i in range(2)]
+        moments = [
+            s.scalar_moments(s.scalar_columns(h))
+            for s, h in zip((first, second), halves)
+        ]
+        total = moments[0] + moments[1]
+        for shard, half in zip((first, second), halves):
+            shard.update_scalar_statistics(
+                half, all_reduce_sum=lambda _, t=total: t.clone()
+            )
+        whole.update_scalar_statistics(batch)
+    for name in ("scalar_count", "scalar_mean", "scalar_m2"):
+        assert torch.equal(getattr(first, name), getattr(second, name))
+        torch.testing.assert_close(
+            getattr(first, name), getattr(whole, name), rtol=1e-12, atol=1e-9
+        )
+
+
+def test_running_statistics_are_in_the_state_dict_and_round_trip():
+    scorer = _scorer()
+    for seed in range(3):
+        scorer.update_scalar_statistics(_large_scale_batch(32, seed))
+    state = scorer.state_dict()
+    for name in ("scalar_count", "scalar_mean", "scalar_m2"):
+        assert state[name].dtype == torch.float64
+    torch.manual_seed(1)
+    restored = NERSScorer(VECTOR_SPACE, ACTIONS, NERSSettings())
+    restored.load_state_dict(state)
+    for name in ("scalar_count", "scalar_mean", "scalar_m2"):
+        assert torch.equal(getattr(restored, name), getattr(scorer, name))
+    batch = _large_scale_batch(16, 9)
+    torch.testing.assert_close(
+        restored(restored.featurize_batch(batch)),
+        scorer(scorer.featurize_batch(batch)),
+        rtol=0,
+        atol=0,
+    )
+    # A state dict saved before the statistics existed loads, with fresh ones.
+    older = {k: v for k, v in state.items() if not k.startswith("scalar_")}
+    restored.load_state_dict(older)
+    assert int(restored.scalar_count) == 0 and not restored.scalar_mean.any()

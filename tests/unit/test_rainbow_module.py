@@ -673,6 +673,51 @@ def test_image_encoder_errors_name_the_setting():
         _module(gym.spaces.Box(0, 255, (20, 20, 4), np.uint8), cnn_encoder="nature")
 
 
+@pytest.mark.parametrize(
+    "shape, dtype, kind",
+    [
+        ((10, 10, 4), bool, "small"),
+        ((10, 10, 4), np.uint8, "small"),
+        ((35, 40, 1), np.float32, "small"),
+        ((36, 36, 2), np.float32, "nature"),
+        ((84, 84, 4), np.uint8, "nature"),
+    ],
+)
+def test_default_cnn_fits_the_images_and_takes_bool_and_uint8(shape, dtype, kind):
+    """No cnn_encoder: the Nature CNN when the images are large enough, else the
+    small CNN (one 3x3 stride-1 conv, 16 channels). bool pixels count as 0/1,
+    uint8 ones are scaled by 1/255."""
+    high = 1 if dtype is bool else 255
+    space = gym.spaces.Box(0, high, shape, dtype)
+    module = _module(space, num_atoms=51, noisy=True)
+    assert module.encoder.kind == kind
+    obs = torch.as_tensor(np.stack([space.sample() for _ in range(3)]))
+    out = module.encoder({Columns.OBS: obs})[ENCODER_OUT]
+    as_float = obs.float() / (255.0 if dtype is np.uint8 else 1.0)
+    torch.testing.assert_close(
+        out, module.encoder({Columns.OBS: as_float})[ENCODER_OUT]
+    )
+    fwd = module.forward_train({Columns.OBS: obs, Columns.NEXT_OBS: obs})
+    assert fwd[QF_PREDS].shape == (3, 3) and torch.isfinite(fwd[QF_PREDS]).all()
+    if kind == "small":
+        convs = [m for m in module.encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [
+            (16, (3, 3), (1, 1))
+        ]
+
+
+def test_cnn_minimum_image_sizes():
+    from rllib_ners.networks.conv_stack import cnn_fits, min_image_size
+
+    assert min_image_size("nature") == 36
+    assert min_image_size("data_efficient") == 25
+    assert min_image_size("small") == 3
+    for kind in ("nature", "data_efficient", "small"):
+        size = min_image_size(kind)
+        assert cnn_fits((size, size + 7, 1), kind)
+        assert not cnn_fits((size - 1, size + 7, 1), kind)
+
+
 # ------------------------------------------------- default = RLlib's DQN network
 def test_defaults_reproduce_rllibs_default_dqn_network():
     """dueling, 1 atom, no noise: same layers, same init, same Q as RLlib's module

@@ -54,6 +54,7 @@ from ray.rllib.utils.metrics import (
 
 from rllib_ners.algorithms.acer.acer_learner import SEQUENCE_START_TS, SEQUENCE_WEIGHTS
 from rllib_ners.algorithms.common.config_checks import (
+    check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
 )
@@ -306,6 +307,7 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         self._validate_replay_buffer()
         check_discrete_actions(self, "ACER")
         check_frame_stack_fits_observations(self)
+        check_cnn_encoder_fits_observations(self)
 
     def _validate_acer_numbers(self) -> None:
         def positive_int(name: str, value: Any) -> None:

@@ -1,9 +1,10 @@
 """Catalog of ACER's RLModule: a shared trunk, a policy head and a Q head.
 
 The trunk is RLlib's MLP encoder for vector observations (`fcnet_hiddens`,
-`fcnet_activation`); for `[H, W, C]` images it is the Nature CNN (default) or the
-data-efficient CNN of `rllib_ners.rl_modules` (model_config `cnn_encoder`), or
-RLlib's own CNN when `conv_filters` is set. Both heads are MLPs with
+`fcnet_activation`); for `[H, W, C]` images (uint8, bool or float) it is the
+Nature CNN (default when the images are at least 36x36, else the small CNN), the
+data-efficient or the small CNN of `rllib_ners.networks.conv_stack` (model_config
+`cnn_encoder`), or RLlib's own CNN when `conv_filters` is set. Both heads are MLPs with
 `head_fcnet_hiddens` / `head_fcnet_activation` and one output per action: the
 policy's logits and `Q(s, .)`.
 """

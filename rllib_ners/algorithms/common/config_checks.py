@@ -74,3 +74,29 @@ def check_frame_stack_fits_observations(config) -> None:
             f"but env {config.env!r} has observations {spaces[0]}. Remove "
             f"`frame_stack` from replay_buffer_config (or set it to 1)."
         )
+
+
+def check_cnn_encoder_fits_observations(config) -> None:
+    """model_config `cnn_encoder` must be known and fit the env's images.
+
+    The catalogs raise the same errors, but only once Learners build the
+    RLModule; here they come from `validate()`. Skipped without an explicit
+    `cnn_encoder` (then one that fits is picked) and with a custom
+    env-to-module connector, which may reshape the observations.
+    """
+    if config.model_config.get("cnn_encoder") is None:
+        return  # the catalogs then pick a CNN that fits
+    if config._env_to_module_connector is not None:
+        return
+    spaces = env_spaces(config)
+    if spaces is None:
+        return
+    from rllib_ners.networks.conv_stack import cnn_output_dim
+    from rllib_ners.rl_modules.rainbow.rainbow_catalog import resolve_cnn_encoder
+
+    try:
+        kind = resolve_cnn_encoder(spaces[0], config.model_config)
+        if kind is not None:
+            cnn_output_dim(spaces[0].shape, kind)
+    except ValueError as error:
+        config._value_error(f"{error} (env {config.env!r}; set in model_config)")

@@ -43,6 +43,7 @@ class NERSConfigMixin:
         normalizer_size: Optional[int] = NotProvided,
         update_interval_env_steps: Optional[int] = NotProvided,
         linear_skip: Optional[bool] = NotProvided,
+        feature_normalization: Optional[str] = NotProvided,
     ):
         """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
 
@@ -57,7 +58,8 @@ class NERSConfigMixin:
             replay_reward_mode: "train_return" (default) or "eval_return".
             min_episodes_per_update: Finished training episodes per sampler
                 update (default 1: every episode end, as in the paper).
-            timestep_scale: Divides the in-episode timestep before tanh.
+            timestep_scale: Divides the in-episode timestep before tanh (with
+                feature_normalization="none").
             action_encoding: "one_hot" (default) or "scaled_index".
             log_eps: Epsilon inside the REINFORCE log (default 1e-6).
             objective: "log_prob" (default: the gradient of the real sampling
@@ -76,6 +78,9 @@ class NERSConfigMixin:
                 number of env steps between sampler updates (reference: 1000).
             linear_skip: A zero-initialised linear path from the features to the
                 score logit (default True; the reference has none).
+            feature_normalization: "running" (default: r, delta, q, t
+                standardised by running statistics before tanh) or "none" (raw
+                r, delta, q and t / timestep_scale, as the reference code).
         """
         for name, value in locals().items():
             if name != "self" and value is not NotProvided:

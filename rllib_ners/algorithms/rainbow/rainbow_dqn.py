@@ -46,6 +46,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners.algorithms.common.config_checks import (
+    check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
 )
@@ -111,7 +112,8 @@ class RainbowDQNConfig(DQNConfig):
         algo.train()
 
     Model config keys of `RainbowTorchRLModule` beyond RLlib's: `cnn_encoder`
-    ("nature" or "data_efficient", for `[H, W, C]` image observations), e.g.
+    ("nature", "data_efficient" or "small", for `[H, W, C]` image observations;
+    unset: "nature" when the images are at least 36x36, else "small"), e.g.
     `config.rl_module(model_config={"cnn_encoder": "data_efficient"})`.
     """
 
@@ -216,6 +218,7 @@ class RainbowDQNConfig(DQNConfig):
         check_discrete_actions(self, type(self).__name__.replace("Config", ""))
         check_replay_buffer_config(self)
         check_frame_stack_fits_observations(self)
+        check_cnn_encoder_fits_observations(self)
 
     def _check_custom_classes(self) -> None:
         from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (

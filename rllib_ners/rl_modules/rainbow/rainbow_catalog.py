@@ -5,9 +5,11 @@ Model config keys read here (besides RLlib's `DefaultModelConfig` ones):
 * `noisy` (bool, default False), `std_init` (float, DQN's `sigma0`, default 0.5):
   factorised-Gaussian noisy layers in every layer of both streams.
 * `num_atoms` (int, default 1): C51 atoms per action (1 = expected-value DQN).
-* `cnn_encoder` (None, "nature" or "data_efficient"): encoder for `[H, W, C]`
-  image observations. None picks RLlib's own CNN when `conv_filters` is set and
-  the Nature CNN otherwise.
+* `cnn_encoder` (None, "nature", "data_efficient" or "small"): encoder for
+  `[H, W, C]` image observations (uint8 scaled by 1/255, bool as 0/1, inside).
+  None picks RLlib's own CNN when `conv_filters` is set, else the Nature CNN
+  when the images are at least 36x36 and the small CNN (one 3x3 stride-1 conv,
+  16 channels, as MinAtar's DQN) otherwise.
 
 Vector observations use RLlib's MLP encoder (`fcnet_hiddens`, `fcnet_activation`);
 the streams use `head_fcnet_hiddens` and `head_fcnet_activation`, as RLlib's
@@ -22,6 +24,7 @@ from ray.rllib.core.models.base import Encoder, Model
 from ray.rllib.core.models.catalog import Catalog
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.networks.conv_stack import fitting_cnn_kind
 from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
     CNN_LAYERS,
     QStream,
@@ -50,13 +53,14 @@ RAINBOW_MODEL_DEFAULTS = {
 
 
 def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
-    """Our CNN kind ("nature", "data_efficient") for image spaces, or None for
-    RLlib's own encoders (vectors, or a CNN from `conv_filters`)."""
+    """Our CNN kind ("nature", "data_efficient", "small") for image spaces, or
+    None for RLlib's own encoders (vectors, or a CNN from `conv_filters`)."""
     kind = cfg.get(CNN_ENCODER_KEY)
     if kind is not None and kind not in CNN_LAYERS:
         raise ValueError(
             f"Unknown model_config cnn_encoder={kind!r}; use 'nature', "
-            f"'data_efficient', or None (RLlib's CNN from conv_filters)."
+            f"'data_efficient', 'small', or None (a CNN that fits the images, or "
+            f"RLlib's CNN from conv_filters)."
         )
     if not is_image_space(observation_space):
         if kind is not None:
@@ -66,7 +70,9 @@ def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
             )
         return None
     if kind is None:
-        return None if cfg.get("conv_filters") else "nature"
+        if cfg.get("conv_filters"):
+            return None
+        return fitting_cnn_kind(observation_space.shape, "nature")
     if cfg.get("conv_filters"):
         raise ValueError(
             f"model_config sets both cnn_encoder={kind!r} and conv_filters; "

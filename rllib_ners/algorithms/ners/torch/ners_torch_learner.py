@@ -113,11 +113,19 @@ class NERSTorchLearnerMixin:
         "per_residual". With several Learners each holds a shard, and the global
         context covers the whole batch.
         """
+        reduce = _sum_over_learners if self._sampler_is_distributed() else None
         with torch.no_grad():
+            # The scalar features' running statistics grow from scored batches
+            # only, never from REINFORCE's I_train: those are rows already
+            # scored (rebuilt with the same n, the cached delta and q), so
+            # counting them again would weigh replayed rows twice, and each
+            # Learner gets the whole I_train (an all-reduce would count it once
+            # per Learner). REINFORCE thus sees the normalisation the priorities
+            # were scored with, up to the drift of the statistics since then.
+            self.ners_scorer.update_scalar_statistics(columns, all_reduce_sum=reduce)
             features = self.ners_scorer.featurize_batch(
                 columns, encode=self._encode_fn()
             )
-            reduce = _sum_over_learners if self._sampler_is_distributed() else None
             logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
             return priority_base(
                 logits,
