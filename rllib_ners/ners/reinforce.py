@@ -9,17 +9,19 @@ the scorer's parameters theta by `r_re * grad(...)`:
   (per_residual). Every item is pushed the same way; nothing says "more of this
   one, less of the others", so alone it cannot reshape the distribution.
 * "log_prob": the score-function gradient of the sampling distribution itself,
-  `log p_i = log leaf_i - log Z`, `Z = sum_k leaf_k` over the stored transitions.
-  The surrogate
+  `log p_i = log leaf_i - log Z`, `Z = sum_k leaf_k` over the N stored
+  transitions. Z is estimated from U, K stored transitions drawn uniformly:
 
-      L = -r_re * [ mean_{i in I_train} log leaf_i
-                    - (N / (K * Z)) * sum_{u in U} m_u * leaf_u ]
+      Z_hat = (N / K) * sum_{u in U} [ m_u * leaf_u(theta) + (1 - m_u) * fixed_u ]
+      L = -r_re * [ mean_{i in I_train} log leaf_i - log Z_hat ]
 
-  has gradient `-r_re * mean_i grad log p_i` in expectation, where U holds K
-  stored transitions drawn uniformly (so `(N/K) sum_u grad leaf_u` is unbiased
-  for `grad Z`), `Z` is the exact total of the sum tree (a constant), and `m_u`
-  is 0 for never-scored transitions (their leaf is a fixed priority, not a
-  function of theta). With U = all N stored transitions the gradient is exact.
+  where `m_u` is 1 for transitions that were ever scored and `fixed_u` the
+  (theta-independent) priority a never-scored transition holds in the tree.
+  `grad log Z_hat` is the self-normalised importance estimate of
+  `E_p[grad log leaf]`: consistent, exact when U is the whole buffer, and
+  invariant, like the true log p_i, to adding a constant to every logit, so the
+  logits cannot drift together (with Z taken from the tree as a constant they
+  do, and the priorities then collapse).
 
 Score-to-priority maps (the sum-tree leaf, before the buffer's `^alpha`):
 * "sigmoid": `base = sigma = sigmoid(logit)`, so `leaf = sigma^alpha`;
@@ -102,31 +104,35 @@ def log_score_loss(
 def log_prob_loss(
     train_log_leaf: torch.Tensor,
     normalizer_log_leaf: torch.Tensor,
-    normalizer_mask: torch.Tensor,
+    normalizer_scored: torch.Tensor,
+    normalizer_fixed_leaf: torch.Tensor,
     replay_reward: float,
     *,
     num_stored: int,
-    tree_total: float,
 ) -> torch.Tensor:
-    """The log-probability surrogate (module doc): its gradient is
+    """The log-probability objective (module doc): its gradient is
     `-r_re * mean_i grad log p_i`, exactly when U is the whole buffer.
 
     Args:
         train_log_leaf: `log leaf_i` for I_train, differentiable.
         normalizer_log_leaf: `log leaf_u` for U, K uniform draws of stored
             transitions, differentiable.
-        normalizer_mask: 1 for items of U that were ever scored, else 0.
+        normalizer_scored: 1 for items of U that were ever scored, else 0.
+        normalizer_fixed_leaf: The tree's leaf of each item of U (used for the
+            never-scored ones, whose priority does not depend on the scorer).
         replay_reward: r_re.
         num_stored: N, the stored transitions U was drawn from.
-        tree_total: Z, the sum tree's total (the normaliser's value).
     """
     replay_reward = _check_reward(replay_reward)
-    if not (tree_total > 0 and math.isfinite(tree_total)):
-        raise ValueError(f"The sum tree's total must be > 0, got {tree_total!r}.")
-    num_drawn = normalizer_log_leaf.shape[0]
-    weight = num_stored / (num_drawn * float(tree_total))
-    normalizer = weight * (normalizer_mask * torch.exp(normalizer_log_leaf)).sum()
-    return -replay_reward * (train_log_leaf.mean() - normalizer)
+    scored = normalizer_scored > 0.5
+    fixed = normalizer_fixed_leaf.to(normalizer_log_leaf.dtype)
+    log_terms = torch.where(
+        scored, normalizer_log_leaf, torch.log(fixed.clamp_min(1e-300))
+    )
+    log_z = torch.logsumexp(log_terms, dim=0) + math.log(
+        num_stored / normalizer_log_leaf.shape[0]
+    )
+    return -replay_reward * (train_log_leaf.mean() - log_z)
 
 
 def sampler_loss(
@@ -142,7 +148,7 @@ def sampler_loss(
         logits_of: Maps numpy feature columns to score logits, with gradients
             (each call's columns are their own global context).
         batch: I_train's columns; for "log_prob" also `normalizer`,
-            `normalizer_scored`, `num_stored`, `tree_total` and `alpha`.
+            `normalizer_scored`, `normalizer_leaf`, `num_stored` and `alpha`.
         replay_reward: r_re.
         settings: The sampler's settings.
 
@@ -168,13 +174,12 @@ def sampler_loss(
     device = logits.device
     train_delta = torch.as_tensor(batch["delta"], device=device)
     norm_delta = torch.as_tensor(normalizer["delta"], device=device)
-    mask = torch.as_tensor(batch["normalizer_scored"], device=device)
     loss = log_prob_loss(
         log_leaf(logits, train_delta, **leaf_args),
         log_leaf(logits_of(normalizer), norm_delta, **leaf_args),
-        mask,
+        torch.as_tensor(batch["normalizer_scored"], device=device),
+        torch.as_tensor(batch["normalizer_leaf"], device=device),
         replay_reward,
         num_stored=int(batch["num_stored"]),
-        tree_total=float(batch["tree_total"]),
     )
     return loss, logits

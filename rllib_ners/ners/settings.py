@@ -60,11 +60,11 @@ class NERSSettings:
             it cannot move mass between items by itself.
             "log_prob": the score-function gradient of the real sampling
             distribution, `log p_i = log leaf_i - log sum_k leaf_k` with
-            `leaf = sigma^alpha` (or the per_residual leaf). The normaliser's
-            value is exact (the sum tree's total); its gradient is an unbiased
-            estimate from `normalizer_size` stored transitions drawn uniformly:
-            `grad sum_k leaf_k ~= (N / K) sum_u grad leaf_u` (never-scored
-            transitions hold a fixed priority and contribute no gradient).
+            `leaf = sigma^alpha` (or the per_residual leaf). The normaliser is
+            estimated from `normalizer_size` stored transitions drawn
+            uniformly (`(N / K) sum_u leaf_u`, never-scored ones at their fixed
+            priority): a self-normalised estimate of its gradient, exact when
+            K covers the buffer, and invariant to a shift of every logit.
         baseline: What the replay reward compares a window's mean return with:
             "previous_window" (`r_re = G_k - G_{k-1}`), "first" (the first
             window's return, frozen: the reference code), or "ema" (an

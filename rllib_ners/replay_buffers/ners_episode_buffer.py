@@ -268,8 +268,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             normalizer_size: K > 0 adds `normalizer`: K stored transitions drawn
                 uniformly with replacement (the "log_prob" objective's estimate
                 of the normaliser's gradient), with `normalizer_scored` (1 where
-                the transition was ever scored), `num_stored` (N) and
-                `tree_total` (the sum tree's total, the normaliser's value).
+                the transition was ever scored), `normalizer_leaf` (their
+                current leaves) and `num_stored` (N).
 
         Returns:
             The columns the scorer's features need (`obs`, `new_obs`, `actions`,
@@ -305,8 +305,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             drawn = self.rng.choice(stored, size=int(normalizer_size), replace=True)
             batch["normalizer"] = self._sampler_feature_columns(drawn, n_step, gamma)
             batch["normalizer_scored"] = self._scored[drawn].astype(np.float32)
+            batch["normalizer_leaf"] = np.asarray(self._sampler.sum_tree[drawn])
             batch["num_stored"] = int(stored.size)
-            batch["tree_total"] = float(self._sampler.sum_tree.total())
         return batch
 
     def _sampler_feature_columns(

@@ -41,14 +41,13 @@ def test_log_prob_gradient_equals_brute_force_when_U_is_the_whole_buffer(
     theta_t = torch.tensor(theta, requires_grad=True)
     leaf_args = {"alpha": alpha, "parameterization": parameterization}
     all_log_leaf = log_leaf(torch.tensor(x) @ theta_t, torch.tensor(delta), **leaf_args)
-    tree_total = float(torch.exp(all_log_leaf).sum())
     loss = log_prob_loss(
         all_log_leaf[train],
         all_log_leaf,
         torch.ones(len(x), dtype=torch.float64),
+        torch.zeros(len(x), dtype=torch.float64),
         reward,
         num_stored=len(x),
-        tree_total=tree_total,
     )
     loss.backward()
 
@@ -66,25 +65,57 @@ def test_log_prob_gradient_equals_brute_force_when_U_is_the_whole_buffer(
     np.testing.assert_allclose(theta_t.grad.numpy(), numeric, rtol=1e-5, atol=1e-8)
 
 
-def test_log_prob_normaliser_ignores_never_scored_items():
-    # A never-scored item's leaf is a fixed priority: masking it out removes its
-    # gradient from the normaliser term and nothing else.
+def test_never_scored_items_enter_the_normaliser_at_their_fixed_priority():
+    # True distribution: scored leaves exp(theta . x), unscored ones a constant c.
     x, delta, theta = _linear_case("per_residual", n=6)
+    scored = np.array([1, 1, 1, 1, 1, 0], dtype=float)
+    fixed = np.full(6, 3.0)
     theta_t = torch.tensor(theta, requires_grad=True)
     leaves = log_leaf(
         torch.tensor(x) @ theta_t,
-        torch.tensor(delta),
+        torch.tensor(np.ones(6)),
         alpha=1.0,
         parameterization="per_residual",
+        per_epsilon=1e-300,
     )
-    mask = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 0.0], dtype=torch.float64)
-    loss = log_prob_loss(leaves[:2], leaves, mask, 1.0, num_stored=6, tree_total=10.0)
+    loss = log_prob_loss(
+        leaves[:2],
+        leaves,
+        torch.tensor(scored),
+        torch.tensor(fixed),
+        1.0,
+        num_stored=6,
+    )
     loss.backward()
-    expected = -(
-        x[:2].mean(0)
-        - (6 / (6 * 10.0)) * (np.exp(leaves.detach().numpy())[:5, None] * x[:5]).sum(0)
-    )
-    np.testing.assert_allclose(theta_t.grad.numpy(), expected, rtol=1e-6)
+
+    def objective(th):
+        leaf = np.where(scored > 0, np.exp(x @ th), fixed)
+        return -(np.log(leaf[:2]) - np.log(leaf.sum())).mean()
+
+    numeric = np.zeros_like(theta)
+    for k in range(theta.size):
+        step = np.zeros_like(theta)
+        step[k] = 1e-6
+        numeric[k] = (objective(theta + step) - objective(theta - step)) / 2e-6
+    np.testing.assert_allclose(theta_t.grad.numpy(), numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_log_prob_is_invariant_to_shifting_every_logit():
+    x, delta, theta = _linear_case("per_residual", n=8)
+    losses = []
+    for shift in (0.0, 7.0):
+        leaves = log_leaf(
+            torch.tensor(x @ theta + shift),
+            torch.tensor(delta),
+            alpha=0.6,
+            parameterization="per_residual",
+        )
+        losses.append(
+            log_prob_loss(
+                leaves[:3], leaves, torch.ones(8), torch.ones(8), 2.0, num_stored=8
+            ).item()
+        )
+    assert losses[0] == pytest.approx(losses[1], rel=1e-9)
 
 
 def test_log_score_has_no_per_item_contrast():
@@ -114,7 +145,5 @@ def test_bad_rewards_and_totals_raise():
     leaves = torch.zeros(3)
     with pytest.raises(ValueError, match="replay reward"):
         log_prob_loss(
-            leaves, leaves, torch.ones(3), float("inf"), num_stored=3, tree_total=1.0
+            leaves, leaves, torch.ones(3), torch.ones(3), float("inf"), num_stored=3
         )
-    with pytest.raises(ValueError, match="total"):
-        log_prob_loss(leaves, leaves, torch.ones(3), 1.0, num_stored=3, tree_total=0.0)

@@ -116,13 +116,15 @@ def test_replay_multiset_draws_in_proportion_to_replays():
     assert buffer.sample_sampler_training_batch(4, draw="replay_multiset") is None
 
 
-def test_normaliser_draws_come_with_the_tree_total_and_scored_mask():
+def test_normaliser_draws_come_with_their_leaves_and_scored_mask():
     buffer = _buffer_with_replays()
     batch = buffer.sample_sampler_training_batch(2, normalizer_size=500)
     normalizer = batch["normalizer"]
     assert normalizer["obs"].shape == (500, 2)
     assert batch["num_stored"] == len(buffer)
-    assert batch["tree_total"] == pytest.approx(buffer._sampler.sum_tree.total())
+    np.testing.assert_array_equal(
+        batch["normalizer_leaf"], buffer.get_priorities(normalizer["indices"])
+    )
     scored = np.isin(normalizer["indices"], [3, 7, 12])
     np.testing.assert_array_equal(batch["normalizer_scored"], scored)
 

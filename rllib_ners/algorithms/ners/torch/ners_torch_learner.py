@@ -143,7 +143,7 @@ class NERSTorchLearnerMixin:
         the paper's log-score, or the log-probability of the sampling
         distribution, whose normaliser term uses `batch["normalizer"]` (K stored
         transitions drawn uniformly) and the buffer's `alpha`, `num_stored` and
-        `tree_total`.
+        `normalizer_leaf`.
 
         Only the sampler's parameters move: the RLModule is untouched (with
         encoder='module' its encoder output enters detached). Every Learner gets
