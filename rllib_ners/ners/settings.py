@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping, Tuple
 
+from rllib_ners.ners.diagnostics import DIAGNOSTICS_SAMPLE_SIZE
+
 REPLAY_REWARD_MODES = ("train_return", "eval_return")
 ENCODERS = ("separate", "module")
 ACTION_ENCODINGS = ("one_hot", "scaled_index")
@@ -39,6 +41,9 @@ class NERSSettings:
         action_encoding: How discrete actions enter the features: "one_hot" or
             "scaled_index" (`a / (num_actions - 1)`).
         log_eps: Added to scores inside the log of the REINFORCE loss.
+        diagnostics_sample_size: The per-iteration sampler diagnostics of
+            `result["ners"]` look at a uniform random subset of this many stored
+            transitions when the buffer holds more (all of them otherwise).
     """
 
     hidden_size: int = 128
@@ -52,6 +57,7 @@ class NERSSettings:
     timestep_scale: float = 1000.0
     action_encoding: str = "one_hot"
     log_eps: float = 1e-6
+    diagnostics_sample_size: int = DIAGNOSTICS_SAMPLE_SIZE
 
     def __post_init__(self):
         object.__setattr__(self, "encoder_hiddens", tuple(self.encoder_hiddens))
@@ -76,6 +82,7 @@ class NERSSettings:
         positive_int("encoder_out_dim", self.encoder_out_dim)
         positive_int("train_size", self.train_size)
         positive_int("min_episodes_per_update", self.min_episodes_per_update)
+        positive_int("diagnostics_sample_size", self.diagnostics_sample_size)
         for width in self.encoder_hiddens:
             positive_int("encoder_hiddens", width)
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):

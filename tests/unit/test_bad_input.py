@@ -84,12 +84,17 @@ SETTINGS_CASES = [
     ("timestep_scale", lambda: NERSSettings(timestep_scale=-1.0)),
     ("action_encoding", lambda: NERSSettings(action_encoding="binary")),
     ("encoder_hiddens", lambda: NERSSettings(encoder_hiddens=(64, 0))),
+    ("diagnostics_sample_size", lambda: NERSSettings(diagnostics_sample_size=0)),
     ("Unknown NERS settings", lambda: NERSSettings.from_dict({"hidden": 3})),
 ]
 
 CONFIG_CASES = [
     ("hidden_size", lambda: _ners_dqn(hidden_size=0).validate()),
     ("lr", lambda: _ners_dqn(lr=0).validate()),
+    (
+        "diagnostics_sample_size",
+        lambda: _ners_dqn(diagnostics_sample_size=1.5).validate(),
+    ),
     ("replay_reward_mode", lambda: _ners_dqn(replay_reward_mode="x").validate()),
     ("evaluation", lambda: _ners_dqn(replay_reward_mode="eval_return").validate()),
     (

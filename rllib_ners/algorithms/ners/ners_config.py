@@ -34,6 +34,7 @@ class NERSConfigMixin:
         timestep_scale: Optional[float] = NotProvided,
         action_encoding: Optional[str] = NotProvided,
         log_eps: Optional[float] = NotProvided,
+        diagnostics_sample_size: Optional[int] = NotProvided,
     ):
         """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
 
@@ -51,6 +52,9 @@ class NERSConfigMixin:
             timestep_scale: Divides the in-episode timestep before tanh.
             action_encoding: "one_hot" (default) or "scaled_index".
             log_eps: Epsilon inside the REINFORCE log (default 1e-6).
+            diagnostics_sample_size: Stored transitions the per-iteration
+                sampler diagnostics look at, a uniform random subset when the
+                buffer holds more (default 8192).
         """
         for name, value in locals().items():
             if name != "self" and value is not NotProvided:
