@@ -17,6 +17,10 @@ The buffer also sums the rewards of every episode it is given and hands out the
 returns of episodes finished since the last call of
 `pop_finished_episode_returns()`: the training returns the replay reward is
 computed from, whatever route (NERSDQN or stock DQN + callback) feeds it.
+
+For the sampler diagnostics (`rllib_ners.ners.diagnostics`) it keeps a per-slot
+"scored" mask: set when a NERS row sets the slot's priority, cleared when `add`
+(re)writes the slot; part of `get_state()`.
 """
 
 from __future__ import annotations
@@ -104,6 +108,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._delta = np.ones(self.capacity, dtype=np.float32)
         self._q = np.ones(self.capacity, dtype=np.float32)
         self._in_sampled_set = np.zeros(self.capacity, dtype=bool)
+        # Whether a NERS row ever set the slot's priority (since it was written).
+        self._scored = np.zeros(self.capacity, dtype=bool)
         self._finished_returns: List[float] = []
         self._partial_returns: Dict[str, float] = {}
         self._score_mean = float("nan")
@@ -114,6 +120,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
         self._delta[step_slots] = 1.0
         self._q[step_slots] = 1.0
+        self._scored[step_slots] = False
         for chunk in chunks:
             ret = self._partial_returns.pop(chunk["id"], 0.0) + float(
                 chunk["rewards"].sum()
@@ -137,6 +144,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     @override(FastPrioritizedEpisodeReplayBuffer)
     def _on_evict(self, slots: np.ndarray) -> None:
         self._in_sampled_set[slots] = False
+        self._scored[slots] = False
 
     def pop_finished_episode_returns(self) -> List[float]:
         """Returns (and forgets) the returns of episodes finished since last call."""
@@ -179,6 +187,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._delta[slots[cache_ok]] = delta[cache_ok]
         self._q[slots[cache_ok]] = q[cache_ok]
         self._in_sampled_set[slots[applied]] = True
+        self._scored[slots[applied]] = True
         if applied.any():
             self._score_mean = float(scores[applied].mean())
             self._score_std = float(scores[applied].std())
@@ -240,14 +249,43 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         """Empties I_all (after a sampler update)."""
         self._in_sampled_set[:] = False
 
-    def priority_entropy(self) -> float:
-        """Entropy (nats) of the sampling distribution over stored transitions."""
-        leaves = np.asarray(self._sampler.sum_tree.leaves)
-        p = leaves[leaves > 0.0]
-        if p.size == 0:
-            return 0.0
-        p = p / p.sum()
-        return float(-(p * np.log(p)).sum())
+    # -------------------------------------------------------- diagnostics
+    def transition_slots(self) -> np.ndarray:
+        """Slots of every stored transition (sorted)."""
+        return np.flatnonzero(self._storage.is_transition)
+
+    def diagnostics_columns(self, slots: np.ndarray) -> Dict[str, np.ndarray]:
+        """Per slot: its sum-tree `leaf` (`sigma ** alpha`), whether NERS ever
+        `scored` it since it was written, and its cached `delta`."""
+        slots = np.asarray(slots, dtype=np.int64)
+        return {
+            "leaf": np.asarray(self._sampler.sum_tree.leaves)[slots],
+            "scored": self._scored[slots],
+            DELTA: self._delta[slots],
+        }
+
+    def slot_stamps(self, slots: np.ndarray) -> np.ndarray:
+        """The write stamps of `slots` (change whenever a slot is rewritten)."""
+        return self._storage.stamp[np.asarray(slots, dtype=np.int64)]
+
+    def still_stored(self, slots: np.ndarray, stamps: np.ndarray) -> np.ndarray:
+        """Whether each slot still holds the transition it held at `stamps`."""
+        slots = np.asarray(slots, dtype=np.int64)
+        storage = self._storage
+        return storage.is_transition[slots] & (storage.stamp[slots] == stamps)
+
+    def scorer_feature_batch(
+        self, slots: np.ndarray, n_steps: np.ndarray, *, gamma: float = 0.99
+    ) -> Dict[str, np.ndarray]:
+        """The scorer's feature columns of the given transitions (as in
+        `sample_sampler_training_batch()`), with no random draw."""
+        slots = np.asarray(slots, dtype=np.int64)
+        columns = self._transition_columns(slots, np.asarray(n_steps), gamma)
+        features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
+        batch = {key: columns[key] for key in features}
+        batch[DELTA] = self._delta[slots]
+        batch[TARGET_Q] = self._q[slots]
+        return batch
 
     # ------------------------------------------------------ metrics, state
     @override(FastPrioritizedEpisodeReplayBuffer)
@@ -278,6 +316,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         state = super().get_state(copy=copy)
         state["_finished_returns"] = list(self._finished_returns)
         state["_partial_returns"] = dict(self._partial_returns)
+        state["_scored"] = self._scored.copy() if copy else self._scored
         return state
 
     @override(FastPrioritizedEpisodeReplayBuffer)
@@ -285,3 +324,10 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         super().set_state(state, copy=copy)
         self._finished_returns = list(state["_finished_returns"])
         self._partial_returns = dict(state["_partial_returns"])
+        if "_scored" in state:
+            scored = np.asarray(state["_scored"], dtype=bool)
+            self._scored = scored.copy() if copy else scored
+        else:
+            # A state saved before the mask existed: a transition counts as
+            # scored when its cached TD error left the initial 1.0.
+            self._scored = self._storage.is_transition & (self._delta != 1.0)
