@@ -22,9 +22,11 @@ from rllib_ners.cli.common import (
 STEP_BUDGET_KEYS = (STEPS_KEY, f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED_LIFETIME}")
 # NERS sampler diagnostics shown when `result["ners"]` has them, in display order:
 # per slot the first (key, label) present with a numeric value, absent ones skipped.
+# Five significant digits: a sampler that does nothing shows values near 1.
 NERS_DIAGNOSTICS = (
-    (("priority_entropy_normalized", "entropy/max"), ("priority_entropy", "entropy")),
+    (("priority_entropy_normalized", "entropy/max"),),
     (("effective_sample_fraction", "ess frac"),),
+    (("scored_priority_max_over_min", "max/min"),),
     (("num_sampler_updates_lifetime", "updates"), ("num_sampler_updates", "updates")),
     (("replay_reward", "replay reward"),),
 )
@@ -46,7 +48,7 @@ def _number(value: Any) -> Optional[float]:
 
 
 def format_ners_diagnostics(result: Dict[str, Any]) -> str:
-    """`ners: entropy 6.21, updates 40, replay reward 3.5` from `result["ners"]`
+    """`ners: entropy/max 0.99919, updates 40, replay reward 3.5` from `result["ners"]`
     (only the keys of `NERS_DIAGNOSTICS` it has, with numeric values), or ""."""
     ners = result.get("ners")
     if not isinstance(ners, dict):
@@ -59,7 +61,7 @@ def format_ners_diagnostics(result: Dict[str, Any]) -> str:
             continue
         label, value = found[0]
         parts.append(
-            f"{label} {value:.0f}" if value.is_integer() else f"{label} {value:.3g}"
+            f"{label} {value:.0f}" if value.is_integer() else f"{label} {value:.5g}"
         )
     return "ners: " + ", ".join(parts) if parts else ""
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from rllib_ners.ners.diagnostics import DIAGNOSTICS_SAMPLE_SIZE
+
 REPLAY_REWARD_MODES = ("train_return", "eval_return")
 ENCODERS = ("separate", "module")
 ACTION_ENCODINGS = ("one_hot", "scaled_index")
@@ -98,6 +100,9 @@ class NERSSettings:
             default-initialised layers give almost the same logit to every
             transition and REINFORCE barely changes that; the linear path lets
             the gradient tell transitions apart from the first step.
+        diagnostics_sample_size: The per-iteration sampler diagnostics of
+            `result["ners"]` look at a uniform random subset of this many stored
+            transitions when the buffer holds more (all of them otherwise).
     """
 
     hidden_size: int = 128
@@ -121,6 +126,7 @@ class NERSSettings:
     update_interval_env_steps: Optional[int] = None
     linear_skip: bool = True
     feature_normalization: str = "running"
+    diagnostics_sample_size: int = DIAGNOSTICS_SAMPLE_SIZE
 
     def __post_init__(self):
         object.__setattr__(self, "encoder_hiddens", tuple(self.encoder_hiddens))
@@ -145,6 +151,7 @@ class NERSSettings:
         positive_int("encoder_out_dim", self.encoder_out_dim)
         positive_int("train_size", self.train_size)
         positive_int("min_episodes_per_update", self.min_episodes_per_update)
+        positive_int("diagnostics_sample_size", self.diagnostics_sample_size)
         for width in self.encoder_hiddens:
             positive_int("encoder_hiddens", width)
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):

@@ -17,6 +17,10 @@ The buffer also sums the rewards of every episode it is given and hands out the
 returns of episodes finished since the last call of
 `pop_finished_episode_returns()`: the training returns the replay reward is
 computed from, whatever route (NERSDQN or stock DQN + callback) feeds it.
+
+For the sampler diagnostics (`rllib_ners.ners.diagnostics`) it keeps a per-slot
+"scored" mask: set when a NERS row sets the slot's priority, cleared when `add`
+(re)writes the slot; part of `get_state()`.
 """
 
 from __future__ import annotations
@@ -131,6 +135,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._delta[step_slots] = 1.0
         self._q[step_slots] = 1.0
         self._scored_n_step[step_slots] = 0
+        self._scored[step_slots] = False
         for chunk in chunks:
             ret = self._partial_returns.pop(chunk["id"], 0.0) + float(
                 chunk["rewards"].sum()
@@ -328,14 +333,43 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._in_sampled_set[:] = False
         self._replay_count[:] = 0
 
-    def priority_entropy(self) -> float:
-        """Entropy (nats) of the sampling distribution over stored transitions."""
-        leaves = np.asarray(self._sampler.sum_tree.leaves)
-        p = leaves[leaves > 0.0]
-        if p.size == 0:
-            return 0.0
-        p = p / p.sum()
-        return float(-(p * np.log(p)).sum())
+    # -------------------------------------------------------- diagnostics
+    def transition_slots(self) -> np.ndarray:
+        """Slots of every stored transition (sorted)."""
+        return np.flatnonzero(self._storage.is_transition)
+
+    def diagnostics_columns(self, slots: np.ndarray) -> Dict[str, np.ndarray]:
+        """Per slot: its sum-tree `leaf` (`sigma ** alpha`), whether NERS ever
+        `scored` it since it was written, and its cached `delta`."""
+        slots = np.asarray(slots, dtype=np.int64)
+        return {
+            "leaf": np.asarray(self._sampler.sum_tree.leaves)[slots],
+            "scored": self._scored[slots],
+            DELTA: self._delta[slots],
+        }
+
+    def slot_stamps(self, slots: np.ndarray) -> np.ndarray:
+        """The write stamps of `slots` (change whenever a slot is rewritten)."""
+        return self._storage.stamp[np.asarray(slots, dtype=np.int64)]
+
+    def still_stored(self, slots: np.ndarray, stamps: np.ndarray) -> np.ndarray:
+        """Whether each slot still holds the transition it held at `stamps`."""
+        slots = np.asarray(slots, dtype=np.int64)
+        storage = self._storage
+        return storage.is_transition[slots] & (storage.stamp[slots] == stamps)
+
+    def scorer_feature_batch(
+        self, slots: np.ndarray, n_steps: np.ndarray, *, gamma: float = 0.99
+    ) -> Dict[str, np.ndarray]:
+        """The scorer's feature columns of the given transitions (as in
+        `sample_sampler_training_batch()`), with no random draw."""
+        slots = np.asarray(slots, dtype=np.int64)
+        columns = self._transition_columns(slots, np.asarray(n_steps), gamma)
+        features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
+        batch = {key: columns[key] for key in features}
+        batch[DELTA] = self._delta[slots]
+        batch[TARGET_Q] = self._q[slots]
+        return batch
 
     # ------------------------------------------------------ metrics, state
     @override(FastPrioritizedEpisodeReplayBuffer)
@@ -375,14 +409,19 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
-        if "_replay_count" not in state:
-            # A checkpoint from before replay counts and the scored mask: every
-            # replayed transition counts once, and a cached delta other than the
-            # new-transition value 1.0 means it was scored.
+        # States saved before the replay counts or the scored mask existed:
+        # every replayed transition counts once, and a stored transition whose
+        # cached TD error left the new-transition value 1.0 was scored.
+        missing_scored = "_scored" not in state
+        if missing_scored or "_replay_count" not in state:
             state = dict(state)
-            state["_replay_count"] = state["_in_sampled_set"].astype(np.int64)
-            state["_scored"] = state["_delta"] != 1.0
+            state.setdefault(
+                "_replay_count", np.asarray(state["_in_sampled_set"], np.int64)
+            )
+            state.setdefault("_scored", np.zeros(self.capacity, dtype=bool))
         super().set_state(state, copy=copy)
+        if missing_scored:
+            self._scored = self._storage.is_transition & (self._delta != 1.0)
         self._finished_returns = list(state["_finished_returns"])
         self._partial_returns = dict(state["_partial_returns"])
         # Tolerant: states saved before these existed restore as "n not known".

@@ -351,8 +351,9 @@ def test_progress_line_shows_the_ners_diagnostics_it_finds():
         "training_iteration": 3,
         "ners": {
             "priority_entropy_normalized": 0.9712,
-            "priority_entropy": 6.5,  # same label: the normalized one wins
+            "priority_entropy": 6.5,  # the old absolute-nats key: not shown
             "effective_sample_fraction": 0.41,
+            "scored_priority_max_over_min": 1.0033,
             "num_sampler_updates_lifetime": 12,
             "replay_reward": 3.21,
             "some_future_key": 1.0,
@@ -361,10 +362,11 @@ def test_progress_line_shows_the_ners_diagnostics_it_finds():
     }
     line = cli.format_progress(result, None, {})
     assert line.endswith(
-        "ners: entropy/max 0.971, ess frac 0.41, updates 12, replay reward 3.21"
+        "ners: entropy/max 0.9712, ess frac 0.41, max/min 1.0033, updates 12, "
+        "replay reward 3.21"
     )
     older = {"ners": {"priority_entropy": 6.5, "num_sampler_updates_lifetime": 4}}
-    assert cli.format_progress(older, None, {}).endswith("ners: entropy 6.5, updates 4")
+    assert cli.format_progress(older, None, {}).endswith("ners: updates 4")
     assert "ners" not in cli.format_progress({"ners": {"x": 1}}, None, {})
     # RLlib's examples put the step budget under env_runners/.
     stop = {"env_runners/num_env_steps_sampled_lifetime": 3000}

@@ -36,7 +36,7 @@ def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners, small
             "replay_reward",
             "sampler_loss",
             "score_mean",
-            "priority_entropy",
+            "priority_entropy_normalized",
             "sampled_set_size",
         ):
             assert key in ners and np.isfinite(ners[key]), key

@@ -74,6 +74,15 @@ BUFFER_CASES = [
 ]
 
 SETTINGS_CASES = [
+    ("objective", lambda: NERSSettings(objective="log_likelihood")),
+    ("baseline", lambda: NERSSettings(baseline="median")),
+    ("baseline_decay", lambda: NERSSettings(baseline_decay=1.5)),
+    ("parameterization", lambda: NERSSettings(parameterization="softplus")),
+    ("per_epsilon", lambda: NERSSettings(per_epsilon=-1.0)),
+    ("train_draw", lambda: NERSSettings(train_draw="weighted")),
+    ("normalizer_size", lambda: NERSSettings(normalizer_size=0)),
+    ("update_interval_env_steps", lambda: NERSSettings(update_interval_env_steps=-5)),
+    ("linear_skip", lambda: NERSSettings(linear_skip=1)),
     ("hidden_size", lambda: NERSSettings(hidden_size=0)),
     ("lr", lambda: NERSSettings(lr=0.0)),
     ("lr", lambda: NERSSettings(lr=-1e-4)),
@@ -85,12 +94,17 @@ SETTINGS_CASES = [
     ("action_encoding", lambda: NERSSettings(action_encoding="binary")),
     ("encoder_hiddens", lambda: NERSSettings(encoder_hiddens=(64, 0))),
     ("feature_normalization", lambda: NERSSettings(feature_normalization="batch")),
+    ("diagnostics_sample_size", lambda: NERSSettings(diagnostics_sample_size=0)),
     ("Unknown NERS settings", lambda: NERSSettings.from_dict({"hidden": 3})),
 ]
 
 CONFIG_CASES = [
     ("hidden_size", lambda: _ners_dqn(hidden_size=0).validate()),
     ("lr", lambda: _ners_dqn(lr=0).validate()),
+    (
+        "diagnostics_sample_size",
+        lambda: _ners_dqn(diagnostics_sample_size=1.5).validate(),
+    ),
     ("replay_reward_mode", lambda: _ners_dqn(replay_reward_mode="x").validate()),
     (
         "feature_normalization",

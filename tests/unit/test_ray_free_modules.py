@@ -19,6 +19,7 @@ import pytest
 PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "rllib_ners"
 
 RAY_FREE = [
+    "rllib_ners.ners.diagnostics",
     "rllib_ners.ners.scorer",
     "rllib_ners.ners.settings",
     "rllib_ners.networks.conv_stack",

@@ -71,6 +71,7 @@ from rllib_ners.algorithms.common.training_ops import (
     sync_env_runner_weights,
 )
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
+from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
@@ -455,6 +456,14 @@ class ACER(ReplayStateMixin, Algorithm):
         self.metrics.aggregate([buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
         if self._ners_update is not None:
             self._ners_update.maybe_update(self)
+
+    @override(Algorithm)
+    def step(self):
+        """One iteration; with the NERS buffer, plus the sampler diagnostics in
+        `result["ners"]`."""
+        result = super().step()
+        add_ners_diagnostics(self, result)
+        return result
 
     def _learn(self, buffer) -> None:
         T = self.config.sequence_length

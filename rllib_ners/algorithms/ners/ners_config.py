@@ -44,6 +44,7 @@ class NERSConfigMixin:
         update_interval_env_steps: Optional[int] = NotProvided,
         linear_skip: Optional[bool] = NotProvided,
         feature_normalization: Optional[str] = NotProvided,
+        diagnostics_sample_size: Optional[int] = NotProvided,
     ):
         """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
 
@@ -81,6 +82,9 @@ class NERSConfigMixin:
             feature_normalization: "running" (default: r, delta, q, t
                 standardised by running statistics before tanh) or "none" (raw
                 r, delta, q and t / timestep_scale, as the reference code).
+            diagnostics_sample_size: Stored transitions the per-iteration
+                sampler diagnostics look at, a uniform random subset when the
+                buffer holds more (default 8192).
         """
         for name, value in locals().items():
             if name != "self" and value is not NotProvided:

@@ -30,7 +30,6 @@ from ray.rllib.utils.metrics import (
 from rllib_ners.algorithms.ners.ners_learner import (
     NERS_EVAL_ENV_STEPS_KEY,
     NERS_NUM_SAMPLER_UPDATES_KEY,
-    NERS_PRIORITY_ENTROPY_KEY,
     NERS_REPLAY_REWARD_KEY,
     NERS_RESULTS,
     NERS_SAMPLED_SET_SIZE_KEY,
@@ -39,6 +38,7 @@ from rllib_ners.algorithms.ners.ners_learner import (
     NERS_WINDOW_RETURN_KEY,
     ners_settings_from_config,
 )
+from rllib_ners.algorithms.ners.sampler_diagnostics import SamplerDiagnostics
 from rllib_ners.ners.settings import NERSSettings
 
 
@@ -129,9 +129,10 @@ class NERSSamplerUpdate:
             ners_settings_from_config(config),
             n_step=config.n_step if n_step is None else n_step,
             gamma=config.gamma,
+            seed=config.seed,
         )
 
-    def __init__(self, settings: NERSSettings, *, n_step, gamma: float):
+    def __init__(self, settings: NERSSettings, *, n_step, gamma: float, seed=None):
         self.settings = settings
         self.n_step = n_step
         self.gamma = float(gamma)
@@ -141,6 +142,13 @@ class NERSSamplerUpdate:
         self.baseline = ReplayRewardBaseline(settings.baseline, settings.baseline_decay)
         self.num_updates = 0
         self.num_eval_env_steps = 0
+        # Per-iteration diagnostics (`sampler_diagnostics.add_ners_diagnostics`).
+        self.diagnostics = SamplerDiagnostics(
+            sample_size=settings.diagnostics_sample_size,
+            n_step=n_step,
+            gamma=gamma,
+            seed=seed,
+        )
 
     def maybe_update(self, algorithm) -> Optional[Dict[str, float]]:
         """Called after every training step; returns the update's metrics if one ran."""
@@ -173,7 +181,6 @@ class NERSSamplerUpdate:
             )
         if batch is not None:
             batch["alpha"] = buffer.alpha
-            metrics[NERS_PRIORITY_ENTROPY_KEY] = buffer.priority_entropy()
             metrics[NERS_SAMPLED_SET_SIZE_KEY] = buffer.sampled_set_size
             results = algorithm.learner_group.foreach_learner(
                 _reinforce_on_learner, batch=batch, replay_reward=replay_reward
@@ -232,6 +239,7 @@ class NERSSamplerUpdate:
             "baseline": self.baseline.get_state(),
             "num_updates": self.num_updates,
             "num_eval_env_steps": self.num_eval_env_steps,
+            "diagnostics": self.diagnostics.get_state(),
         }
 
     def set_state(self, state: Dict[str, Any]) -> None:
@@ -244,3 +252,5 @@ class NERSSamplerUpdate:
             )
         self.num_updates = int(state["num_updates"])
         self.num_eval_env_steps = int(state["num_eval_env_steps"])
+        if "diagnostics" in state:  # absent from checkpoints of older versions
+            self.diagnostics.set_state(state["diagnostics"])

@@ -33,6 +33,7 @@ from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.ners_learner import (
     LEARNER_CONFIG_NERS_KEY,
 )
+from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
 from rllib_ners.ners.settings import NERSSettings
@@ -126,12 +127,20 @@ class NERSDQN(RainbowDQN):
         super().training_step()
         self._ners_update.maybe_update(self)
 
+    @override(DQN)
+    def step(self):
+        """One iteration, plus the sampler diagnostics in `result["ners"]`."""
+        result = super().step()
+        add_ners_diagnostics(self, result)
+        return result
+
 
 class NERSCallback(RLlibCallback):
     """Runs the NERS sampler update for a stock DQN built with `enable_ners()`.
 
     Stock DQN has no per-training-step hook, so the sampler is updated once per
-    training iteration, from the episodes finished during it.
+    training iteration, from the episodes finished during it; the sampler
+    diagnostics are added to `result["ners"]` then too.
     """
 
     @override(RLlibCallback)
@@ -144,6 +153,7 @@ class NERSCallback(RLlibCallback):
         metrics = algorithm._ners_update.maybe_update(algorithm)
         if metrics:
             result.setdefault("ners", {}).update(metrics)
+        add_ners_diagnostics(algorithm, result)
 
 
 def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
