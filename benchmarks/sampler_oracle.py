@@ -147,10 +147,13 @@ def run_oracle(
 
 
 VARIANTS = {
-    "paper (log_score, sigmoid, first)": {
+    "reference (log_score, sigmoid, first)": {
         "objective": "log_score",
         "parameterization": "sigmoid",
         "baseline": "first",
+        "train_draw": "replay_multiset",
+        "linear_skip": False,
+        "feature_normalization": "none",
     },
     "log_score, sigmoid, ema": {
         "objective": "log_score",
@@ -180,9 +183,19 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--lr", type=float, default=None, help="default: NERS's")
+    parser.add_argument("--train-size", type=int, default=None)
+    parser.add_argument("--normalizer-size", type=int, default=None)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    extra = {} if args.lr is None else {"lr": args.lr}
+    extra = {
+        key: value
+        for key, value in (
+            ("lr", args.lr),
+            ("train_size", args.train_size),
+            ("normalizer_size", args.normalizer_size),
+        )
+        if value is not None
+    }
     checkpoints = sorted({0, 50, 100, 200, args.steps} & set(range(args.steps + 1)))
     print("marked-transition sampling mass (start 0.10) after k REINFORCE steps")
     print(f"{'variant':40s} " + " ".join(f"{k:>6d}" for k in checkpoints))
