@@ -17,6 +17,7 @@ import torch
 
 from rllib_ners import NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
+from rllib_ners.ners.reinforce import priority_base
 from rllib_ners.ners.scorer import SCALAR_STATISTICS, NERSScorer
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.replay_buffers.ners_episode_buffer import (
@@ -206,7 +207,14 @@ def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session, small
             columns[TARGET_Q] = torch.as_tensor(in_order[:, 2])
             scorer.update_scalar_statistics(columns)
             with torch.no_grad():
-                expected = scorer(scorer.featurize_batch(columns)).numpy()
+                # What the buffer raises to alpha: sigma, or PER's priority
+                # times exp(logit) (per_residual).
+                expected = priority_base(
+                    scorer.logits(scorer.featurize_batch(columns)),
+                    columns[DELTA],
+                    parameterization=scorer.settings.parameterization,
+                    per_epsilon=scorer.settings.per_epsilon,
+                ).numpy()
             np.testing.assert_allclose(in_order[:, 0], expected, rtol=2e-5)
             # Each slot sampled once holds its own score^alpha in the tree.
             slots, counts = np.unique(batch["indices"], return_counts=True)
@@ -291,10 +299,25 @@ def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch, small_
     # the Learner's device; only copying its two result numbers to the host
     # fails, because meta tensors hold no data.
     with pytest.raises(NotImplementedError, match="meta"):
-        learner.ners_reinforce(batch, replay_reward=1.0)
+        learner.ners_reinforce(_with_normalizer(batch), replay_reward=1.0)
     adam_state = learner.ners_optimizer.state_dict()["state"]
     assert len(adam_state) == len(list(learner.ners_scorer.parameters()))
     assert {s["exp_avg"].device for s in adam_state.values()} == {meta}
+
+
+def _with_normalizer(batch, alpha=0.6):
+    """What the NERS buffer adds to a sampler-training batch for the default
+    "log_prob" objective: K normaliser draws (here the batch itself), their
+    scored mask and tree leaves, N and the buffer's alpha."""
+    size = len(batch["ts"])
+    return dict(
+        batch,
+        normalizer=dict(batch),
+        normalizer_scored=np.ones(size, np.float32),
+        normalizer_leaf=np.ones(size),
+        num_stored=size,
+        alpha=alpha,
+    )
 
 
 def test_reinforce_on_cpu_returns_host_floats(small_dqn):
@@ -311,6 +334,6 @@ def test_reinforce_on_cpu_returns_host_floats(small_dqn):
         TARGET_Q: rng.random(8).astype(np.float32),
         "ts": np.arange(8),
     }
-    out = learner.ners_reinforce(batch, replay_reward=1.0)
+    out = learner.ners_reinforce(_with_normalizer(batch), replay_reward=1.0)
     assert type(out["loss"]) is float and type(out["score_mean"]) is float
     assert 0.0 < out["score_mean"] < 1.0
