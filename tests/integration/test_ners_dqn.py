@@ -46,14 +46,16 @@ def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners, small
         buffer = algo.local_replay_buffer
         assert isinstance(buffer, NERSEpisodeReplayBuffer)
         buffer.check_invariants()
-        # Priorities are scores^alpha: all sampled priorities lie in (0, 1).
-        sampled = np.flatnonzero(buffer._in_sampled_set)
-        if sampled.size:
-            assert np.all(buffer.get_priorities(sampled) < 1.0)
-        # The feature cache was refreshed by the learner for trained transitions.
-        trained = buffer.get_priorities(np.flatnonzero(buffer._is_transition)) < 1.0
-        assert trained.any()
-        assert not np.all(buffer._delta[buffer._is_transition][trained] == 1.0)
+        # Scored transitions hold the learner's priorities, ((|delta| + eps) *
+        # exp(logit))^alpha by default, no longer the max new transitions get.
+        stored = np.flatnonzero(buffer._is_transition)
+        scored = buffer._scored[stored]
+        assert scored.any()
+        priorities = buffer.get_priorities(stored)
+        assert np.all(priorities > 0.0) and np.all(np.isfinite(priorities))
+        assert len(np.unique(priorities[scored])) > 1
+        # The feature cache was refreshed by the learner for scored transitions.
+        assert not np.all(buffer._delta[stored][scored] == 1.0)
     finally:
         algo.stop()
 
@@ -186,7 +188,10 @@ def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached(small_dqn
         buffer = algo.local_replay_buffer
         buffer.sample_batch(32)
         buffer.update_priorities(np.tile([0.5, 1.0, 1.0], (32, 1)))
-        batch = buffer.sample_sampler_training_batch(16, n_step=3, gamma=0.99)
+        batch = buffer.sample_sampler_training_batch(
+            16, n_step=3, gamma=0.99, normalizer_size=64
+        )
+        batch["alpha"] = buffer.alpha
         module_params = list(learner.module["default_policy"].parameters())
         module_before = [p.detach().clone() for p in module_params]
         # RLlib zeroes grads before each update, not after: compare, not test 0.
