@@ -90,7 +90,7 @@ def run_oracle(
     **settings,
 ) -> List[float]:
     """Marked-transition sampling mass after each step (index 0: the start)."""
-    from rllib_ners.algorithms.ners.sampler_update import ReplayRewardBaseline
+    from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
     from rllib_ners.ners.reinforce import priority_base, sampler_loss
     from rllib_ners.ners.scorer import NERSScorer
     from rllib_ners.ners.settings import NERSSettings
@@ -102,7 +102,9 @@ def run_oracle(
     buffer, space = _filled_buffer(num_transitions, marked_share, alpha, marker, rng)
     scorer = NERSScorer(space, gym.spaces.Discrete(2), settings)
     optimizer = make_adam(scorer.parameters(), lr=settings.lr)
-    baseline = ReplayRewardBaseline(settings.baseline, settings.baseline_decay)
+    # The algorithms' sampler update: its baseline and its I_train draws.
+    update = NERSSamplerUpdate(settings, n_step=1, gamma=0.99)
+    baseline = update.baseline
     columns = ("obs", "new_obs", "actions", "rewards", "delta", "q", "ts")
 
     def logits_of(batch: Dict[str, np.ndarray]) -> torch.Tensor:
@@ -129,14 +131,7 @@ def run_oracle(
             replayed_marked.append(_is_marked(batch["obs"], batch["rewards"], marker))
         replay_reward = baseline.reward(float(np.mean(replayed_marked)))
         if replay_reward is not None:
-            train = buffer.sample_sampler_training_batch(
-                settings.train_size,
-                draw=settings.train_draw,
-                normalizer_size=(
-                    settings.normalizer_size if settings.objective == "log_prob" else 0
-                ),
-            )
-            train["alpha"] = buffer.alpha
+            train = update.sampler_training_batch(buffer)
             loss, _ = sampler_loss(logits_of, train, replay_reward, settings)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

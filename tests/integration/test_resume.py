@@ -101,10 +101,7 @@ def ners_dqn_replay_update(algo, env_steps):
 
 def ners_sampler_step(algo):
     """One REINFORCE step on I_train drawn from the buffer; returns its slots."""
-    update = algo._ners_update
-    batch = algo.local_replay_buffer.sample_sampler_training_batch(
-        update.settings.train_size, n_step=update.n_step, gamma=update.gamma
-    )
+    batch = algo._ners_update.sampler_training_batch(algo.local_replay_buffer)
     learner = algo.learner_group._learner
     learner.ners_reinforce(batch, replay_reward=1.0)
     return batch["indices"]

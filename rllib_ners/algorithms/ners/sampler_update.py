@@ -169,18 +169,8 @@ class NERSSamplerUpdate:
         metrics = {NERS_WINDOW_RETURN_KEY: window_mean}
         batch = None
         if replay_reward is not None:
-            settings = self.settings
-            batch = buffer.sample_sampler_training_batch(
-                settings.train_size,
-                n_step=self.n_step,
-                gamma=self.gamma,
-                draw=settings.train_draw,
-                normalizer_size=(
-                    settings.normalizer_size if settings.objective == "log_prob" else 0
-                ),
-            )
+            batch = self.sampler_training_batch(buffer)
         if batch is not None:
-            batch["alpha"] = buffer.alpha
             metrics[NERS_SAMPLED_SET_SIZE_KEY] = buffer.sampled_set_size
             results = algorithm.learner_group.foreach_learner(
                 _reinforce_on_learner, batch=batch, replay_reward=replay_reward
@@ -214,6 +204,24 @@ class NERSSamplerUpdate:
             window=1,
         )
         return metrics
+
+    def sampler_training_batch(self, buffer) -> Optional[Dict[str, Any]]:
+        """I_train from `buffer` (and, for "log_prob", the normaliser draws and
+        the buffer's alpha), as every Learner's `ners_reinforce()` takes it;
+        None while I_all is empty."""
+        settings = self.settings
+        batch = buffer.sample_sampler_training_batch(
+            settings.train_size,
+            n_step=self.n_step,
+            gamma=self.gamma,
+            draw=settings.train_draw,
+            normalizer_size=(
+                settings.normalizer_size if settings.objective == "log_prob" else 0
+            ),
+        )
+        if batch is not None:
+            batch["alpha"] = buffer.alpha
+        return batch
 
     def _evaluate(self, algorithm) -> float:
         """Runs RLlib evaluation episodes; counts the env steps they cost."""
