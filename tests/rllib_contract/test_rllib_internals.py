@@ -92,7 +92,14 @@ def test_algorithm_builds_replay_buffers_through_the_hook_we_override():
         "Algorithm._create_local_replay_buffer_if_necessary is gone",
         "rllib_ners/algorithms/common/replay_checkpoint.py (ReplayStateMixin)",
     )
-    assert list(inspect.signature(hook).parameters) == ["self", "config"], _fail(
+    # Ray adds `_ray_trace_ctx` to Algorithm methods once it has run an
+    # Algorithm as an actor in this process; that is not a change of the hook.
+    params = [
+        name
+        for name in inspect.signature(hook).parameters
+        if not name.startswith("_ray_trace")
+    ]
+    assert params == ["self", "config"], _fail(
         "the signature of Algorithm._create_local_replay_buffer_if_necessary",
         "rllib_ners/algorithms/common/replay_checkpoint.py (ReplayStateMixin)",
     )
