@@ -66,6 +66,19 @@ def priority_base(
     raise ValueError(f"Unknown NERS parameterization {parameterization!r}.")
 
 
+def _log_score(
+    logits: torch.Tensor, *, parameterization: str, log_eps: float
+) -> torch.Tensor:
+    """`log s`, the learned part of a priority: `log(sigma + eps)` ("sigmoid",
+    finite at sigma -> 0 as the paper's loss has it) or the clipped logit, the
+    log of `exp(logit)` ("per_residual")."""
+    if parameterization == "sigmoid":
+        return torch.log(torch.sigmoid(logits) + log_eps)
+    if parameterization == "per_residual":
+        return logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
+    raise ValueError(f"Unknown NERS parameterization {parameterization!r}.")
+
+
 def log_leaf(
     logits: torch.Tensor,
     delta: torch.Tensor,
@@ -76,13 +89,10 @@ def log_leaf(
     log_eps: float = 1e-6,
 ) -> torch.Tensor:
     """`log leaf = alpha * log base`, differentiable in the logits."""
-    if parameterization == "sigmoid":
-        # log(sigma + eps) as the paper's loss has it: finite at sigma -> 0.
-        return alpha * torch.log(torch.sigmoid(logits) + log_eps)
+    log_base = _log_score(logits, parameterization=parameterization, log_eps=log_eps)
     if parameterization == "per_residual":
-        clipped = logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
-        return alpha * (torch.log(delta.abs() + per_epsilon) + clipped)
-    raise ValueError(f"Unknown NERS parameterization {parameterization!r}.")
+        log_base = torch.log(delta.abs() + per_epsilon) + log_base
+    return alpha * log_base
 
 
 def log_score_loss(
@@ -94,10 +104,7 @@ def log_score_loss(
 ) -> torch.Tensor:
     """The paper's objective: `-r_re * mean_i log s_i` over I_train."""
     replay_reward = _check_reward(replay_reward)
-    if parameterization == "sigmoid":
-        log_score = torch.log(torch.sigmoid(logits) + log_eps)
-    else:
-        log_score = logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
+    log_score = _log_score(logits, parameterization=parameterization, log_eps=log_eps)
     return -replay_reward * log_score.mean()
 
 

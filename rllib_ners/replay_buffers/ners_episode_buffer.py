@@ -310,7 +310,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             drawn = self.rng.choice(stored, size=int(normalizer_size), replace=True)
             batch["normalizer"] = self._sampler_feature_columns(drawn, n_step, gamma)
             batch["normalizer_scored"] = self._scored[drawn].astype(np.float32)
-            batch["normalizer_leaf"] = np.asarray(self._sampler.sum_tree[drawn])
+            batch["normalizer_leaf"] = self.get_priorities(drawn)
             batch["num_stored"] = int(stored.size)
         return batch
 

@@ -31,6 +31,16 @@ def _numpy_log_p(x, delta, theta, alpha, parameterization, eps=1e-6):
     return log_leaf_np - np.log(np.exp(log_leaf_np).sum())
 
 
+def _central_differences(objective, theta, step=1e-6):
+    """The numpy gradient of `objective` at `theta`, one coordinate at a time."""
+    grad = np.zeros_like(theta)
+    for k in range(theta.size):
+        shift = np.zeros_like(theta)
+        shift[k] = step
+        grad[k] = (objective(theta + shift) - objective(theta - shift)) / (2 * step)
+    return grad
+
+
 @pytest.mark.parametrize("parameterization", ["sigmoid", "per_residual"])
 def test_log_prob_gradient_equals_brute_force_when_U_is_the_whole_buffer(
     parameterization,
@@ -57,12 +67,12 @@ def test_log_prob_gradient_equals_brute_force_when_U_is_the_whole_buffer(
             -reward * _numpy_log_p(x, delta, th, alpha, parameterization)[train].mean()
         )
 
-    numeric = np.zeros_like(theta)
-    for k in range(theta.size):
-        step = np.zeros_like(theta)
-        step[k] = 1e-6
-        numeric[k] = (objective(theta + step) - objective(theta - step)) / 2e-6
-    np.testing.assert_allclose(theta_t.grad.numpy(), numeric, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(
+        theta_t.grad.numpy(),
+        _central_differences(objective, theta),
+        rtol=1e-5,
+        atol=1e-8,
+    )
 
 
 def test_never_scored_items_enter_the_normaliser_at_their_fixed_priority():
@@ -92,12 +102,12 @@ def test_never_scored_items_enter_the_normaliser_at_their_fixed_priority():
         leaf = np.where(scored > 0, np.exp(x @ th), fixed)
         return -(np.log(leaf[:2]) - np.log(leaf.sum())).mean()
 
-    numeric = np.zeros_like(theta)
-    for k in range(theta.size):
-        step = np.zeros_like(theta)
-        step[k] = 1e-6
-        numeric[k] = (objective(theta + step) - objective(theta - step)) / 2e-6
-    np.testing.assert_allclose(theta_t.grad.numpy(), numeric, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(
+        theta_t.grad.numpy(),
+        _central_differences(objective, theta),
+        rtol=1e-5,
+        atol=1e-8,
+    )
 
 
 def test_log_prob_is_invariant_to_shifting_every_logit():
