@@ -1,0 +1,226 @@
+"""The sample-efficiency study harness (`benchmarks/sample_efficiency.py`) and its
+report, without running the study: the declarations build valid configs, finished
+runs are skipped, CSVs appear only whole, and the report's rliable numbers are
+right on cases whose answer is known."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import sample_efficiency as se  # noqa: E402
+
+pytest.importorskip("rliable")
+import sample_efficiency_report as report  # noqa: E402
+
+REPS = 200  # bootstrap samples: the tests check point estimates and bounds only
+
+
+def test_plan_is_seed_major_and_skips_finished_runs(tmp_path):
+    """A run whose CSV exists is not run again; the rest run seed by seed, every
+    task and arm of a seed before the next seed."""
+    se.write_csv_atomic(se.csv_path(tmp_path, "cartpole", "per", 100), [{}])
+    todo, done = se.plan_runs(
+        ["uniform", "per"], ["cartpole", "acrobot"], [100, 101], tmp_path
+    )
+    assert done == [("cartpole", "per", 100)]
+    assert todo == [
+        ("cartpole", "uniform", 100),
+        ("acrobot", "uniform", 100),
+        ("acrobot", "per", 100),
+        ("cartpole", "uniform", 101),
+        ("cartpole", "per", 101),
+        ("acrobot", "uniform", 101),
+        ("acrobot", "per", 101),
+    ]
+
+
+def test_csv_is_written_whole_with_every_column(tmp_path):
+    path = se.csv_path(tmp_path, "cartpole", "per", 3)
+    se.write_csv_atomic(path, [{"arm": "per", "task": "cartpole", "seed": 3}])
+    assert path == tmp_path / "cartpole" / "per" / "seed3.csv"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["seed3.csv"]
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == se.CSV_COLUMNS
+    assert rows[0]["arm"] == "per" and rows[0]["eval_return_mean"] == ""
+
+
+def test_task_declarations_are_consistent():
+    for task in se.TASKS.values():
+        assert task.budget % task.eval_every == 0, task.name
+        assert task.eval_every % task.log_every == 0, task.name
+        assert task.max_return > task.random_return, task.name
+        assert task.anchor_note, task.name
+
+
+@pytest.mark.parametrize("task_name", list(se.TASKS))
+def test_every_arm_builds_a_valid_config(task_name):
+    """Every (task, arm) config passes `validate()`, the task's agent settings
+    are the same for every arm, and only the replay differs."""
+    task = se.TASKS[task_name]
+    if task.requires:
+        pytest.importorskip(task.requires)
+    se.register_envs()
+    configs = {}
+    for arm in se.ARMS.values():
+        config = se.build_config(task, arm, seed=100)
+        config.validate()
+        configs[arm.name] = config
+        assert config.env == task.env
+        assert config.seed == 100
+        assert config.num_env_runners == 0
+        assert config.replay_buffer_config["capacity"] == task.capacity
+    alphas = {name: c.replay_buffer_config["alpha"] for name, c in configs.items()}
+    assert alphas == {
+        "uniform": 0.0,
+        "per": task.per_alpha,
+        "ners_reference": 0.5,
+        "ners": task.per_alpha,
+    }
+    assert configs["uniform"].replay_buffer_config["type"] == se.FAST_BUFFER
+    assert configs["ners"].replay_buffer_config["type"] == se.NERS_BUFFER
+    assert configs["ners_reference"].ners_config["replay_reward_mode"] == "eval_return"
+    shared = (
+        "lr",
+        "n_step",
+        "train_batch_size_per_learner",
+        "gamma",
+        "epsilon",
+        "num_steps_sampled_before_learning_starts",
+        "target_network_update_freq",
+    )
+    for key in shared:
+        values = {repr(getattr(c, key)) for c in configs.values()}
+        assert len(values) == 1, (task_name, key, values)
+
+
+def test_the_ners_arm_writes_its_settings_out():
+    """The `ners` arm's settings are an explicit dict in the declaration, so a
+    change of the `.ners()` defaults cannot silently change the arm."""
+    assert isinstance(se.ARMS["ners"].ners_settings, dict)
+    assert se.ARMS["ners_reference"].reference
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--arms", "lap"], "--arms: unknown 'lap'"),
+        (["--tasks", "pong"], "--tasks: unknown 'pong'"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--budget", "1000"], "--budget changes the study's budgets"),
+    ],
+)
+def test_bad_options_name_the_option(argv, message):
+    with pytest.raises(SystemExit, match=message):
+        se.main(argv)
+
+
+# --- the report -------------------------------------------------------------
+
+
+def _write_run(results_dir, task_name, arm, seed, eval_returns):
+    """A finished run's CSV on the task's real evaluation schedule."""
+    task = se.TASKS[task_name]
+    steps = list(range(task.eval_every, task.budget + 1, task.eval_every))
+    assert len(eval_returns) == len(steps)
+    rows = []
+    for i, (step, ret) in enumerate(zip(steps, eval_returns)):
+        rows.append(
+            {
+                "arm": arm,
+                "task": task_name,
+                "seed": seed,
+                "iteration": i + 1,
+                "env_steps": step,
+                "eval_env_steps": 0,
+                "wall_time_s": step / 100,
+                "study_eval_time_s": 0,
+                "cpu_time_s": step / 200,
+                "study_eval_cpu_s": 0,
+                "train_return_mean": ret,
+                "eval_step": step,
+                "eval_return_mean": ret,
+                "eval_episodes": 10,
+            }
+        )
+    se.write_csv_atomic(se.csv_path(results_dir, task_name, arm, seed), rows)
+
+
+def _fixture(results_dir):
+    """cartpole and acrobot; `per` and `same` have identical runs, `better`
+    beats every `per` run, `slow` uses more CPU per env step."""
+    for task_name in ("cartpole", "acrobot"):
+        task = se.TASKS[task_name]
+        n = task.budget // task.eval_every
+        lo, hi = task.random_return, task.max_return
+        for seed in (100, 101, 102, 103):
+            level = lo + (hi - lo) * (0.2 + 0.1 * (seed - 100))  # 0.2 .. 0.5
+            curve = np.linspace(lo, level, n)
+            _write_run(results_dir, task_name, "per", seed, curve)
+            _write_run(results_dir, task_name, "same", seed, curve)
+            _write_run(results_dir, task_name, "better", seed, curve + 0.5 * (hi - lo))
+
+
+def test_report_numbers_on_known_cases(tmp_path):
+    _fixture(tmp_path)
+    runs, notes = report.load_runs(tmp_path)
+    assert not notes and len(runs) == 24
+    result = report.compute(runs, reps=REPS)
+    assert result["aggregate_tasks"] == ["cartpole", "acrobot"]
+    for scope in ("cartpole", "acrobot", "all tasks"):
+        # Identical arms: probability of improvement exactly 0.5; an arm whose
+        # every run beats every PER run: 1.
+        assert result["poi"]["final"][scope]["same"][0] == 0.5
+        assert result["poi"]["final"][scope]["better"][0] == 1.0
+        assert result["poi"]["auc"][scope]["better"][0] == 1.0
+    # Final normalised scores of per: 0.2, 0.3, 0.4, 0.5 -> IQM = mean of the
+    # middle two = 0.35, inside its interval; `better` is 0.5 higher.
+    point, low, high, n_runs = result["iqm"]["final"]["cartpole"]["per"]
+    assert point == pytest.approx(0.35) and low <= point <= high and n_runs == 4
+    assert result["iqm"]["final"]["cartpole"]["better"][0] == pytest.approx(0.85)
+    assert result["iqm"]["final"]["all tasks"]["per"][0] == pytest.approx(0.35)
+    # AUC: the mean of a straight line from 0 to the final score.
+    assert result["iqm"]["auc"]["acrobot"]["per"][0] == pytest.approx(0.175)
+    # Same CPU time per step for every arm: throughput ratio 1.
+    assert result["throughput"]["cartpole"]["better"][1] == pytest.approx(1.0)
+    assert result["throughput"]["cartpole"]["per"][0] == pytest.approx(200.0)
+
+
+def test_report_regenerates_from_csvs_alone(tmp_path):
+    _fixture(tmp_path)
+    path = report.write_report(tmp_path, reps=REPS)
+    text = path.read_text()
+    assert "(PARTIAL)" in text  # 3 arms x 2 of 4 tasks x 4 seeds < planned
+    assert "| same |" in text and "0.50 [" in text
+    png = tmp_path / "report.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_leaves_out_runs_of_another_schedule(tmp_path):
+    _fixture(tmp_path)
+    path = se.csv_path(tmp_path, "cartpole", "per", 104)
+    se.write_csv_atomic(
+        path,
+        [
+            {
+                "arm": "per",
+                "task": "cartpole",
+                "seed": 104,
+                "env_steps": 1000,
+                "wall_time_s": 1,
+                "eval_step": 1000,
+                "eval_return_mean": 10,
+            }
+        ],
+    )
+    runs, notes = report.load_runs(tmp_path)
+    assert len(runs) == 24
+    assert len(notes) == 1 and "seed104.csv" in notes[0]
