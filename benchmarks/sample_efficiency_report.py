@@ -211,6 +211,11 @@ def compute(
                 for arm in arms
                 if len(table[task].get(arm, {})) >= 2
             }
+            for arm in arms:
+                if len(table[task].get(arm, {})) == 1:
+                    # One run: its score, no interval (nothing to resample).
+                    (value,) = table[task][arm].values()
+                    iqm[task][arm] = (float(value), float("nan"), float("nan"), 1)
             if per_arm:
                 points, intervals = _estimates(per_arm, _iqm, reps)
                 for arm in per_arm:
@@ -306,6 +311,8 @@ def compute(
 def _fmt(estimate) -> str:
     if estimate is None:
         return "-"
+    if estimate[1] != estimate[1]:  # NaN: a single run
+        return f"{estimate[0]:.2f} [no CI]"
     return f"{estimate[0]:.2f} [{estimate[1]:.2f}, {estimate[2]:.2f}]"
 
 
@@ -391,7 +398,12 @@ def render_markdown(
         cells = []
         for task in result["tasks"]:
             value = result["throughput"][task].get(arm)
-            cells.append("-" if value is None else f"{value[0]:.0f} ({value[1]:.2f}x)")
+            if value is None:
+                cells.append("-")
+            elif value[1] != value[1]:  # no PER run on this task yet
+                cells.append(f"{value[0]:.0f}")
+            else:
+                cells.append(f"{value[0]:.0f} ({value[1]:.2f}x)")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     diag_rows = [
         (task, arm, values)
@@ -449,7 +461,9 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
                 ax.errorbar(
                     est[0],
                     y,
-                    xerr=[[est[0] - est[1]], [est[2] - est[0]]],
+                    xerr=None
+                    if est[1] != est[1]  # a single run: no interval
+                    else [[est[0] - est[1]], [est[2] - est[0]]],
                     fmt="o",
                     color=colors[arm],
                     capsize=3,
@@ -467,7 +481,9 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
         ax.axis("off")
     for ax, task in zip(axes[1], tasks):
         for arm, runs in result["curves"][task].items():
-            if len(runs) < 2:
+            if len(runs) < 2:  # one run: its curve, dashed, no interval
+                steps, norm = runs[0]
+                ax.plot(steps, norm, color=colors[arm], ls="--", label=f"{arm} (1)")
                 continue
             steps = runs[0][0]
             matrix = np.array([norm for _, norm in runs])  # runs x evals
@@ -484,7 +500,8 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
             )
         ax.set_title(f"{task}: IQM greedy return, normalised", fontsize=10)
         ax.set_xlabel("training env steps")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     for ax in axes[1][len(tasks) :]:
         ax.axis("off")
     fig.tight_layout()

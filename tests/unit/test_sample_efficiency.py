@@ -224,3 +224,19 @@ def test_report_leaves_out_runs_of_another_schedule(tmp_path):
     runs, notes = report.load_runs(tmp_path)
     assert len(runs) == 24
     assert len(notes) == 1 and "seed104.csv" in notes[0]
+
+
+def test_a_single_run_shows_its_score_without_an_interval(tmp_path):
+    """A partial study: an arm with one run on a task reports that run's score
+    and no interval, and is left out of the probability of improvement."""
+    task = se.TASKS["cartpole"]
+    n = task.budget // task.eval_every
+    for seed in (100, 101):
+        _write_run(tmp_path, "cartpole", "per", seed, np.full(n, 261.1))
+    _write_run(tmp_path, "cartpole", "uniform", 100, np.full(n, 500.0))
+    result = report.compute(report.load_runs(tmp_path)[0], reps=REPS)
+    point, low, high, n_runs = result["iqm"]["final"]["cartpole"]["uniform"]
+    assert (point, n_runs) == (1.0, 1) and np.isnan(low) and np.isnan(high)
+    assert report._fmt((point, low, high)) == "1.00 [no CI]"
+    assert "uniform" not in result["poi"]["final"].get("cartpole", {})
+    assert result["aggregate_tasks"] == []
