@@ -29,5 +29,10 @@ if git diff --cached --quiet -- "$dir"; then
 fi
 total=$(find "$dir" -name 'seed*.csv' | wc -l)
 new=$(git diff --cached --name-only --diff-filter=A -- "$dir" | grep -c 'seed.*\.csv$' || true)
-git commit -q -m "Study results: $new more finished runs ($total in all) of the sample-efficiency study" -- "$dir"
+if [[ "$new" -gt 0 ]]; then
+    message="Study results: $new more finished runs ($total in all) of the sample-efficiency study"
+else
+    message="Study report regenerated from the $total finished runs"
+fi
+git commit -q -m "$message" -- "$dir"
 git log --oneline -1
