@@ -11,7 +11,7 @@ with the same loss code the Learners run (`rllib_ners.ners.reinforce`). We
 track the sampling mass on the marked transitions: 0.10 at the start.
 
     python benchmarks/sampler_oracle.py            # every objective x parameterization
-    python benchmarks/sampler_oracle.py --steps 300 --seeds 0 1 2
+    python benchmarks/sampler_oracle.py --steps 500 --seeds 10 11 12
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def marked_mass(buffer, marker: str = "reward") -> float:
 
 def run_oracle(
     *,
-    steps: int = 300,
+    steps: int = 500,
     seed: int = 0,
     num_transitions: int = 2000,
     marked_share: float = 0.1,
@@ -101,7 +101,7 @@ def run_oracle(
     settings = NERSSettings(**settings)
     buffer, space = _filled_buffer(num_transitions, marked_share, alpha, marker, rng)
     scorer = NERSScorer(space, gym.spaces.Discrete(2), settings)
-    optimizer = make_adam(scorer.parameters(), lr=settings.lr)
+    optimizer = make_adam(scorer.parameter_groups())
     # The algorithms' sampler update: its baseline and its I_train draws.
     update = NERSSamplerUpdate(settings, n_step=1, gamma=0.99)
     baseline = update.baseline
@@ -120,6 +120,11 @@ def run_oracle(
             batch["delta"] = buffer._delta[slots]
             batch["q"] = buffer._q[slots]
             with torch.no_grad():
+                # As the Learner scores: merge the batch into the running
+                # feature statistics first, then score it.
+                scorer.update_scalar_statistics(
+                    {key: torch.as_tensor(np.asarray(batch[key])) for key in columns}
+                )
                 base = priority_base(
                     logits_of(batch),
                     torch.as_tensor(batch["delta"]),
@@ -175,7 +180,7 @@ VARIANTS = {
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--lr", type=float, default=None, help="default: NERS's")
     parser.add_argument("--train-size", type=int, default=None)
@@ -191,7 +196,7 @@ def main(argv=None) -> int:
         )
         if value is not None
     }
-    checkpoints = sorted({0, 50, 100, 200, args.steps} & set(range(args.steps + 1)))
+    checkpoints = sorted({0, 100, 200, 300, args.steps} & set(range(args.steps + 1)))
     print("marked-transition sampling mass (start 0.10) after k REINFORCE steps")
     print(f"{'variant':40s} " + " ".join(f"{k:>6d}" for k in checkpoints))
     for name, variant in VARIANTS.items():

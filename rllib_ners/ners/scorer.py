@@ -17,7 +17,7 @@ squash (`update_scalar_statistics`); "none" feeds r, delta, q and
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -303,6 +303,24 @@ class NERSScorer(nn.Module):
             q=batch["q"],
             timesteps=batch["ts"],
         )
+
+    def parameter_groups(self) -> List[Dict[str, Any]]:
+        """Adam parameter groups: the networks at `settings.lr`, the linear path
+        at `settings.linear_skip_lr` (default: `lr`)."""
+        settings = self.settings
+        if self.linear_skip is None:
+            return [{"params": list(self.parameters()), "lr": settings.lr}]
+        skip = {id(p) for p in self.linear_skip.parameters()}
+        return [
+            {
+                "params": [p for p in self.parameters() if id(p) not in skip],
+                "lr": settings.lr,
+            },
+            {
+                "params": list(self.linear_skip.parameters()),
+                "lr": settings.linear_skip_lr or settings.lr,
+            },
+        ]
 
     # --------------------------------------------------------------- scores
     def logits(

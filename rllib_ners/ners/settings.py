@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from rllib_ners.ners.diagnostics import DIAGNOSTICS_SAMPLE_SIZE
@@ -35,8 +36,9 @@ class NERSSettings:
             the MLP after the convolutions (images: reference 256, 64).
         encoder_out_dim: Size of the separate encoder's output (reference: 32).
         lr: Adam learning rate of the sampler networks (reference: 1e-4).
-        train_size: Size of I_train, the transitions drawn uniformly from I_all
-            for one REINFORCE step (reference: the batch size, 32).
+        train_size: Size of I_train, the transitions drawn from I_all for one
+            REINFORCE step (default 256: the gradient's noise falls with it and
+            scoring 256 rows costs little; reference: the batch size, 32).
         replay_reward_mode: "train_return" computes the replay reward from the
             training episodes RLlib already collects; "eval_return" runs RLlib
             evaluation episodes at each sampler update (extra env steps, counted).
@@ -90,7 +92,7 @@ class NERSSettings:
             "replay_multiset" (with replacement from the multiset of replays, so
             weighted by how often each was replayed: the reference code).
         normalizer_size: K, the stored transitions drawn uniformly per
-            "log_prob" step to estimate the normaliser's gradient.
+            "log_prob" step to estimate the normaliser's gradient (default 1024).
         update_interval_env_steps: None (default): the sampler updates when
             `min_episodes_per_update` training episodes have finished. A number:
             every that many env steps instead (the reference: 1000, with
@@ -100,6 +102,16 @@ class NERSSettings:
             default-initialised layers give almost the same logit to every
             transition and REINFORCE barely changes that; the linear path lets
             the gradient tell transitions apart from the first step.
+        linear_skip_lr: Adam learning rate of the linear path (default 3e-2;
+            None: `lr`; unused with `linear_skip=False`). One replay reward per
+            update carries little information and Adam moves each weight by
+            at most about its learning rate per step, so at the deep networks'
+            `lr` the linear path needs thousands of updates to move a priority
+            by a factor of e. Its few weights tolerate a larger rate; the deep
+            networks' many weights do not (they turn reward noise into random
+            priorities). 3e-2 is the rate at which the replay-reward oracle
+            (`benchmarks/sampler_oracle.py`) moves sampling mass steadily
+            without the reversals that higher rates show.
         diagnostics_sample_size: The per-iteration sampler diagnostics of
             `result["ners"]` look at a uniform random subset of this many stored
             transitions when the buffer holds more (all of them otherwise).
@@ -110,7 +122,7 @@ class NERSSettings:
     encoder_hiddens: Tuple[int, ...] = (256, 64)
     encoder_out_dim: int = 32
     lr: float = 1e-4
-    train_size: int = 32
+    train_size: int = 256
     replay_reward_mode: str = "train_return"
     min_episodes_per_update: int = 1
     timestep_scale: float = 1000.0
@@ -122,9 +134,10 @@ class NERSSettings:
     parameterization: str = "per_residual"
     per_epsilon: float = 1e-6
     train_draw: str = "uniform_set"
-    normalizer_size: int = 256
+    normalizer_size: int = 1024
     update_interval_env_steps: Optional[int] = None
     linear_skip: bool = True
+    linear_skip_lr: Optional[float] = 3e-2
     feature_normalization: str = "running"
     diagnostics_sample_size: int = DIAGNOSTICS_SAMPLE_SIZE
 
@@ -188,6 +201,17 @@ class NERSSettings:
                 fail(name, getattr(self, name), f"use one of {allowed}")
         if not isinstance(self.linear_skip, bool):
             fail("linear_skip", self.linear_skip, "it must be True or False")
+        if self.linear_skip_lr is not None:
+            if isinstance(self.linear_skip_lr, bool) or not (
+                isinstance(self.linear_skip_lr, (int, float))
+                and math.isfinite(self.linear_skip_lr)
+                and self.linear_skip_lr > 0
+            ):
+                fail(
+                    "linear_skip_lr",
+                    self.linear_skip_lr,
+                    "it must be a finite number > 0, or None for `lr`",
+                )
         if self.encoder not in ENCODERS:
             fail("encoder", self.encoder, f"use one of {ENCODERS}")
         if self.action_encoding not in ACTION_ENCODINGS:

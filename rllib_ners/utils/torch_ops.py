@@ -51,9 +51,14 @@ def make_adam(params, **kwargs) -> torch.optim.Adam:
     """`torch.optim.Adam`, fused into one kernel per step for float parameters on
     CPU or CUDA: much less per-tensor overhead than the default for-loop
     implementation on CPU. Same update, same state dict. Other devices get the
-    default implementation."""
+    default implementation. `params` may be tensors or parameter groups."""
     params = list(params)
-    fused = bool(params) and all(
-        p.device.type in ("cpu", "cuda") and torch.is_floating_point(p) for p in params
+    tensors = [
+        tensor
+        for item in params
+        for tensor in (item["params"] if isinstance(item, dict) else [item])
+    ]
+    fused = bool(tensors) and all(
+        p.device.type in ("cpu", "cuda") and torch.is_floating_point(p) for p in tensors
     )
     return torch.optim.Adam(params, fused=fused or None, **kwargs)

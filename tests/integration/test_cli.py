@@ -18,6 +18,7 @@ import ray
 
 from rllib_ners import cli
 from rllib_ners.cli import main
+from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.utils import plotting as _plotting
 
 REPO = Path(__file__).resolve().parents[2]
@@ -274,7 +275,8 @@ def test_config_dict_routes_methods_and_properties():
     )
     assert config.lr == 0.001 and config.num_env_runners == 0
     assert config.ners_config["hidden_size"] == 64
-    assert config.ners_config["train_size"] == 32  # other NERS defaults kept
+    # The other NERS settings keep their defaults.
+    assert config.ners_config["train_size"] == NERSSettings().train_size
     assert config.model_config["fcnet_hiddens"] == [32]
     assert config.replay_buffer_config["capacity"] == 1000
     assert config.replay_buffer_config["type"] == "rllib_ners.NERSEpisodeReplayBuffer"

@@ -253,3 +253,34 @@ def test_running_statistics_are_in_the_state_dict_and_round_trip():
     older = {k: v for k, v in state.items() if not k.startswith("scalar_")}
     restored.load_state_dict(older)
     assert int(restored.scalar_count) == 0 and not restored.scalar_mean.any()
+
+
+def test_linear_path_trains_at_its_own_learning_rate():
+    scorer = _scorer(lr=1e-4, linear_skip_lr=1e-2)
+    groups = scorer.parameter_groups()
+    skip = {id(p) for p in scorer.linear_skip.parameters()}
+    assert [g["lr"] for g in groups] == [1e-4, 1e-2]
+    assert {id(p) for p in groups[1]["params"]} == skip
+    # Every parameter is in exactly one group.
+    ids = [id(p) for g in groups for p in g["params"]]
+    assert sorted(ids) == sorted(id(p) for p in scorer.parameters())
+    # One Adam step moves each weight by about its group's rate (Adam's first
+    # step is lr * sign(grad)).
+    from rllib_ners.utils.torch_ops import make_adam
+
+    optimizer = make_adam(groups)
+    before = {n: p.detach().clone() for n, p in scorer.named_parameters()}
+    logits = scorer.logits(scorer.featurize_batch(_batch(32)))
+    (-(logits * torch.linspace(-1, 1, 32)).mean()).backward()
+    optimizer.step()
+    moved = {
+        n: (p.detach() - before[n]).abs().max().item()
+        for n, p in scorer.named_parameters()
+    }
+    assert moved["linear_skip.weight"] == pytest.approx(1e-2, rel=1e-3)
+    assert max(v for n, v in moved.items() if not n.startswith("linear_skip")) <= (
+        1e-4 * 1.001
+    )
+    # None: one rate for all.
+    one_rate = _scorer(lr=3e-4, linear_skip_lr=None).parameter_groups()
+    assert [g["lr"] for g in one_rate] == [3e-4, 3e-4]

@@ -4,11 +4,11 @@ reward feature is 1), each step replays 320 transitions by priority and the
 replay reward is the share of marked ones among them. A sampler that learns puts
 more sampling mass on the marked transitions.
 
-Measured, not wished for (`python benchmarks/sampler_oracle.py --seeds 0 1 2
---lr 1e-3 --train-size 256 --normalizer-size 1024`, README): the paper's
-objective leaves the mass at its start; the log-probability objective with the
-PER-residual parameterisation raises it on average, but not reliably to 0.3
-within 300 steps (one seed of three gets there). These tests pin both facts.
+Measured, not wished for (`python benchmarks/sampler_oracle.py --steps 500
+--seeds 10 11 12`, README; the defaults were chosen on seeds 0-2): with the
+defaults (log-probability objective, PER-residual priorities, the linear path at
+its own learning rate) the mass rises from 0.10 past 0.30 within 500 REINFORCE
+steps; the paper's objective leaves it where it started.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -24,8 +23,6 @@ _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "sampler_oracle.py"
 _spec = importlib.util.spec_from_file_location("sampler_oracle", _PATH)
 sampler_oracle = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sampler_oracle)
-
-FAST = {"lr": 1e-3, "train_size": 256, "normalizer_size": 1024}
 
 
 @pytest.fixture(autouse=True)
@@ -40,18 +37,15 @@ def one_thread():
 def test_the_papers_objective_leaves_the_marked_mass_where_it_started():
     history = sampler_oracle.run_oracle(
         steps=150,
-        seed=0,
+        seed=10,
         **sampler_oracle.VARIANTS["reference (log_score, sigmoid, first)"],
-        **FAST,
     )
     assert max(abs(mass - history[0]) for mass in history) < 0.01
 
 
 @pytest.mark.slow
-def test_log_prob_with_per_residual_moves_mass_to_the_marked_transitions():
-    finals = [
-        sampler_oracle.run_oracle(steps=300, seed=seed, **FAST)[-1]
-        for seed in (0, 1, 2)
-    ]
-    starts = 0.10
-    assert np.mean(finals) > starts + 0.04, finals
+@pytest.mark.parametrize("seed", [10, 11])
+def test_the_default_sampler_moves_mass_to_the_marked_transitions(seed):
+    history = sampler_oracle.run_oracle(steps=500, seed=seed)
+    assert history[0] < 0.11
+    assert history[-1] >= 0.30, history[::50]

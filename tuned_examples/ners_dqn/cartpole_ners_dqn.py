@@ -4,9 +4,10 @@ The DQN settings are those of RLlib's own `cartpole_dqn.py` example
 (`rllib_ners.algorithms.rainbow.presets.cartpole_dqn`: Adam 5e-4, batch 32,
 double Q, dueling,
 n-step 2-5, 256-unit tanh layers, epsilon 1 -> 0.02 over 10k steps), with
-the replay buffer switched to `NERSEpisodeReplayBuffer` and NERS's reference
-sampler settings (hidden 128, Adam 1e-4, |I_train| = 32, an update at every
-episode end, replay reward from the training episodes with a moving baseline).
+the replay buffer switched to `NERSEpisodeReplayBuffer` and the sampler's
+defaults (README, "NERS settings": PER's priority times a learned correction,
+the log-probability objective, an update at every episode end, replay reward
+from the training episodes against a moving baseline).
 
 How to run this script
 ----------------------
@@ -44,7 +45,7 @@ args = parser.parse_args()
 config = (
     cartpole_dqn(NERSDQNConfig(), env=args.env)
     .training(replay_buffer_config={"capacity": 50000, "alpha": 0.6, "beta": 0.4})
-    .ners(hidden_size=128, lr=1e-4, train_size=32, min_episodes_per_update=1)
+    .ners()  # the sampler's defaults (README, "NERS settings")
     .debugging(seed=args.seed)
 )
 

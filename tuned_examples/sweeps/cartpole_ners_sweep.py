@@ -57,7 +57,8 @@ def build_param_space():
         )
         .ners(
             lr=tune.loguniform(3e-5, 1e-3),
-            train_size=tune.choice([16, 32, 64]),
+            linear_skip_lr=tune.loguniform(3e-3, 1e-1),
+            train_size=tune.choice([64, 256, 1024]),
             replay_reward_mode=tune.choice(["train_return", "eval_return"]),
         )
         # Needed by the eval_return trials: 2 evaluation episodes per sampler

@@ -126,7 +126,7 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                     "beta": 0.4,
                 }
             )
-            .ners(hidden_size=128, lr=1e-4)
+            .ners(objective="log_prob", train_size=256)
         )
     """
 

@@ -33,7 +33,7 @@ ACER_PAPER_SETTINGS = {
 }
 
 
-def _acer_replay(config, replay: str, capacity: int, batch_size: int):
+def _acer_replay(config, replay: str, capacity: int):
     if replay not in ACER_REPLAYS:
         raise ValueError(
             f"`replay` must be one of {sorted(ACER_REPLAYS)}, got replay={replay!r}."
@@ -48,7 +48,7 @@ def _acer_replay(config, replay: str, capacity: int, batch_size: int):
         }
     )
     if replay == "ners":
-        config = config.ners(hidden_size=128, lr=1e-4, train_size=batch_size)
+        config = config.ners()  # the sampler's defaults
     return config
 
 
@@ -83,7 +83,7 @@ def cartpole_acer(*, replay: str = "uniform", env: str = "CartPole-v1"):
             )
         )
     )
-    return _acer_replay(config, replay, capacity=50_000, batch_size=32)
+    return _acer_replay(config, replay, capacity=50_000)
 
 
 def atari_acer(
@@ -118,5 +118,5 @@ def atari_acer(
         .rl_module(model_config={"cnn_encoder": "nature", "head_fcnet_hiddens": [512]})
         .reporting(min_sample_timesteps_per_iteration=2000)
     )
-    config = _acer_replay(config, replay, capacity=capacity, batch_size=32)
+    config = _acer_replay(config, replay, capacity=capacity)
     return with_atari(config, game, frame_stack=4)

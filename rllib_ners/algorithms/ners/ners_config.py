@@ -43,6 +43,7 @@ class NERSConfigMixin:
         normalizer_size: Optional[int] = NotProvided,
         update_interval_env_steps: Optional[int] = NotProvided,
         linear_skip: Optional[bool] = NotProvided,
+        linear_skip_lr: Optional[float] = NotProvided,
         feature_normalization: Optional[str] = NotProvided,
         diagnostics_sample_size: Optional[int] = NotProvided,
     ):
@@ -55,7 +56,7 @@ class NERSConfigMixin:
             encoder_hiddens: Hidden layers of the separate encoder's MLP.
             encoder_out_dim: Output size of the separate encoder (default 32).
             lr: Adam learning rate of the sampler (default 1e-4).
-            train_size: |I_train| per REINFORCE step (default 32).
+            train_size: |I_train| per REINFORCE step (default 256).
             replay_reward_mode: "train_return" (default) or "eval_return".
             min_episodes_per_update: Finished training episodes per sampler
                 update (default 1: every episode end, as in the paper).
@@ -74,11 +75,13 @@ class NERSConfigMixin:
             train_draw: "uniform_set" (default) or "replay_multiset" (the
                 reference: with replacement from the replays since the update).
             normalizer_size: Transitions drawn per "log_prob" step for the
-                normaliser's gradient (default 256).
+                normaliser's gradient (default 1024).
             update_interval_env_steps: None (default: at episode ends) or a
                 number of env steps between sampler updates (reference: 1000).
             linear_skip: A zero-initialised linear path from the features to the
                 score logit (default True; the reference has none).
+            linear_skip_lr: Adam learning rate of that linear path (default 3e-2;
+                None: lr).
             feature_normalization: "running" (default: r, delta, q, t
                 standardised by running statistics before tanh) or "none" (raw
                 r, delta, q and t / timestep_scale, as the reference code).

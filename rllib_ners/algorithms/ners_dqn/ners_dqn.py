@@ -68,7 +68,7 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
             NERSDQNConfig()
             .environment("CartPole-v1")
             .training(n_step=3, replay_buffer_config={"capacity": 50000})
-            .ners(hidden_size=128, lr=1e-4, train_size=32)
+            .ners(objective="log_prob", train_size=256)
         )
         algo = config.build_algo()
         algo.train()

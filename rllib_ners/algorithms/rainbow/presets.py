@@ -114,5 +114,5 @@ def atari_data_efficient_rainbow(
         .reporting(min_sample_timesteps_per_iteration=1000)
     )
     if replay == "ners":
-        config = config.ners(hidden_size=128, lr=1e-4, train_size=batch_size)
+        config = config.ners()  # the sampler's defaults
     return with_atari(config, game, frame_stack=4)

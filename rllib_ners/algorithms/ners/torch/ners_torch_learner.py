@@ -78,9 +78,7 @@ class NERSTorchLearnerMixin:
             self.ners_settings,
             external_encoder_dim=external_dim,
         ).to(self.device)
-        self.ners_optimizer = make_adam(
-            self.ners_scorer.parameters(), lr=self.ners_settings.lr
-        )
+        self.ners_optimizer = make_adam(self.ners_scorer.parameter_groups())
         if self._sampler_is_distributed():
             # Learners seed differently (or not at all): start from rank 0's nets.
             for tensor in self.ners_scorer.state_dict().values():
