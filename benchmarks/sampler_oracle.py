@@ -24,6 +24,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rllib_ners.algorithms.ners.presets import REFERENCE_SETTINGS
+
 OBS_DIM = 8
 
 
@@ -147,12 +149,14 @@ def run_oracle(
 
 
 VARIANTS = {
+    # The reference preset's sampler settings (REFERENCE_SETTINGS) without its
+    # evaluation schedule, which the oracle's replay reward replaces.
     "reference (log_score, sigmoid, first)": {
-        "objective": "log_score",
-        "parameterization": "sigmoid",
-        "baseline": "first",
-        "train_draw": "replay_multiset",
-        "linear_skip": False,
+        **{
+            key: value
+            for key, value in REFERENCE_SETTINGS.items()
+            if key not in ("replay_reward_mode", "update_interval_env_steps")
+        },
         "feature_normalization": "none",
     },
     "log_score, sigmoid, ema": {

@@ -40,7 +40,7 @@ def test_the_papers_objective_leaves_the_marked_mass_where_it_started():
         seed=10,
         **sampler_oracle.VARIANTS["reference (log_score, sigmoid, first)"],
     )
-    assert max(abs(mass - history[0]) for mass in history) < 0.01
+    assert max(abs(mass - history[0]) for mass in history) < 0.03
 
 
 @pytest.mark.slow
