@@ -76,7 +76,7 @@ def test_algorithm_config_translates_special_keys_and_keeps_learner_connector():
     assert hasattr(config, "_learner_connector"), _fail(
         "AlgorithmConfig._learner_connector (set by config.training(learner_"
         "connector=...)) is gone",
-        "rllib_ners/algorithms/rainbow/rainbow_dqn.py (_can_replay_columns)",
+        "rllib_ners/algorithms/common/columnar_replay.py (_can_replay_columns)",
     )
     assert config._learner_connector is None
     config.training(learner_connector=lambda *a, **k: None)
