@@ -31,6 +31,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 
+from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
@@ -41,15 +42,13 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
     TARGET_Q,
 )
 
-# RLlib 2.60's DQNLearner keeps the timestep of its last target-network update in
-# a plain attribute that no checkpoint holds: a restored Learner would sync its
-# target nets at its first update. Ours saves it.
-TARGET_UPDATE_TS_STATE = "last_target_update_ts"
 
-
-class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
+class NERSDQNTorchLearner(
+    NERSTorchLearnerMixin, TargetUpdateStateMixin, RainbowDQNTorchLearner
+):
     """Rainbow's DQN learner (Adam with `adam_epsilon`) plus the NERS scorer (see
-    the module docstring)."""
+    the module docstring); checkpoints hold when the target nets were last synced
+    (`TargetUpdateStateMixin`)."""
 
     @override(DQNTorchLearner)
     def build(self) -> None:
@@ -130,19 +129,3 @@ class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
             reduce="item_series",
         )
         return loss
-
-    # --------------------------------------------------------------- state
-    @override(DQNTorchLearner)
-    def get_state(
-        self, components=None, *, not_components=None, **kwargs
-    ) -> Dict[str, Any]:
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        if self._check_component(TARGET_UPDATE_TS_STATE, components, not_components):
-            state[TARGET_UPDATE_TS_STATE] = dict(self.last_update_ts_by_mid)
-        return state
-
-    @override(DQNTorchLearner)
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        if TARGET_UPDATE_TS_STATE in state:
-            self.last_update_ts_by_mid.update(state[TARGET_UPDATE_TS_STATE])
