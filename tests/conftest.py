@@ -8,6 +8,9 @@ config builder per algorithm family.
   (NERS-DQN by default; also stock DQN and Rainbow DQN configs).
 * `small_acer(replay="uniform", **settings)`: a small CartPole ACER config.
 * `small_sac(replay="ners", **settings)`: a small Pendulum NERS-SAC config.
+* `one_torch_thread`: torch runs on one thread in this process during a test
+  (a local Learner's small networks gain nothing from more, and on a loaded
+  machine torch's spinning worker threads made each op several times slower).
 
 The builders' defaults are the values most tests use; each keyword names the
 RLlib setting it changes, so a test shows only how its config differs.
@@ -29,6 +32,16 @@ def ray_session(request):
     ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def one_torch_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _restart_failed_env_runners(config, restart):

@@ -25,7 +25,10 @@ from rllib_ners.algorithms.ners_sac.torch.ners_sac_torch_learner import (
     soft_td_error_and_target,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("ray_session", "one_torch_thread"),
+]
 
 MID = DEFAULT_MODULE_ID
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"

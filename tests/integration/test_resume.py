@@ -37,7 +37,10 @@ from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("ray_session", "one_torch_thread"),
+]
 
 
 def assert_same_state(a, b, where="state"):

@@ -35,6 +35,7 @@ def sac_config(
     lr: float = 3e-4,
     hiddens=(256, 256),
     rollout_fragment_length: int = 1,
+    config=None,
 ):
     """SAC's usual settings on `env`: twin critics and a squashed Gaussian
     policy, each a ReLU MLP with `hiddens` (256, 256) (RLlib's SAC module: the
@@ -51,6 +52,8 @@ def sac_config(
     `replay`: "ners" (NERS buffer, alpha 0.6, beta 0.4; sampler hidden 128,
     Adam 1e-4, |I_train| = 32), "per" (our prioritised buffer, alpha 0.6, beta
     0.4, priority = mean |TD error| of the twin critics) or "uniform".
+    `config`: the config to fill in (default `NERSSACConfig()`; a stock
+    `SACConfig` takes the same settings, for comparisons).
     """
     from rllib_ners.algorithms.ners_sac import NERSSACConfig
 
@@ -60,7 +63,7 @@ def sac_config(
         )
     buffer_type, alpha = SAC_REPLAYS[replay]
     config = (
-        NERSSACConfig()
+        (NERSSACConfig() if config is None else config)
         .environment(env)
         .env_runners(rollout_fragment_length=rollout_fragment_length)
         .training(
