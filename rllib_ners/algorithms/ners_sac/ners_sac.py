@@ -45,7 +45,6 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
-from rllib_ners.ners.settings import NERSSettings
 
 # A buffer name `SACConfig.validate()` accepts; it stands in for ours while
 # RLlib's own checks run.
@@ -145,20 +144,11 @@ class NERSSACConfig(NERSConfigMixin, SACConfig):
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)
-        if self.uses_ners_replay:
-            if not buffer_config.get("alpha", 1.0) > 0:
-                self._value_error(
-                    f"NERS replay with replay_buffer_config['alpha']="
-                    f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
-                    f"the learned scores; set alpha > 0 (e.g. 0.6)."
-                )
-            self._validate_ners("NERSSAC")
-        elif self.ners_config != NERSSettings().to_dict():
-            self._value_error(
-                "config.ners(...) settings have no effect without the NERS replay "
-                f"buffer; set replay_buffer_config['type'] to '{NERS_BUFFER_TYPE}' "
-                f"or remove the ners() call."
-            )
+        self._validate_ners_replay(
+            "NERSSAC",
+            uses_ners_replay=self.uses_ners_replay,
+            buffer_config=buffer_config,
+        )
 
     def _our_replay_buffer_config(self) -> Dict[str, Any]:
         """`replay_buffer_config` with `type` as a dotted string, after checking

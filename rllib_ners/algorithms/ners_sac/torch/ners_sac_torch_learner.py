@@ -37,17 +37,12 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
+from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
 
 from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearnerMixin
 from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
-from rllib_ners.replay_buffers.ners_episode_buffer import (
-    DELTA,
-    SAMPLE_POSITION,
-    TARGET_Q,
-)
 
 # Learner state entry: SAC's temperature log(alpha) per module.
 LOG_ALPHA_STATE = "sac_log_alpha"
@@ -121,12 +116,6 @@ class NERSSACTorchLearner(
         )
         if self.ners_scorer is None:
             return loss  # PER or uniform replay: RLlib's TD errors stay
-        if "ts" not in batch:
-            raise ValueError(
-                "The NERS learner needs the `ts` column that NERSEpisodeReplayBuffer "
-                "adds to every sampled transition: set replay_buffer_config['type'] "
-                "to 'rllib_ners.NERSEpisodeReplayBuffer'."
-            )
         with torch.no_grad():
             delta, target = soft_td_error_and_target(
                 batch=batch,
@@ -135,27 +124,8 @@ class NERSSACTorchLearner(
                 gamma=config.gamma,
                 twin_q=config.twin_q,
             )
-            scores = self.ners_score(
-                {
-                    "obs": batch[Columns.OBS],
-                    "new_obs": batch[Columns.NEXT_OBS],
-                    "actions": batch[Columns.ACTIONS],
-                    "rewards": batch[Columns.REWARDS],
-                    DELTA: delta,
-                    TARGET_Q: target,
-                    "ts": batch["ts"],
-                }
-            )
-            rows = [scores, delta, target]
-            if SAMPLE_POSITION in batch:
-                rows.append(batch[SAMPLE_POSITION].to(scores.dtype))
-        # RLlib's SAC logged its plain TD errors; the buffer takes NERS rows.
-        self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
-        self.metrics.log_value(
-            (module_id, TD_ERROR_KEY),
-            torch.stack(rows, dim=-1),
-            reduce="item_series",
-        )
+            # [score, delta, q, position] rows replace SAC's plain TD errors.
+            self.report_transition_scores(module_id, batch, delta, target)
         return loss
 
     @override(SACTorchLearner)
