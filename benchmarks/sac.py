@@ -95,23 +95,24 @@ def main(argv=None) -> int:
     silence_known_noise()
     torch.set_num_threads(args.threads)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    algos = {}
+    algos, last = {}, {}
     try:
         for arm in args.arms:
             algo = build_config(arm, args.env, args.steps_per_iter, 0).build_algo()
             # Warm-up: past learning_starts, then one iteration with updates.
             while _counts(algo.train())[1] == 0:
                 pass
-            algo.train()
+            last[arm] = algo.train()
             algos[arm] = algo
         rates = {arm: {"env": [], "updates": []} for arm in args.arms}
         for round_index in range(args.rounds):
             for arm, algo in algos.items():
-                env0, trained0 = _counts(algo.train())
+                env0, trained0 = _counts(last[arm])
                 start = time.perf_counter()
                 for _ in range(args.iters):
                     result = algo.train()
                 elapsed = time.perf_counter() - start
+                last[arm] = result
                 env1, trained1 = _counts(result)
                 rates[arm]["env"].append((env1 - env0) / elapsed)
                 rates[arm]["updates"].append(

@@ -113,7 +113,10 @@ def assert_stored_episodes_are_whole(buffer):
     np.testing.assert_array_equal(buffer._ts[nxt], buffer._ts[steps] + 1)
     obs, actions = buffer._obs[steps], buffer._actions[steps]
     if obs.shape[1] == 3:  # Pendulum: [cos theta, sin theta, theta dot]
-        predicted, rewards = pendulum_step(obs, actions)
+        # RLlib stores SAC's actions normalised to [-1, 1] (normalize_actions)
+        # and sends the env low + (a + 1) (high - low) / 2: here 2a.
+        torque = 2.0 * np.clip(actions, -1.0, 1.0)
+        predicted, rewards = pendulum_step(obs, torque)
         np.testing.assert_allclose(buffer._rewards[steps], rewards, atol=1e-4)
     else:
         predicted = cartpole_step(obs, actions)
