@@ -15,8 +15,9 @@ How to run this script
 Results to expect
 -----------------
 Published SAC reaches a return of about 10000 on HalfCheetah within 1M env steps.
-Not run to the end here: one update per env step costs about 0.1 s on a 2-core
-CPU (RLlib's SAC networks), so 1M steps take more than a day there; use a GPU
+Not run to the end here: with one update per env step RLlib's SAC networks
+ran at a few env steps per second on this project's shared 2-core CPU
+(`benchmarks/sac.py`), so 1M steps take days there; use a GPU
 Learner (`--num-gpus-per-learner=1`) for full runs.
 """
 
