@@ -1,8 +1,8 @@
 """rllib_ners: the Neural Experience Replay Sampler (NERS) for Ray RLlib 2.60.
 
 Importing the package registers its algorithms with Ray Tune under "NERS-DQN",
-"RainbowDQN" and "ACER" (so `tune.Tuner("NERS-DQN", ...)` works) and the Atari env
-creator under "rllib_ners.atari"; it has no other side effects.
+"NERS-SAC", "RainbowDQN" and "ACER" (so `tune.Tuner("NERS-DQN", ...)` works) and
+the Atari env creator under "rllib_ners.atari"; it has no other side effects.
 """
 
 from rllib_ners.algorithms.acer import ACER, ACERConfig
@@ -12,6 +12,7 @@ from rllib_ners.algorithms.ners_dqn import (
     NERSDQNConfig,
     enable_ners,
 )
+from rllib_ners.algorithms.ners_sac import NERSSAC, NERSSACConfig
 from rllib_ners.algorithms.rainbow import RainbowDQN, RainbowDQNConfig
 from rllib_ners.env.atari_rllib import register_atari_env, with_atari
 from rllib_ners.ners import NERSScorer, NERSSettings
@@ -32,6 +33,8 @@ __all__ = [
     "NERSDQN",
     "NERSDQNConfig",
     "NERSEpisodeReplayBuffer",
+    "NERSSAC",
+    "NERSSACConfig",
     "NERSScorer",
     "NERSSettings",
     "NoisyLinear",
@@ -48,7 +51,8 @@ __all__ = [
 
 
 def register_with_tune() -> None:
-    """Registers "NERS-DQN", "RainbowDQN", "ACER" and the Atari env creator with Tune.
+    """Registers "NERS-DQN", "NERS-SAC", "RainbowDQN", "ACER" and the Atari env
+    creator with Tune.
 
     Runs on import and after every `ray.init()`. Tune's registry forgets names
     at `ray.shutdown()`; code that looks them up while Ray is down after a
@@ -58,6 +62,7 @@ def register_with_tune() -> None:
     from ray.tune.registry import register_trainable
 
     register_trainable("NERS-DQN", NERSDQN)
+    register_trainable("NERS-SAC", NERSSAC)
     register_trainable("RainbowDQN", RainbowDQN)
     register_trainable("ACER", ACER)
     register_atari_env()

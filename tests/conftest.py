@@ -7,6 +7,10 @@ config builder per algorithm family.
 * `small_dqn(config=None, **settings)`: a small CartPole DQN-family config
   (NERS-DQN by default; also stock DQN and Rainbow DQN configs).
 * `small_acer(replay="uniform", **settings)`: a small CartPole ACER config.
+* `small_sac(replay="ners", **settings)`: a small Pendulum NERS-SAC config.
+* `one_torch_thread`: torch runs on one thread in this process during a test
+  (a local Learner's small networks gain nothing from more, and on a loaded
+  machine torch's spinning worker threads made each op several times slower).
 
 The builders' defaults are the values most tests use; each keyword names the
 RLlib setting it changes, so a test shows only how its config differs.
@@ -17,7 +21,7 @@ import copy
 import pytest
 import ray
 
-from rllib_ners import ACERConfig, NERSDQNConfig
+from rllib_ners import ACERConfig, NERSDQNConfig, NERSSACConfig
 
 DEFAULT_RAY_NUM_CPUS = 2
 
@@ -28,6 +32,16 @@ def ray_session(request):
     ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def one_torch_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _restart_failed_env_runners(config, restart):
@@ -141,6 +155,66 @@ def build_small_acer(
     return config.debugging(seed=seed)
 
 
+# NERS-SAC's replay choices by name (`small_sac(replay=...)`).
+SAC_REPLAY = {
+    "ners": {"type": "rllib_ners.NERSEpisodeReplayBuffer", "alpha": 0.6, "beta": 0.4},
+    "per": {
+        "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+        "alpha": 0.6,
+        "beta": 0.4,
+    },
+    "uniform": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.0},
+}
+
+
+def build_small_sac(
+    replay="ners",
+    *,
+    env="Pendulum-v1",
+    capacity=5000,
+    num_env_runners=0,
+    num_learners=None,
+    rollout_fragment_length=4,
+    train_batch_size_per_learner=32,
+    learning_starts=200,
+    min_sample_timesteps_per_iteration=400,
+    restart_failed_env_runners=False,
+    seed=0,
+    **training,
+):
+    """Pendulum, one 32-unit layer per network, batch 32, 200 steps before
+    learning starts, one update per `rollout_fragment_length` env steps.
+
+    `replay`: a name in `SAC_REPLAY` or a dict of buffer settings; the buffer
+    config is `{"capacity": capacity, **replay}`. `num_learners=None` leaves
+    RLlib's default untouched; `restart_failed_env_runners=True` restarts killed
+    EnvRunners at once; other keywords go to `.training()`.
+    """
+    if isinstance(replay, str):
+        replay = SAC_REPLAY[replay]
+    config = (
+        NERSSACConfig()
+        .environment(env)
+        .env_runners(
+            num_env_runners=num_env_runners,
+            rollout_fragment_length=rollout_fragment_length,
+        )
+    )
+    if num_learners is not None:
+        config = config.learners(num_learners=num_learners)
+    config = config.rl_module(model_config={"fcnet_hiddens": [32]}).training(
+        train_batch_size_per_learner=train_batch_size_per_learner,
+        num_steps_sampled_before_learning_starts=learning_starts,
+        replay_buffer_config={"capacity": capacity, **replay},
+        **training,
+    )
+    config = config.reporting(
+        min_sample_timesteps_per_iteration=min_sample_timesteps_per_iteration
+    )
+    config = _restart_failed_env_runners(config, restart_failed_env_runners)
+    return config.debugging(seed=seed)
+
+
 @pytest.fixture
 def small_dqn():
     """`build_small_dqn`: (config=None, **settings) -> small CartPole DQN config."""
@@ -152,3 +226,10 @@ def small_acer():
     """`build_small_acer`: (replay="uniform", **settings) -> small CartPole ACER
     config."""
     return build_small_acer
+
+
+@pytest.fixture
+def small_sac():
+    """`build_small_sac`: (replay="ners", **settings) -> small Pendulum NERS-SAC
+    config."""
+    return build_small_sac

@@ -20,6 +20,8 @@ KNOWN_NOISE: Dict[str, Tuple[str, ...]] = {
     ),
     # Logged once per algorithm class: the new API stack is the default in 2.60.
     "ray.rllib.algorithms.algorithm_config": (r"You are running \S+ on the new API",),
+    # SACConfig.validate() says the same on every validate() (NERS-SAC's too).
+    "ray.rllib.algorithms.sac.sac": (r"You are running SAC on the new API",),
     # RLlib's own code builds RLModules the deprecated way.
     "ray._common.deprecation": (r"`RLModule\(config=",),
     # Tune's system monitor on a machine without GPUs.

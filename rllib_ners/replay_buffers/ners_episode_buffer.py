@@ -68,8 +68,8 @@ def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
     learner, so that stock DQN given the NERS buffer type alone stops here with
     the fix, rather than failing at its first priority update.
 
-    Our algorithms (`NERSDQNConfig`, `ACERConfig`) and `enable_ners()` pass
-    `scored_by_ners_learner`. RLlib's `Algorithm` passes
+    Our algorithms (`NERSDQNConfig`, `NERSSACConfig`, `ACERConfig`) and
+    `enable_ners()` pass `scored_by_ners_learner`. RLlib's `Algorithm` passes
     `metrics_num_episodes_for_smoothing` to every episode buffer it builds (a
     contract test watches this), so its presence without our flag means a stock
     algorithm built us from a bare `replay_buffer_config["type"]`. A buffer
@@ -83,8 +83,9 @@ def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
     raise ValueError(
         "NERSEpisodeReplayBuffer needs a learner that scores samples with NERS, "
         "but the algorithm's learner does not. Use `rllib_ners.NERSDQNConfig` (or "
-        "`rllib_ners.ACERConfig`), or on a stock DQNConfig call "
-        "`rllib_ners.enable_ners(config)` (sets the NERS learner and callback)."
+        "`rllib_ners.NERSSACConfig`, `rllib_ners.ACERConfig`), or on a stock "
+        "DQNConfig call `rllib_ners.enable_ners(config)` (sets the NERS learner "
+        "and callback)."
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 import gymnasium as gym
+import numpy as np
 
 
 def is_image_space(space: gym.Space) -> bool:
@@ -24,3 +25,24 @@ def discrete_actions_error(action_space: gym.Space, who: str) -> Optional[str]:
         f"action set), got {action_space}. Use an env with discrete actions, or "
         f"SAC for continuous control."
     )
+
+
+def bounded_box_actions_error(action_space: gym.Space, who: str) -> Optional[str]:
+    """The error message for an action space that is not a Box with finite
+    bounds, given to `who` (SAC: its Gaussian is squashed into `[low, high]`), or
+    None when the space fits."""
+    if not isinstance(action_space, gym.spaces.Box):
+        return (
+            f"{who} supports continuous (Box) action spaces only, got "
+            f"{action_space}. For discrete actions use NERSDQNConfig or ACERConfig."
+        )
+    if not (
+        np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+    ):
+        return (
+            f"{who} squashes its Gaussian policy into the action bounds [low, high], "
+            f"so they must be finite, got {action_space}. Give the env finite action "
+            f"bounds (e.g. a gymnasium.ActionWrapper with action_space Box(-1, 1) "
+            f"that scales actions to the env's range)."
+        )
+    return None

@@ -1,5 +1,6 @@
-"""NERS-DQN across processes: remote EnvRunners and Learners, two DDP Learners,
-and the Learner-device placement of the sampler (checked on the meta device).
+"""NERS-DQN and NERS-SAC across processes: remote EnvRunners and Learners, two
+DDP Learners, and the Learner-device placement of the sampler (checked on the
+meta device).
 
 Each test builds one small CartPole algorithm; a module-scoped Ray session with 4
 logical CPUs holds 2 EnvRunners + 1 Learner, or 2 Learners.
@@ -136,6 +137,69 @@ def test_two_learners_keep_modules_and_samplers_identical(ray_session, small_dqn
             not np.array_equal(initial_scorer[k], first["scorer"][k])
             for k in initial_scorer
         )
+        algo.local_replay_buffer.check_invariants()
+    finally:
+        algo.stop()
+
+
+def _sac_snapshot(learner):
+    """`_learner_snapshot` plus SAC's temperature, which lives outside the
+    RLModule (so outside DDP)."""
+    snapshot = _learner_snapshot(learner)
+    snapshot["log_alpha"] = float(learner.curr_log_alpha["default_policy"])
+    return snapshot
+
+
+def test_sac_remote_env_runners_and_remote_learner(ray_session, small_sac):
+    """NERS-SAC with 2 EnvRunners + 1 remote Learner: the scorer lives in the
+    Learner actor, REINFORCE steps match the algorithm's, scores come back."""
+    algo = small_sac(num_env_runners=2, num_learners=1, **SETTINGS).build_algo()
+    try:
+        before = [r.get() for r in algo.learner_group.foreach_learner(_sac_snapshot)]
+        for _ in range(3):
+            result = algo.train()
+        (after,) = [r.get() for r in algo.learner_group.foreach_learner(_sac_snapshot)]
+        assert algo.learner_group._learner is None
+        assert after["pid"] != os.getpid()
+        assert algo.env_runner_group.num_healthy_remote_workers() == 2
+        num_updates = algo._ners_update.num_updates
+        assert num_updates >= 1
+        assert result["ners"]["num_sampler_updates_lifetime"] == num_updates
+        assert before[0]["reinforce_steps"] == []
+        assert after["reinforce_steps"] == [num_updates]
+        assert after["log_alpha"] != before[0]["log_alpha"]
+        buffer = algo.local_replay_buffer
+        buffer.check_invariants()
+        assert np.any(buffer._scored)
+        assert not np.allclose(buffer._delta[buffer._scored], 1.0)
+    finally:
+        algo.stop()
+
+
+def test_sac_two_learners_keep_modules_samplers_and_temperature_identical(
+    ray_session, small_sac
+):
+    """No seed: the Learners' torch RNGs differ. DDP syncs the RLModules; the
+    sampler is broadcast and averaged; SAC's temperature gradient is averaged
+    too (RLlib 2.60's own SAC lets the Learners' alphas drift apart)."""
+    algo = small_sac(num_learners=2, seed=None, **SETTINGS).build_algo()
+    try:
+        for _ in range(3):
+            algo.train()
+            first, second = [
+                r.get() for r in algo.learner_group.foreach_learner(_sac_snapshot)
+            ]
+            assert first["pid"] != second["pid"]
+            _assert_same_arrays(first["module"], second["module"])
+            for name in first["scorer"]:
+                np.testing.assert_array_equal(
+                    first["scorer"][name], second["scorer"][name]
+                )
+            assert first["log_alpha"] == second["log_alpha"]
+            assert first["reinforce_steps"] == second["reinforce_steps"]
+        assert first["log_alpha"] != 0.0  # the temperature did train
+        assert first["reinforce_steps"] == [algo._ners_update.num_updates]
+        assert algo._ners_update.num_updates >= 1
         algo.local_replay_buffer.check_invariants()
     finally:
         algo.stop()

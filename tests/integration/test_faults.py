@@ -3,12 +3,14 @@
 Training must go on, the replay buffer's invariants must hold, and the killed
 runner's unfinished episode must not corrupt what is stored: every stored
 transition continues its own episode (timestep + 1) and its next observation is
-what CartPole's dynamics give for (observation, action), so no fragment was
-spliced onto another episode's tail.
+what the env's dynamics (CartPole's, or Pendulum's for NERS-SAC, whose reward is
+checked too) give for (observation, action), so no fragment was spliced onto
+another episode's tail.
 
 (NaN/inf injection is tested in test_ners_dqn.py, bad input in
 tests/unit/test_bad_input.py, the long soak in tests/unit/test_soak.py.)
-Algorithms are listed in `CASES`: NERS-DQN and ACER (both with NERS replay).
+Algorithms are listed in `CASES`: NERS-DQN, ACER and NERS-SAC (all with NERS
+replay).
 """
 
 import threading
@@ -41,13 +43,24 @@ ACER = {
     "min_sample_timesteps_per_iteration": 200,
     "restart_failed_env_runners": True,
 }
-CASES = ("acer", "ners_dqn")
+# NERS-SAC on Pendulum, 2 EnvRunners.
+NERS_SAC = {
+    "num_env_runners": 2,
+    "learning_starts": 100,
+    "min_sample_timesteps_per_iteration": 200,
+    "restart_failed_env_runners": True,
+}
+CASES = ("acer", "ners_dqn", "ners_sac")
 
 
 @pytest.fixture
-def configs(small_dqn, small_acer):
+def configs(small_dqn, small_acer, small_sac):
     """Case name -> its config."""
-    return {"ners_dqn": small_dqn(**NERS_DQN), "acer": small_acer(**ACER)}
+    return {
+        "ners_dqn": small_dqn(**NERS_DQN),
+        "acer": small_acer(**ACER),
+        "ners_sac": small_sac(**NERS_SAC),
+    }
 
 
 def cartpole_step(obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -73,6 +86,24 @@ def cartpole_step(obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
     )
 
 
+def pendulum_step(obs: np.ndarray, actions: np.ndarray):
+    """gymnasium's Pendulum-v1 dynamics and reward, vectorised over rows:
+    (next observations, rewards)."""
+    g, m, length, dt, max_speed, max_torque = 10.0, 1.0, 1.0, 0.05, 8.0, 2.0
+    cos, sin, theta_dot = obs.astype(np.float64).T
+    theta = np.arctan2(sin, cos)
+    u = np.clip(actions.astype(np.float64)[:, 0], -max_torque, max_torque)
+    costs = theta**2 + 0.1 * theta_dot**2 + 0.001 * u**2
+    new_theta_dot = (
+        theta_dot
+        + (3 * g / (2 * length) * np.sin(theta) + 3.0 / (m * length**2) * u) * dt
+    )
+    new_theta_dot = np.clip(new_theta_dot, -max_speed, max_speed)
+    new_theta = theta + new_theta_dot * dt
+    next_obs = np.stack([np.cos(new_theta), np.sin(new_theta), new_theta_dot], 1)
+    return next_obs, -costs
+
+
 def assert_stored_episodes_are_whole(buffer):
     buffer.check_invariants()
     steps = np.flatnonzero(buffer._is_transition)
@@ -80,7 +111,15 @@ def assert_stored_episodes_are_whole(buffer):
     assert steps.size > 0
     np.testing.assert_array_equal(buffer._episode_uid[nxt], buffer._episode_uid[steps])
     np.testing.assert_array_equal(buffer._ts[nxt], buffer._ts[steps] + 1)
-    predicted = cartpole_step(buffer._obs[steps], buffer._actions[steps])
+    obs, actions = buffer._obs[steps], buffer._actions[steps]
+    if obs.shape[1] == 3:  # Pendulum: [cos theta, sin theta, theta dot]
+        # RLlib stores SAC's actions normalised to [-1, 1] (normalize_actions)
+        # and sends the env low + (a + 1) (high - low) / 2: here 2a.
+        torque = 2.0 * np.clip(actions, -1.0, 1.0)
+        predicted, rewards = pendulum_step(obs, torque)
+        np.testing.assert_allclose(buffer._rewards[steps], rewards, atol=1e-4)
+    else:
+        predicted = cartpole_step(obs, actions)
     np.testing.assert_allclose(buffer._obs[nxt], predicted, atol=1e-5)
 
 
@@ -99,6 +138,28 @@ def test_the_chain_check_catches_a_spliced_fragment(small_dqn):
             assert_stored_episodes_are_whole(buffer)
     finally:
         algo.stop()
+
+
+def test_pendulum_model_matches_the_env_and_catches_a_spliced_step():
+    """The Pendulum check is exact for real transitions and fails for an
+    observation taken from elsewhere."""
+    import gymnasium as gym
+
+    env = gym.make("Pendulum-v1")
+    obs, _ = env.reset(seed=3)
+    rows, actions, nexts, rewards = [], [], [], []
+    for _ in range(50):
+        action = env.action_space.sample()
+        nxt, reward, *_ = env.step(action)
+        rows.append(obs), actions.append(action), nexts.append(nxt)
+        rewards.append(reward)
+        obs = nxt
+    env.close()
+    predicted, predicted_rewards = pendulum_step(np.array(rows), np.array(actions))
+    np.testing.assert_allclose(predicted, np.array(nexts), atol=1e-5)
+    np.testing.assert_allclose(predicted_rewards, np.array(rewards), atol=1e-4)
+    spliced = np.array(nexts)[::-1]
+    assert not np.allclose(predicted, spliced, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", CASES)

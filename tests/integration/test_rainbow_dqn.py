@@ -164,7 +164,7 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(
     the very same batch (names, dtypes, values)."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rllib_ners.algorithms.rainbow.rainbow_dqn import replay_train_batch
+    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
 
     buffer_config = {**PER, "type": "rllib_ners.NERSEpisodeReplayBuffer"}
     if config_class is RainbowDQNConfig:

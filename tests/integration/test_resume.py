@@ -12,8 +12,9 @@ EnvRunner state holds neither the environment nor its episode in progress, so th
 restored EnvRunner starts a fresh episode (with a re-seeded env) and collects
 different transitions. The tests check the strongest property that holds.
 
-Algorithms are listed as `ResumeCase`s: NERS-DQN and ACER (with NERS replay;
-ACER also brings back its average policy network and replay-ratio generator).
+Algorithms are listed as `ResumeCase`s: NERS-DQN, ACER (with NERS replay;
+ACER also brings back its average policy network and replay-ratio generator) and
+NERS-SAC (also its temperature log(alpha), which RLlib 2.60's SAC never saves).
 """
 
 import pickle
@@ -36,7 +37,10 @@ from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("ray_session", "one_torch_thread"),
+]
 
 
 def assert_same_state(a, b, where="state"):
@@ -162,6 +166,47 @@ def acer_extra_checks(algo, restored):
     assert any(k.startswith("_average_pi.") for k in module.state_dict())
 
 
+# ------------------------------------------------------------------ NERS-SAC
+def ners_sac_config(small_sac, store_buffer=True):
+    return small_sac(
+        learning_starts=100,
+        min_sample_timesteps_per_iteration=300,
+        store_buffer_in_checkpoints=store_buffer,
+    )
+
+
+def ners_sac_replay_update(algo, env_steps):
+    """NERS-SAC's columnar sample -> Learner update -> update_priorities."""
+    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+    from rllib_ners.algorithms.common.replay_checkpoint import pop_priority_rows
+
+    config, buffer = algo.config, algo.local_replay_buffer
+    columns = buffer.sample_batch(
+        config.total_train_batch_size,
+        n_step=config.n_step,
+        gamma=config.gamma,
+        beta=config.replay_buffer_config.get("beta"),
+    )
+    results = algo.learner_group.update(
+        batch=replay_train_batch(buffer, columns),
+        timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
+    )
+    buffer.update_priorities(pop_priority_rows(results))
+    return columns["indices"]
+
+
+def ners_sac_learner_state(algo):
+    return learner_state(
+        algo, ["rl_module", "optimizer", "ners_sampler", "sac_log_alpha"]
+    )
+
+
+def ners_sac_extra_checks(algo, restored):
+    # The temperature trained away from its initial log(alpha) = 0 and came back.
+    log_alpha = ners_sac_learner_state(restored)["sac_log_alpha"][DEFAULT_MODULE_ID]
+    assert float(log_alpha) != 0.0
+
+
 @dataclass
 class ResumeCase:
     name: str
@@ -191,6 +236,15 @@ CASES = [
         ners_sampler_step,  # the same NERS sampler update
         acer_learner_state,
         acer_extra_checks,
+    ),
+    ResumeCase(
+        "ners_sac",
+        "small_sac",
+        ners_sac_config,
+        ners_sac_replay_update,
+        ners_sampler_step,
+        ners_sac_learner_state,
+        ners_sac_extra_checks,
     ),
 ]
 

@@ -13,6 +13,7 @@ import rllib_ners
 
 def _assert_names_known():
     assert get_trainable_cls("NERS-DQN") is rllib_ners.NERSDQN
+    assert get_trainable_cls("NERS-SAC") is rllib_ners.NERSSAC
     assert get_trainable_cls("RainbowDQN") is rllib_ners.RainbowDQN
     assert _global_registry.contains(ENV_CREATOR, "rllib_ners.atari")
 
@@ -23,6 +24,7 @@ def test_import_registers_names_without_ray():
         "from ray.tune.registry import get_trainable_cls\n"
         "assert not ray.is_initialized()\n"
         "assert get_trainable_cls('NERS-DQN') is rllib_ners.NERSDQN\n"
+        "assert get_trainable_cls('NERS-SAC') is rllib_ners.NERSSAC\n"
         "assert get_trainable_cls('RainbowDQN') is rllib_ners.RainbowDQN\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -76,7 +76,7 @@ def test_algorithm_config_translates_special_keys_and_keeps_learner_connector():
     assert hasattr(config, "_learner_connector"), _fail(
         "AlgorithmConfig._learner_connector (set by config.training(learner_"
         "connector=...)) is gone",
-        "rllib_ners/algorithms/rainbow/rainbow_dqn.py (_can_replay_columns)",
+        "rllib_ners/algorithms/common/columnar_replay.py (_can_replay_columns)",
     )
     assert config._learner_connector is None
     config.training(learner_connector=lambda *a, **k: None)
@@ -279,3 +279,20 @@ def test_our_buffer_answers_every_public_method_of_rllibs_prioritized_buffer():
         f"buffer: {broken}",
         "FastPrioritizedEpisodeReplayBuffer (override them)",
     )
+
+
+def test_item_series_stats_keep_the_logged_values_in_items():
+    import torch
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    logger = MetricsLogger()
+    rows = torch.arange(8.0).reshape(4, 2)
+    logger.log_value(("m", "td_error"), rows, reduce="item_series")
+    stats = logger.reduce()["m"]["td_error"]
+    items = getattr(stats, "items", None)
+    assert items is not None and len(items) == 1, _fail(
+        "item-series stats no longer keep the logged values in `.items`",
+        "rllib_ners/algorithms/common/replay_checkpoint.py (_logged_arrays)",
+    )
+    np.testing.assert_array_equal(np.asarray(items[0]), rows.numpy())
+    np.testing.assert_array_equal(np.asarray(stats.peek()[0]), rows.numpy())

@@ -2,7 +2,8 @@
 
 Every case is checked before any Ray actor could start: buffer constructors and
 sample calls, NERS settings, and `NERSDQNConfig.validate()` / `ACERConfig.validate()`
-(which `build_algo()` calls before creating EnvRunners or Learners).
+/ `NERSSACConfig.validate()` (which `build_algo()` calls before creating
+EnvRunners or Learners).
 """
 
 import gymnasium as gym
@@ -16,6 +17,7 @@ from rllib_ners import (
     FastPrioritizedEpisodeReplayBuffer,
     NERSDQNConfig,
     NERSEpisodeReplayBuffer,
+    NERSSACConfig,
     NERSSettings,
     RainbowDQNConfig,
 )
@@ -46,6 +48,20 @@ def _acer(**training):
 
 
 NERS_BUFFER = {"type": "rllib_ners.NERSEpisodeReplayBuffer", "capacity": 5000}
+FAST_BUFFER = {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.6}
+
+
+def _ners_sac(**training):
+    return NERSSACConfig().environment("Pendulum-v1").training(**training)
+
+
+def _unbounded_actions():
+    box = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    return NERSSACConfig().environment(
+        "Pendulum-v1",
+        observation_space=box,
+        action_space=gym.spaces.Box(-np.inf, np.inf, (1,), np.float32),
+    )
 
 
 BUFFER_CASES = [
@@ -243,9 +259,57 @@ ACER_CASES = [
 ]
 
 
+SAC_CASES = [
+    (
+        "supports continuous \\(Box\\) action spaces only",
+        lambda: NERSSACConfig().environment("CartPole-v1").validate(),
+    ),
+    ("action bounds .* must be finite", lambda: _unbounded_actions().validate()),
+    (
+        "frame_stack",
+        lambda: _ners_sac(replay_buffer_config={"frame_stack": 4}).validate(),
+    ),
+    ("hidden_size", lambda: _ners_sac().ners(hidden_size=0).validate()),
+    ("train_size", lambda: _ners_sac().ners(train_size=0).validate()),
+    (
+        "this package's buffers",
+        lambda: _ners_sac(
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"}
+        ).validate(),
+    ),
+    (
+        "Unknown replay buffer type",
+        lambda: _ners_sac(replay_buffer_config={"type": "nowhere.NoBuffer"}).validate(),
+    ),
+    (
+        "Bad replay_buffer_config .*alpha",
+        lambda: _ners_sac(replay_buffer_config={"alpha": -1.0}).validate(),
+    ),
+    (
+        "samples uniformly and ignores the learned scores",
+        lambda: _ners_sac(replay_buffer_config={"alpha": 0.0}).validate(),
+    ),
+    (
+        "have no effect without the NERS replay buffer",
+        lambda: _ners_sac(replay_buffer_config=FAST_BUFFER).ners(lr=1e-3).validate(),
+    ),
+    (
+        "evaluation",
+        lambda: _ners_sac().ners(replay_reward_mode="eval_return").validate(),
+    ),
+    # RLlib's own SAC checks still run under ours.
+    ("`lr`", lambda: _ners_sac(lr=1e-3).validate()),
+]
+
+
 @pytest.mark.parametrize(
     "expected, make",
-    BUFFER_CASES + SETTINGS_CASES + CONFIG_CASES + REPLAY_CONFIG_CASES + ACER_CASES,
+    BUFFER_CASES
+    + SETTINGS_CASES
+    + CONFIG_CASES
+    + REPLAY_CONFIG_CASES
+    + ACER_CASES
+    + SAC_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make):
@@ -297,3 +361,15 @@ def test_acer_takes_the_ners_buffer_type_alone_with_its_own_alpha():
     )
     with pytest.raises(ValueError, match="alpha"):
         explicit.validate()
+
+
+def test_sac_validate_keeps_our_buffer_type_when_rllibs_checks_fail():
+    """NERSSACConfig shows RLlib's SAC checks a buffer name they accept; the
+    user's buffer config comes back whether those checks pass or raise."""
+    config = _ners_sac(lr=1e-3, replay_buffer_config={"capacity": 777})
+    with pytest.raises(ValueError, match="`lr`"):
+        config.validate()
+    assert config.replay_buffer_config["type"] == "rllib_ners.NERSEpisodeReplayBuffer"
+    assert config.replay_buffer_config["capacity"] == 777
+    config.training(lr=None).validate()
+    assert config.replay_buffer_config["type"] == "rllib_ners.NERSEpisodeReplayBuffer"

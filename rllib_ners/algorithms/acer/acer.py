@@ -73,7 +73,6 @@ from rllib_ners.algorithms.common.training_ops import (
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
-from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
 
 REPLAY_RATIO_DISTRIBUTIONS = ("poisson", "fixed")
@@ -408,20 +407,9 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                 f"and two rounds of fresh rollouts ({rollout} steps each). Set it to "
                 f"at least {needed}."
             )
-        if self.uses_ners_replay:
-            if not buffer_config.get("alpha", 1.0) > 0:
-                self._value_error(
-                    f"NERS replay with replay_buffer_config['alpha']="
-                    f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
-                    f"the learned scores; set alpha > 0 (e.g. 0.6)."
-                )
-            self._validate_ners("ACER")
-        elif self.ners_config != NERSSettings().to_dict():
-            self._value_error(
-                "config.ners(...) settings have no effect without the NERS replay "
-                "buffer; set replay_buffer_config['type'] to "
-                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call."
-            )
+        self._validate_ners_replay(
+            "ACER", uses_ners_replay=self.uses_ners_replay, buffer_config=buffer_config
+        )
 
 
 class ACER(ReplayStateMixin, Algorithm):

@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 
 import gymnasium as gym
 
-from rllib_ners.utils.spaces import discrete_actions_error
+from rllib_ners.utils.spaces import bounded_box_actions_error, discrete_actions_error
 
 
 def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
@@ -55,6 +55,15 @@ def check_discrete_actions(config, who: str) -> None:
     """Raises (through `config._value_error`) unless the actions are Discrete."""
     spaces = env_spaces(config)
     message = None if spaces is None else discrete_actions_error(spaces[1], who)
+    if message is not None:
+        config._value_error(f"{message} (env {config.env!r})")
+
+
+def check_bounded_box_actions(config, who: str) -> None:
+    """Raises (through `config._value_error`) unless the actions are a Box with
+    finite bounds."""
+    spaces = env_spaces(config)
+    message = None if spaces is None else bounded_box_actions_error(spaces[1], who)
     if message is not None:
         config._value_error(f"{message} (env {config.env!r})")
 

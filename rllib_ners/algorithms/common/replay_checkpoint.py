@@ -13,7 +13,7 @@ and any extra state an algorithm lists in `_extra_checkpoint_state()`.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import numpy as np
 from ray.rllib.algorithms.algorithm import Algorithm
@@ -115,9 +115,22 @@ def pop_priority_rows(learner_results) -> Any:
         for result in learner_results
         for module_results in result.values()
         if isinstance(module_results, dict) and TD_ERROR_KEY in module_results
-        for item in convert_to_numpy(module_results.pop(TD_ERROR_KEY).peek())
+        for item in _logged_arrays(module_results.pop(TD_ERROR_KEY))
     ]
     return np.concatenate(rows) if rows else None
+
+
+def _logged_arrays(stats) -> List[np.ndarray]:
+    """The values logged into an RLlib 2.60 item-series stat, one array each.
+
+    Read from `stats.items`, not `peek()`: peek() turns the logged tensors into
+    nested Python lists (`tolist()`), element by element, about 10 ms per
+    update for a batch of 256 NERS rows. The items are the same values.
+    """
+    items = getattr(stats, "items", None)
+    if items is None:
+        items = stats.peek()
+    return [np.asarray(convert_to_numpy(item)) for item in items]
 
 
 def _is_fast_buffer(obj_or_class: Any) -> bool:

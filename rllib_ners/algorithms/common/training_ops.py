@@ -1,7 +1,7 @@
-"""Training-step pieces shared by our replay algorithms (RainbowDQN's columnar
-path and ACER), in the manner of RLlib's `execution/rollout_ops.py`: each does
-what RLlib's own DQN training step does at that point, with the same timers and
-metric keys."""
+"""Training-step pieces shared by our replay algorithms (the columnar DQN/SAC
+step of `columnar_replay` and ACER), in the manner of RLlib's
+`execution/rollout_ops.py`: each does what RLlib's own DQN training step does at
+that point, with the same timers and metric keys."""
 
 from __future__ import annotations
 

@@ -94,6 +94,27 @@ class NERSConfigMixin:
                 self.ners_config[name] = value
         return self
 
+    def _validate_ners_replay(
+        self, who: str, *, uses_ners_replay: bool, buffer_config: dict
+    ) -> None:
+        """For configs whose replay may or may not be NERS (ACER, NERS-SAC):
+        with the NERS buffer, its alpha must be > 0 and the NERS settings valid;
+        without it, `.ners(...)` settings (which would do nothing) raise."""
+        if uses_ners_replay:
+            if not buffer_config.get("alpha", 1.0) > 0:
+                self._value_error(
+                    f"NERS replay with replay_buffer_config['alpha']="
+                    f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
+                    f"the learned scores; set alpha > 0 (e.g. 0.6)."
+                )
+            self._validate_ners(who)
+        elif self.ners_config != NERSSettings().to_dict():
+            self._value_error(
+                "config.ners(...) settings have no effect without the NERS replay "
+                "buffer; set replay_buffer_config['type'] to "
+                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call."
+            )
+
     def _validate_ners(self, who: str) -> None:
         """Raises (via `_value_error`) for bad NERS settings and set-ups."""
         try:

@@ -27,24 +27,11 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig, calculate_rr_weights
-from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.core.columns import Columns
+from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import (
-    ENV_RUNNER_RESULTS,
-    LEARNER_RESULTS,
-    LEARNER_UPDATE_TIMER,
-    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    REPLAY_BUFFER_RESULTS,
-    REPLAY_BUFFER_SAMPLE_TIMER,
-    REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
-    TIMERS,
-)
 
+from rllib_ners.algorithms.common.columnar_replay import ColumnarReplayMixin
 from rllib_ners.algorithms.common.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
@@ -53,11 +40,6 @@ from rllib_ners.algorithms.common.config_checks import (
 from rllib_ners.algorithms.common.replay_checkpoint import (
     ReplayStateMixin,
     check_replay_buffer_config,
-    pop_priority_rows,
-)
-from rllib_ners.algorithms.common.training_ops import (
-    sample_into_buffer,
-    sync_env_runner_weights,
 )
 
 # DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
@@ -254,102 +236,21 @@ class RainbowDQNConfig(DQNConfig):
             )
 
 
-class RainbowDQN(ReplayStateMixin, DQN):
+class RainbowDQN(ColumnarReplayMixin, ReplayStateMixin, DQN):
     """RLlib's DQN with `RainbowDQNConfig`; checkpoints include the replay buffer
     when `store_buffer_in_checkpoints=True` (see `ReplayStateMixin`).
 
     With one of this package's buffers, its training step is DQN's with the
-    columnar fast path: replayed transitions go to the Learners as numpy columns
-    (`FastPrioritizedEpisodeReplayBuffer.sample_batch()`), not as one RLlib
-    episode per transition through the learner connector pipeline, which costs
-    several milliseconds per update and feeds the Learner the same columns
-    (tested). Configs the columns cannot serve (a custom learner connector, a
-    stateful RLModule, multi-agent, RLlib's own buffers) keep RLlib's path.
+    columnar fast path (`ColumnarReplayMixin`): replayed transitions go to the
+    Learners as numpy columns (`FastPrioritizedEpisodeReplayBuffer.sample_batch()`),
+    not as one RLlib episode per transition through the learner connector
+    pipeline, which costs several milliseconds per update and feeds the Learner
+    the same columns (tested). Configs the columns cannot serve (a custom learner
+    connector, a stateful RLModule, multi-agent, RLlib's own buffers) keep
+    RLlib's path.
     """
 
     @classmethod
     @override(DQN)
     def get_default_config(cls) -> AlgorithmConfig:
         return RainbowDQNConfig()
-
-    @override(DQN)
-    def setup(self, config: AlgorithmConfig) -> None:
-        super().setup(config)
-        self._columnar_replay = self._can_replay_columns()
-
-    def _can_replay_columns(self) -> bool:
-        from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
-            FastPrioritizedEpisodeReplayBuffer,
-        )
-
-        config = self.config
-        if config.is_multi_agent or config._learner_connector is not None:
-            return False
-        if not isinstance(self.local_replay_buffer, FastPrioritizedEpisodeReplayBuffer):
-            return False
-        spec = config.get_rl_module_spec()
-        return not spec.model_config.get("use_lstm", False)
-
-    @override(DQN)
-    def training_step(self) -> None:
-        if not self._columnar_replay:
-            return super().training_step()
-        store_weight, sample_and_train_weight = calculate_rr_weights(self.config)
-        buffer = self.local_replay_buffer
-        for _ in range(store_weight):
-            sample_into_buffer(self, buffer)
-
-        sampled = self.metrics.peek(
-            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
-        )
-        if sampled < self.config.num_steps_sampled_before_learning_starts:
-            return
-        for _ in range(sample_and_train_weight):
-            with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
-                columns = buffer.sample_batch(
-                    self.config.total_train_batch_size,
-                    n_step=self.config.n_step,
-                    gamma=self.config.gamma,
-                    beta=self.config.replay_buffer_config.get("beta"),
-                )
-            with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-                learner_results = self.learner_group.update(
-                    batch=replay_train_batch(buffer, columns),
-                    timesteps={
-                        NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled,
-                        NUM_AGENT_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
-                            (ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME),
-                            default={},
-                        ),
-                    },
-                )
-                rows = pop_priority_rows(learner_results)
-                self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
-            with self.metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
-                if rows is not None:
-                    buffer.update_priorities(rows)
-        # The buffer's metrics are snapshots and lifetime counters: reading them
-        # once per step reports what DQN's read after every update would.
-        self.metrics.aggregate([buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
-        sync_env_runner_weights(self, learner_results)
-
-
-def replay_train_batch(buffer, columns) -> MultiAgentBatch:
-    """The train batch RLlib's DQN learner connector would build from the
-    sampled transitions: the same columns (names, dtypes, values), plus the
-    buffer's per-item columns (`buffer_index`, and for NERS `ts` and
-    `sample_position`)."""
-    batch = {
-        Columns.OBS: columns["obs"],
-        Columns.NEXT_OBS: columns["new_obs"],
-        Columns.ACTIONS: columns["actions"],
-        Columns.REWARDS: columns["rewards"],
-        Columns.TERMINATEDS: columns["terminateds"],
-        Columns.TRUNCATEDS: columns["truncateds"],
-        "weights": columns["weights"],
-        "n_step": columns["n_step"],
-        **buffer.item_columns(columns),
-    }
-    return MultiAgentBatch(
-        {DEFAULT_MODULE_ID: SampleBatch(batch)}, env_steps=len(columns["obs"])
-    )

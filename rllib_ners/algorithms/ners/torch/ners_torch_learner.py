@@ -26,11 +26,16 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from rllib_ners.algorithms.ners.ners_learner import ners_settings_from_config
 from rllib_ners.ners.reinforce import priority_base, sampler_loss
 from rllib_ners.ners.scorer import NERSScorer
-from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
+from rllib_ners.replay_buffers.ners_episode_buffer import (
+    DELTA,
+    SAMPLE_POSITION,
+    TARGET_Q,
+)
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 from rllib_ners.utils.torch_ops import make_adam
 
@@ -131,6 +136,49 @@ class NERSTorchLearnerMixin:
                 parameterization=self.ners_settings.parameterization,
                 per_epsilon=self.ners_settings.per_epsilon,
             )
+
+    def report_transition_scores(
+        self,
+        module_id: str,
+        batch: Dict[str, Any],
+        delta: torch.Tensor,
+        target: torch.Tensor,
+    ) -> None:
+        """Scores a batch of 1-step (or n-step) transitions and reports rows
+        `[score, delta, q, position]` under RLlib's TD-error key, in place of the
+        plain TD errors the algorithm's loss logged there.
+
+        `delta` and `target` are the fresh |TD error| and TD target of each item
+        (no gradients). The training step hands the rows (concatenated Learner
+        by Learner) to `NERSEpisodeReplayBuffer.update_priorities()`, which puts
+        them back in sample order by `position`.
+        """
+        if "ts" not in batch:
+            raise ValueError(
+                "The NERS learner needs the `ts` column that NERSEpisodeReplayBuffer "
+                "adds to every sampled transition: set replay_buffer_config['type'] "
+                "to 'rllib_ners.NERSEpisodeReplayBuffer'."
+            )
+        scores = self.ners_score(
+            {
+                "obs": batch[Columns.OBS],
+                "new_obs": batch[Columns.NEXT_OBS],
+                "actions": batch[Columns.ACTIONS],
+                "rewards": batch[Columns.REWARDS],
+                DELTA: delta,
+                TARGET_Q: target,
+                "ts": batch["ts"],
+            }
+        )
+        rows = [scores, delta, target]
+        if SAMPLE_POSITION in batch:
+            rows.append(batch[SAMPLE_POSITION].to(scores.dtype))
+        self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
+        self.metrics.log_value(
+            (module_id, TD_ERROR_KEY),
+            torch.stack(rows, dim=-1),
+            reduce="item_series",
+        )
 
     def ners_reinforce(
         self, batch: Dict[str, Any], replay_reward: float

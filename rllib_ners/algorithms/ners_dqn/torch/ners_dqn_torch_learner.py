@@ -28,28 +28,21 @@ from ray.rllib.algorithms.dqn.dqn_learner import (
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 
+from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
 )
-from rllib_ners.replay_buffers.ners_episode_buffer import (
-    DELTA,
-    SAMPLE_POSITION,
-    TARGET_Q,
-)
-
-# RLlib 2.60's DQNLearner keeps the timestep of its last target-network update in
-# a plain attribute that no checkpoint holds: a restored Learner would sync its
-# target nets at its first update. Ours saves it.
-TARGET_UPDATE_TS_STATE = "last_target_update_ts"
 
 
-class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
+class NERSDQNTorchLearner(
+    NERSTorchLearnerMixin, TargetUpdateStateMixin, RainbowDQNTorchLearner
+):
     """Rainbow's DQN learner (Adam with `adam_epsilon`) plus the NERS scorer (see
-    the module docstring)."""
+    the module docstring); checkpoints hold when the target nets were last synced
+    (`TargetUpdateStateMixin`)."""
 
     @override(DQNTorchLearner)
     def build(self) -> None:
@@ -93,12 +86,6 @@ class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
-        if "ts" not in batch:
-            raise ValueError(
-                "The NERS learner needs the `ts` column that NERSEpisodeReplayBuffer "
-                "adds to every sampled transition: set replay_buffer_config['type'] "
-                "to 'rllib_ners.NERSEpisodeReplayBuffer'."
-            )
         with torch.no_grad():
             delta, target = self.fresh_td_and_target(
                 batch=batch,
@@ -106,43 +93,6 @@ class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
                 gamma=config.gamma,
                 double_q=config.double_q,
             )
-            scores = self.ners_score(
-                {
-                    "obs": batch[Columns.OBS],
-                    "new_obs": batch[Columns.NEXT_OBS],
-                    "actions": batch[Columns.ACTIONS],
-                    "rewards": batch[Columns.REWARDS],
-                    DELTA: delta,
-                    TARGET_Q: target,
-                    "ts": batch["ts"],
-                }
-            )
-            rows = [scores, delta, target]
-            if SAMPLE_POSITION in batch:
-                rows.append(batch[SAMPLE_POSITION].to(scores.dtype))
-        # Replace the plain TD errors DQN logged with [score, delta, q, position]
-        # rows; the training step hands them (concatenated Learner by Learner) to
-        # NERSEpisodeReplayBuffer.update_priorities().
-        self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
-        self.metrics.log_value(
-            (module_id, TD_ERROR_KEY),
-            torch.stack(rows, dim=-1),
-            reduce="item_series",
-        )
+            # [score, delta, q, position] rows replace DQN's plain TD errors.
+            self.report_transition_scores(module_id, batch, delta, target)
         return loss
-
-    # --------------------------------------------------------------- state
-    @override(DQNTorchLearner)
-    def get_state(
-        self, components=None, *, not_components=None, **kwargs
-    ) -> Dict[str, Any]:
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        if self._check_component(TARGET_UPDATE_TS_STATE, components, not_components):
-            state[TARGET_UPDATE_TS_STATE] = dict(self.last_update_ts_by_mid)
-        return state
-
-    @override(DQNTorchLearner)
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        if TARGET_UPDATE_TS_STATE in state:
-            self.last_update_ts_by_mid.update(state[TARGET_UPDATE_TS_STATE])

@@ -1,0 +1,211 @@
+"""NERS-SAC: RLlib's SAC (new API stack) with the Neural Experience Replay Sampler.
+
+Oh, Lee, Yang & Hwang, "Learning to Sample with Local and Global Contexts in
+Experience Replay Buffer", ICLR 2021: the paper's main results are SAC and TD3
+on continuous control (MuJoCo).
+
+Per training step this is SAC's own step (which is DQN's), with three changes:
+  * replayed transitions go to the Learners as numpy columns straight from the
+    buffer (`ColumnarReplayMixin`), not one RLlib episode per transition
+    through the learner connectors; the batch and SAC's losses on it are the
+    same (tested);
+  * with the NERS buffer (the default) the Learner is `NERSSACTorchLearner`, so
+    priorities are learned scores, and the buffer keeps the latest soft TD error
+    and soft TD target per transition;
+  * after the step, once `min_episodes_per_update` training episodes have
+    finished, the replay reward drives one REINFORCE step of the sampler on
+    every Learner (as in NERS-DQN).
+
+Our PER and uniform buffers (`FastPrioritizedEpisodeReplayBuffer`) plug in as
+`replay_buffer_config["type"]` too; stock `SACConfig.validate()` refuses them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.dqn.dqn import DQN
+from ray.rllib.algorithms.sac.sac import SAC, SACConfig
+from ray.rllib.utils.annotations import override
+
+from rllib_ners.algorithms.common.columnar_replay import ColumnarReplayMixin
+from rllib_ners.algorithms.common.config_checks import (
+    check_bounded_box_actions,
+    check_frame_stack_fits_observations,
+)
+from rllib_ners.algorithms.common.replay_checkpoint import (
+    FAST_BUFFER_TYPE,
+    NERS_BUFFER_TYPE,
+    ReplayStateMixin,
+    buffer_type_to_string,
+    check_replay_buffer_config,
+    resolve_buffer_class,
+)
+from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
+from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
+from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
+
+# A buffer name `SACConfig.validate()` accepts; it stands in for ours while
+# RLlib's own checks run.
+_RLLIB_ACCEPTED_TYPE = "PrioritizedEpisodeReplayBuffer"
+
+
+class NERSSACConfig(NERSConfigMixin, SACConfig):
+    """SAC config with the NERS sampler; `.ners(...)` holds the sampler's settings.
+
+    Defaults are `SACConfig`'s, except the replay buffer: the NERS buffer
+    (capacity 1M, alpha 0.6, beta 0.4), part of checkpoints.
+
+    .. code-block:: python
+
+        from rllib_ners import NERSSACConfig
+
+        config = (
+            NERSSACConfig()
+            .environment("Pendulum-v1")
+            .training(replay_buffer_config={"capacity": 100000})
+            .ners(hidden_size=128, lr=1e-4)
+        )
+        algo = config.build_algo()
+        algo.train()
+
+    Prioritised or uniform replay through our fast buffer instead:
+
+    .. code-block:: python
+
+        config.training(
+            replay_buffer_config={
+                "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+                "capacity": 100000,
+                "alpha": 0.6,  # 0.0: uniform
+                "beta": 0.4,
+            }
+        )
+    """
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or NERSSAC)
+        self._init_ners_config()
+        self.replay_buffer_config = {
+            "type": NERS_BUFFER_TYPE,
+            "capacity": int(1e6),
+            "alpha": 0.6,
+            "beta": 0.4,
+        }
+        # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
+        self.store_buffer_in_checkpoints = True
+
+    @property
+    def uses_ners_replay(self) -> bool:
+        """Whether the replay buffer is the NERS buffer (or a subclass)."""
+        from rllib_ners.replay_buffers.ners_episode_buffer import (
+            NERSEpisodeReplayBuffer,
+        )
+
+        buffer_type = (self.replay_buffer_config or {}).get("type", NERS_BUFFER_TYPE)
+        try:
+            buffer_class = resolve_buffer_class(buffer_type)
+        except ValueError:
+            return False
+        return isinstance(buffer_class, type) and issubclass(
+            buffer_class, NERSEpisodeReplayBuffer
+        )
+
+    @override(SACConfig)
+    def get_default_learner_class(self):
+        from rllib_ners.algorithms.ners_sac.torch.ners_sac_torch_learner import (
+            NERSSACTorchLearner,
+        )
+
+        return NERSSACTorchLearner
+
+    @override(SACConfig)
+    def validate(self) -> None:
+        buffer_config = self._our_replay_buffer_config()
+        # RLlib's SACConfig.validate() accepts only RLlib's own buffer names
+        # (and has no switch for that check): let it see one while it checks
+        # everything else; ours was checked above and is checked again below.
+        self.replay_buffer_config = dict(buffer_config, type=_RLLIB_ACCEPTED_TYPE)
+        try:
+            super().validate()
+        finally:
+            self.replay_buffer_config = buffer_config
+        if not self.enable_rl_module_and_learner:
+            self._value_error(
+                "NERSSACConfig runs on RLlib's new API stack only; remove "
+                "config.api_stack(enable_rl_module_and_learner=False, ...)."
+            )
+        if self.framework_str != "torch":
+            self._value_error(
+                f"NERSSAC supports framework 'torch' only, got "
+                f"{self.framework_str!r}. Use config.framework('torch')."
+            )
+        check_replay_buffer_config(self)
+        check_bounded_box_actions(self, "NERSSAC")
+        check_frame_stack_fits_observations(self)
+        self._validate_ners_replay(
+            "NERSSAC",
+            uses_ners_replay=self.uses_ners_replay,
+            buffer_config=buffer_config,
+        )
+
+    def _our_replay_buffer_config(self) -> Dict[str, Any]:
+        """`replay_buffer_config` with `type` as a dotted string, after checking
+        that it names one of this package's buffers."""
+        from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+            FastPrioritizedEpisodeReplayBuffer,
+        )
+
+        buffer_config = self.replay_buffer_config
+        if not isinstance(buffer_config, dict) or "type" not in buffer_config:
+            self._value_error(
+                f"NERSSAC needs replay_buffer_config with a 'type', got "
+                f"{buffer_config!r}; e.g. {{'type': '{NERS_BUFFER_TYPE}', "
+                f"'capacity': 1000000}}."
+            )
+        try:
+            buffer_class = resolve_buffer_class(buffer_config["type"])
+        except ValueError as error:
+            self._value_error(str(error))
+        if not (
+            isinstance(buffer_class, type)
+            and issubclass(buffer_class, FastPrioritizedEpisodeReplayBuffer)
+        ):
+            self._value_error(
+                f"NERSSAC replays from this package's buffers; got "
+                f"replay_buffer_config['type']={buffer_config['type']!r}. Use "
+                f"'{NERS_BUFFER_TYPE}' (NERS) or '{FAST_BUFFER_TYPE}' (alpha > 0: "
+                f"prioritised; alpha=0: uniform), or RLlib's SACConfig for RLlib's "
+                f"own buffers."
+            )
+        return dict(buffer_config, type=buffer_type_to_string(buffer_config["type"]))
+
+
+class NERSSAC(ColumnarReplayMixin, ReplayStateMixin, SAC):
+    """SAC whose replay sampler is learned (see the module docstring)."""
+
+    @classmethod
+    @override(SAC)
+    def get_default_config(cls) -> AlgorithmConfig:
+        return NERSSACConfig()
+
+    @override(DQN)
+    def setup(self, config: AlgorithmConfig) -> None:
+        super().setup(config)
+        if self.config.uses_ners_replay:
+            self._ners_update = NERSSamplerUpdate.from_config(self.config)
+
+    @override(DQN)
+    def training_step(self) -> None:
+        super().training_step()
+        if self._ners_update is not None:
+            self._ners_update.maybe_update(self)
+
+    @override(DQN)
+    def step(self):
+        """One iteration; with the NERS buffer, plus the sampler diagnostics in
+        `result["ners"]`."""
+        result = super().step()
+        add_ners_diagnostics(self, result)
+        return result

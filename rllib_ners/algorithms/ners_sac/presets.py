@@ -1,0 +1,114 @@
+"""Settings shared by the NERS-SAC tuned examples and benchmarks.
+
+`sac_config()` is SAC's usual continuous-control setting (Haarnoja et al. 2018;
+Stable-Baselines3's and CleanRL's defaults) with NERS, prioritised or uniform
+replay; `mujoco_sac()` and `pendulum_sac()` fill in the env and the warm-up.
+Everything is a plain `NERSSACConfig`, so a study can also build NERS-SAC from a
+dict: `NERSSACConfig().update_from_dict({...})`.
+"""
+
+from __future__ import annotations
+
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+from rllib_ners.algorithms.common.replay_checkpoint import (
+    FAST_BUFFER_TYPE,
+    NERS_BUFFER_TYPE,
+)
+
+# Replay arms of the SAC experiments: buffer type and priority exponent.
+SAC_REPLAYS = {
+    "ners": (NERS_BUFFER_TYPE, 0.6),
+    "per": (FAST_BUFFER_TYPE, 0.6),
+    "uniform": (FAST_BUFFER_TYPE, 0.0),
+}
+
+SAC_BATCH_SIZE = 256
+
+
+def sac_config(
+    env: str,
+    *,
+    replay: str = "ners",
+    capacity: int = 1_000_000,
+    learning_starts: int = 10_000,
+    lr: float = 3e-4,
+    hiddens=(256, 256),
+    rollout_fragment_length: int = 1,
+    config=None,
+):
+    """SAC's usual settings on `env`: twin critics and a squashed Gaussian
+    policy, each a ReLU MLP with `hiddens` (256, 256) (RLlib's SAC module: the
+    critics encode observation and action in two streams); Adam with `lr`
+    (3e-4) for actor, critics and temperature; batch 256; gamma 0.99; Polyak
+    tau 0.005 after every update; 1-step targets; learned temperature from
+    alpha 1 towards the target entropy -dim(A); `learning_starts` env steps
+    before the first update, then one update per env step.
+
+    The EnvRunner acts `rollout_fragment_length` steps between updates (1: a
+    fresh policy every step), then that many updates run (`training_intensity`
+    = replayed / sampled env steps = the batch size).
+
+    `replay`: "ners" (NERS buffer, alpha 0.6, beta 0.4; sampler hidden 128,
+    Adam 1e-4, |I_train| = 32), "per" (our prioritised buffer, alpha 0.6, beta
+    0.4, priority = mean |TD error| of the twin critics) or "uniform".
+    `config`: the config to fill in (default `NERSSACConfig()`; a stock
+    `SACConfig` takes the same settings, for comparisons).
+    """
+    from rllib_ners.algorithms.ners_sac import NERSSACConfig
+
+    if replay not in SAC_REPLAYS:
+        raise ValueError(
+            f"`replay` must be one of {sorted(SAC_REPLAYS)}, got replay={replay!r}."
+        )
+    buffer_type, alpha = SAC_REPLAYS[replay]
+    config = (
+        (NERSSACConfig() if config is None else config)
+        .environment(env)
+        .env_runners(rollout_fragment_length=rollout_fragment_length)
+        .training(
+            actor_lr=lr,
+            critic_lr=lr,
+            alpha_lr=lr,
+            gamma=0.99,
+            tau=0.005,
+            twin_q=True,
+            n_step=1,
+            initial_alpha=1.0,
+            target_entropy="auto",
+            train_batch_size_per_learner=SAC_BATCH_SIZE,
+            training_intensity=float(SAC_BATCH_SIZE),
+            num_steps_sampled_before_learning_starts=learning_starts,
+            replay_buffer_config={
+                "type": buffer_type,
+                "capacity": capacity,
+                "alpha": alpha,
+                "beta": 0.4 if alpha > 0 else 0.0,
+            },
+        )
+        .rl_module(
+            model_config=DefaultModelConfig(
+                fcnet_hiddens=list(hiddens),
+                fcnet_activation="relu",
+                head_fcnet_hiddens=[],
+            )
+        )
+        .reporting(min_sample_timesteps_per_iteration=1000)
+    )
+    if replay == "ners":
+        config = config.ners(hidden_size=128, lr=1e-4, train_size=32)
+    return config
+
+
+def mujoco_sac(env: str = "Hopper-v5", *, replay: str = "ners", **settings):
+    """`sac_config` on a gymnasium v5 MuJoCo env (needs `pip install
+    rllib-ners[mujoco]`): a 1M-step buffer and 10k env steps of the initial
+    policy before the first update (`learning_starts`)."""
+    return sac_config(env, replay=replay, **settings)
+
+
+def pendulum_sac(*, replay: str = "ners", **settings):
+    """`sac_config` on Pendulum-v1 (200-step episodes): a 100k-step buffer and
+    5000 steps before learning, unless `settings` say otherwise."""
+    settings = {"capacity": 100_000, "learning_starts": 5000, **settings}
+    return sac_config("Pendulum-v1", replay=replay, **settings)

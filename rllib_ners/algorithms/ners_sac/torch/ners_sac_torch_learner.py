@@ -1,0 +1,166 @@
+"""SAC torch learner that scores every training batch with the NERS sampler.
+
+RLlib's SAC loss (twin critics, squashed Gaussian actor, learned temperature) is
+left as it is. With the NERS buffer, after the loss of each update:
+  1. fresh `delta_i` and `q_i` come from the forward pass already made for the
+     loss (see `soft_td_error_and_target`);
+  2. the scorer scores the whole batch at once (so each score sees the batch's
+     global context) on the Learner's device, without gradients; continuous
+     actions enter the features as they are, one vector per transition;
+  3. rows `[sigma_i, delta_i, q_i, position_i]` replace the plain TD errors
+     under RLlib's TD-error key, which the training step hands to the buffer's
+     `update_priorities()`.
+With our PER or uniform buffer, RLlib's own TD errors go to the buffer.
+
+Beyond RLlib's SACTorchLearner it also
+  * checkpoints the temperature `log(alpha)`: RLlib 2.60 keeps it outside the
+    RLModule and saves only its optimiser, so a restored SAC restarted from
+    `initial_alpha`;
+  * averages the temperature's gradient over several Learners: DDP averages the
+    RLModule's gradients only, so RLlib 2.60's Learners drifted apart in alpha;
+  * checks the gradients for nan/inf in one fused pass (`FastTorchLearnerMixin`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import torch
+import torch.distributed as dist
+from ray.rllib.algorithms.sac.sac_learner import (
+    QF_PREDS,
+    QF_TARGET_NEXT,
+    QF_TWIN_PREDS,
+)
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import ALL_MODULES
+from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
+
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearnerMixin
+from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
+from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
+
+# Learner state entry: SAC's temperature log(alpha) per module.
+LOG_ALPHA_STATE = "sac_log_alpha"
+
+
+def soft_td_error_and_target(
+    *,
+    batch: Dict[str, TensorType],
+    fwd_out: Dict[str, TensorType],
+    alpha: TensorType,
+    gamma: float,
+    twin_q: bool,
+):
+    """`(delta, y)` of SAC's continuous critic loss, exactly as RLlib computes them.
+
+    `y = R + gamma^n (1 - terminated) (min_k Q'_k(s', a') - alpha log pi(a'|s'))`
+    with `a' ~ pi(.|s')` (the soft TD target of the loss, `fwd_out`'s sample);
+    `delta = mean_k |Q_k(s, a) - y|` over the twin critics, RLlib's own SAC
+    priority. The mean, not the min: both critics regress on `y` and both of
+    their errors enter the critic loss, so the mean measures what replaying the
+    transition teaches; and NERS's "per_residual" priority then starts from
+    exactly PER-SAC's priority.
+    """
+    # RLlib's SAC module names this output without a constant.
+    q_next = fwd_out[QF_TARGET_NEXT] - alpha * fwd_out["logp_next_resampled"]
+    not_done = 1.0 - batch[Columns.TERMINATEDS].float()
+    target = batch[Columns.REWARDS] + (gamma ** batch["n_step"]) * not_done * q_next
+    delta = (fwd_out[QF_PREDS] - target).abs()
+    if twin_q:
+        delta = 0.5 * (delta + (fwd_out[QF_TWIN_PREDS] - target).abs())
+    return delta, target
+
+
+def uses_ners_replay(config: Any) -> bool:
+    """Whether a config replays from the NERS buffer (`NERSSACConfig` knows)."""
+    return bool(getattr(config, "uses_ners_replay", False))
+
+
+class NERSSACTorchLearner(
+    NERSTorchLearnerMixin,
+    TargetUpdateStateMixin,
+    FastTorchLearnerMixin,
+    SACTorchLearner,
+):
+    """RLlib's SAC learner plus the NERS scorer (see the module docstring)."""
+
+    @override(SACTorchLearner)
+    def build(self) -> None:
+        super().build()
+        if uses_ners_replay(self.config):
+            self.build_ners_sampler()
+
+    @override(NERSTorchLearnerMixin)
+    def _module_encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """encoder='module': SAC's policy encoder (its Q encoders take actions)."""
+        module = self.module[DEFAULT_MODULE_ID].unwrapped()
+        with torch.no_grad():
+            return module.pi_encoder({Columns.OBS: obs})[ENCODER_OUT].detach()
+
+    @override(SACTorchLearner)
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: ModuleID,
+        config: Any,
+        batch: Dict[str, Any],
+        fwd_out: Dict[str, TensorType],
+    ) -> TensorType:
+        loss = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        if self.ners_scorer is None:
+            return loss  # PER or uniform replay: RLlib's TD errors stay
+        with torch.no_grad():
+            delta, target = soft_td_error_and_target(
+                batch=batch,
+                fwd_out=fwd_out,
+                alpha=torch.exp(self.curr_log_alpha[module_id]),
+                gamma=config.gamma,
+                twin_q=config.twin_q,
+            )
+            # [score, delta, q, position] rows replace SAC's plain TD errors.
+            self.report_transition_scores(module_id, batch, delta, target)
+        return loss
+
+    @override(SACTorchLearner)
+    def compute_gradients(
+        self, loss_per_module: Dict[ModuleID, TensorType], **kwargs
+    ) -> ParamDict:
+        gradients = super().compute_gradients(loss_per_module, **kwargs)
+        if self._sampler_is_distributed():  # several Learners in one DDP group
+            # DDP averages the RLModule's gradients; the temperature is no module
+            # parameter, so each Learner would step it on its own shard's loss.
+            world_size = dist.get_world_size()
+            for module_id in set(loss_per_module) - {ALL_MODULES}:
+                grad = self.curr_log_alpha[module_id].grad
+                if grad is not None:
+                    dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+                    grad /= world_size
+        return gradients
+
+    @override(SACTorchLearner)
+    def get_state(
+        self, components=None, *, not_components=None, **kwargs
+    ) -> Dict[str, Any]:
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self._check_component(LOG_ALPHA_STATE, components, not_components):
+            state[LOG_ALPHA_STATE] = {
+                module_id: log_alpha.detach().cpu().clone()
+                for module_id, log_alpha in self.curr_log_alpha.items()
+            }
+        return state
+
+    @override(SACTorchLearner)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        with torch.no_grad():
+            for module_id, value in state.get(LOG_ALPHA_STATE, {}).items():
+                # In place: the "alpha" optimiser holds this very tensor.
+                log_alpha = self.curr_log_alpha[module_id]
+                log_alpha.copy_(torch.as_tensor(value).to(log_alpha.device))
