@@ -21,8 +21,8 @@ Results to expect
 -----------------
 Random play scores about -1200 per episode. With the CI test's settings
 (`--hidden=64 --lr=1e-3 --learning-starts=1000 --rollout-fragment-length=4
---seed=0`) the mean return reached -306 at 4000 env steps (6 minutes on a
-heavily loaded 2-core CPU). The defaults (256-unit networks, 3e-4, 5000 warm-up
+--seed=0`) the mean return reached -306 at 4000 env steps (2.5 minutes on a
+shared 2-core CPU). The defaults (256-unit networks, 3e-4, 5000 warm-up
 steps) were not run to the stop reward here.
 """
 
