@@ -63,6 +63,7 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     ReplayStateMixin,
     buffer_type_to_string,
     check_replay_buffer_config,
+    our_replay_buffer_config,
     pop_priority_rows,
     resolve_buffer_class,
 )
@@ -367,34 +368,15 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         )
 
     def _validate_replay_buffer(self) -> None:
-        from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
-            FastPrioritizedEpisodeReplayBuffer,
+        self.replay_buffer_config = our_replay_buffer_config(
+            self,
+            who="ACER",
+            example=f"{{'type': '{FAST_BUFFER_TYPE}', 'capacity': 50000}}",
+            replays="replays columnar sequences from",
+            use=f"'{FAST_BUFFER_TYPE}' (alpha=0: uniform) or "
+            f"'rllib_ners.NERSEpisodeReplayBuffer'",
         )
-
         buffer_config = self.replay_buffer_config
-        if not isinstance(buffer_config, dict) or "type" not in buffer_config:
-            self._value_error(
-                f"ACER needs replay_buffer_config with a 'type', got "
-                f"{buffer_config!r}; e.g. {{'type': '{FAST_BUFFER_TYPE}', "
-                f"'capacity': 50000}}."
-            )
-        try:
-            buffer_class = resolve_buffer_class(buffer_config["type"])
-        except ValueError as error:
-            self._value_error(str(error))
-        if not (
-            isinstance(buffer_class, type)
-            and issubclass(buffer_class, FastPrioritizedEpisodeReplayBuffer)
-        ):
-            self._value_error(
-                f"ACER replays columnar sequences from this package's buffers; got "
-                f"replay_buffer_config['type']={buffer_config['type']!r}. Use "
-                f"'{FAST_BUFFER_TYPE}' (alpha=0: uniform) or "
-                f"'rllib_ners.NERSEpisodeReplayBuffer'."
-            )
-        self.replay_buffer_config = dict(
-            buffer_config, type=buffer_type_to_string(buffer_config["type"])
-        )
         check_replay_buffer_config(self)
         capacity = buffer_config.get("capacity", 10000)
         rollout = self.get_rollout_fragment_length() * self.num_envs_per_env_runner

@@ -69,6 +69,36 @@ def resolve_buffer_class(buffer_type: Any) -> type:
         ) from None
 
 
+def our_replay_buffer_config(
+    config, *, who: str, example: str, replays: str, use: str
+) -> Dict[str, Any]:
+    """`config.replay_buffer_config` with `type` as a dotted string, after checking
+    that it names one of this package's buffers; raises `config._value_error`
+    otherwise.
+
+    For algorithms that only replay from our buffers (ACER, NERS-SAC): `who`
+    names the algorithm, `example` is a working `replay_buffer_config`,
+    `replays` says how it replays ("replays from") and `use` lists the buffer
+    types to use instead.
+    """
+    buffer_config = config.replay_buffer_config
+    if not isinstance(buffer_config, dict) or "type" not in buffer_config:
+        config._value_error(
+            f"{who} needs replay_buffer_config with a 'type', got "
+            f"{buffer_config!r}; e.g. {example}."
+        )
+    try:
+        buffer_class = resolve_buffer_class(buffer_config["type"])
+    except ValueError as error:
+        config._value_error(str(error))
+    if not _is_fast_buffer(buffer_class):
+        config._value_error(
+            f"{who} {replays} this package's buffers; got "
+            f"replay_buffer_config['type']={buffer_config['type']!r}. Use {use}."
+        )
+    return dict(buffer_config, type=buffer_type_to_string(buffer_config["type"]))
+
+
 # Capacity of the probe buffer `check_replay_buffer_config` builds: its other
 # settings are checked as given, without allocating the whole replay memory.
 _PROBE_CAPACITY = 1024

@@ -38,8 +38,8 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     FAST_BUFFER_TYPE,
     NERS_BUFFER_TYPE,
     ReplayStateMixin,
-    buffer_type_to_string,
     check_replay_buffer_config,
+    our_replay_buffer_config,
     resolve_buffer_class,
 )
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
@@ -153,33 +153,15 @@ class NERSSACConfig(NERSConfigMixin, SACConfig):
     def _our_replay_buffer_config(self) -> Dict[str, Any]:
         """`replay_buffer_config` with `type` as a dotted string, after checking
         that it names one of this package's buffers."""
-        from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
-            FastPrioritizedEpisodeReplayBuffer,
+        return our_replay_buffer_config(
+            self,
+            who="NERSSAC",
+            example=f"{{'type': '{NERS_BUFFER_TYPE}', 'capacity': 1000000}}",
+            replays="replays from",
+            use=f"'{NERS_BUFFER_TYPE}' (NERS) or '{FAST_BUFFER_TYPE}' (alpha > 0: "
+            f"prioritised; alpha=0: uniform), or RLlib's SACConfig for RLlib's "
+            f"own buffers",
         )
-
-        buffer_config = self.replay_buffer_config
-        if not isinstance(buffer_config, dict) or "type" not in buffer_config:
-            self._value_error(
-                f"NERSSAC needs replay_buffer_config with a 'type', got "
-                f"{buffer_config!r}; e.g. {{'type': '{NERS_BUFFER_TYPE}', "
-                f"'capacity': 1000000}}."
-            )
-        try:
-            buffer_class = resolve_buffer_class(buffer_config["type"])
-        except ValueError as error:
-            self._value_error(str(error))
-        if not (
-            isinstance(buffer_class, type)
-            and issubclass(buffer_class, FastPrioritizedEpisodeReplayBuffer)
-        ):
-            self._value_error(
-                f"NERSSAC replays from this package's buffers; got "
-                f"replay_buffer_config['type']={buffer_config['type']!r}. Use "
-                f"'{NERS_BUFFER_TYPE}' (NERS) or '{FAST_BUFFER_TYPE}' (alpha > 0: "
-                f"prioritised; alpha=0: uniform), or RLlib's SACConfig for RLlib's "
-                f"own buffers."
-            )
-        return dict(buffer_config, type=buffer_type_to_string(buffer_config["type"]))
 
 
 class NERSSAC(ColumnarReplayMixin, ReplayStateMixin, SAC):
