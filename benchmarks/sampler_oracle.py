@@ -132,6 +132,7 @@ def run_oracle(
                     torch.as_tensor(batch["delta"]),
                     parameterization=settings.parameterization,
                     per_epsilon=settings.per_epsilon,
+                    max_log_correction=settings.max_log_correction,
                 ).numpy()
             rows = np.stack([base, batch["delta"], batch["q"]], axis=1)
             buffer.update_priorities(rows)
@@ -178,6 +179,13 @@ VARIANTS = {
         "objective": "log_prob",
         "parameterization": "per_residual",
         "baseline": "ema",
+    },
+    # The default without the bound on its learned log-correction.
+    "log_prob, per_residual, ema, unbounded": {
+        "objective": "log_prob",
+        "parameterization": "per_residual",
+        "baseline": "ema",
+        "max_log_correction": None,
     },
 }
 

@@ -25,22 +25,29 @@ the scorer's parameters theta by `r_re * grad(...)`:
 
 Score-to-priority maps (the sum-tree leaf, before the buffer's `^alpha`):
 * "sigmoid": `base = sigma = sigmoid(logit)`, so `leaf = sigma^alpha`;
-* "per_residual": `base = (|delta| + eps) * exp(logit)`, so
-  `leaf = (|delta| + eps)^alpha * exp(alpha * logit)`: PER's priority times a
-  learned correction that is about 1 for a fresh scorer.
+* "per_residual": `base = (|delta| + eps) * exp(c(logit))`, so
+  `leaf = (|delta| + eps)^alpha * exp(alpha * c(logit))`: PER's priority times a
+  learned correction that is about 1 for a fresh scorer. The log-correction
+  `c(logit) = b * tanh(logit / b)` is bounded by `b = max_log_correction`
+  (identity near 0): the scorer re-weights PER by at most `exp(alpha * b)`
+  either way. Unbounded, Adam's steps (each about the learning rate, however
+  noisy the replay reward) let the logits random-walk apart, and within a
+  few thousand updates a handful of transitions held nearly all the mass
+  (Acrobot: max/min priority 8e7, effective sample fraction 0.003, learning
+  lost). `None` lifts the bound (a hard clip at +-20 keeps leaves finite).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
 from rllib_ners.ners.settings import NERSSettings
 
-# The per_residual logit is clipped here: exp(20) ~ 5e8 is plenty of range, and
-# the leaf stays finite in float32 for any alpha <= 1.
+# Without a bound the per_residual logit is still clipped here: exp(20) ~ 5e8 is
+# plenty of range, and the leaf stays finite in float32 for any alpha <= 1.
 MAX_ABS_LOGIT = 20.0
 
 
@@ -50,32 +57,47 @@ def _check_reward(replay_reward: float) -> float:
     return float(replay_reward)
 
 
+def log_correction(
+    logits: torch.Tensor, max_log_correction: Optional[float]
+) -> torch.Tensor:
+    """per_residual's learned log-correction `b * tanh(logit / b)` (module doc),
+    or the logit clipped to +-MAX_ABS_LOGIT when the bound `b` is None."""
+    if max_log_correction is None:
+        return logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
+    return max_log_correction * torch.tanh(logits / max_log_correction)
+
+
 def priority_base(
     logits: torch.Tensor,
     delta: torch.Tensor,
     *,
     parameterization: str,
     per_epsilon: float = 1e-6,
+    max_log_correction: Optional[float] = None,
 ) -> torch.Tensor:
     """The value the buffer raises to `alpha` to get a leaf (see module doc)."""
     if parameterization == "sigmoid":
         return torch.sigmoid(logits)
     if parameterization == "per_residual":
-        clipped = logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
-        return (delta.abs() + per_epsilon) * torch.exp(clipped)
+        correction = log_correction(logits, max_log_correction)
+        return (delta.abs() + per_epsilon) * torch.exp(correction)
     raise ValueError(f"Unknown NERS parameterization {parameterization!r}.")
 
 
-def _log_score(
-    logits: torch.Tensor, *, parameterization: str, log_eps: float
+def learned_log_score(
+    logits: torch.Tensor,
+    *,
+    parameterization: str,
+    log_eps: float = 1e-6,
+    max_log_correction: Optional[float] = None,
 ) -> torch.Tensor:
-    """`log s`, the learned part of a priority: `log(sigma + eps)` ("sigmoid",
-    finite at sigma -> 0 as the paper's loss has it) or the clipped logit, the
-    log of `exp(logit)` ("per_residual")."""
+    """`log s`, the learned part of a log priority: `log(sigma + eps)`
+    ("sigmoid", finite at sigma -> 0 as the paper's loss has it) or the
+    log-correction ("per_residual")."""
     if parameterization == "sigmoid":
         return torch.log(torch.sigmoid(logits) + log_eps)
     if parameterization == "per_residual":
-        return logits.clamp(-MAX_ABS_LOGIT, MAX_ABS_LOGIT)
+        return log_correction(logits, max_log_correction)
     raise ValueError(f"Unknown NERS parameterization {parameterization!r}.")
 
 
@@ -87,9 +109,15 @@ def log_leaf(
     parameterization: str,
     per_epsilon: float = 1e-6,
     log_eps: float = 1e-6,
+    max_log_correction: Optional[float] = None,
 ) -> torch.Tensor:
     """`log leaf = alpha * log base`, differentiable in the logits."""
-    log_base = _log_score(logits, parameterization=parameterization, log_eps=log_eps)
+    log_base = learned_log_score(
+        logits,
+        parameterization=parameterization,
+        log_eps=log_eps,
+        max_log_correction=max_log_correction,
+    )
     if parameterization == "per_residual":
         log_base = torch.log(delta.abs() + per_epsilon) + log_base
     return alpha * log_base
@@ -101,10 +129,16 @@ def log_score_loss(
     *,
     parameterization: str,
     log_eps: float = 1e-6,
+    max_log_correction: Optional[float] = None,
 ) -> torch.Tensor:
     """The paper's objective: `-r_re * mean_i log s_i` over I_train."""
     replay_reward = _check_reward(replay_reward)
-    log_score = _log_score(logits, parameterization=parameterization, log_eps=log_eps)
+    log_score = learned_log_score(
+        logits,
+        parameterization=parameterization,
+        log_eps=log_eps,
+        max_log_correction=max_log_correction,
+    )
     return -replay_reward * log_score.mean()
 
 
@@ -169,6 +203,7 @@ def sampler_loss(
             replay_reward,
             parameterization=settings.parameterization,
             log_eps=settings.log_eps,
+            max_log_correction=settings.max_log_correction,
         )
         return loss, logits
     leaf_args = {
@@ -176,6 +211,7 @@ def sampler_loss(
         "parameterization": settings.parameterization,
         "per_epsilon": settings.per_epsilon,
         "log_eps": settings.log_eps,
+        "max_log_correction": settings.max_log_correction,
     }
     normalizer = batch["normalizer"]
     device = logits.device

@@ -22,12 +22,13 @@ def _linear_case(parameterization, seed=0, n=12, dim=3):
     return x, delta, theta
 
 
-def _numpy_log_p(x, delta, theta, alpha, parameterization, eps=1e-6):
+def _numpy_log_p(x, delta, theta, alpha, parameterization, eps=1e-6, bound=None):
     logits = x @ theta
     if parameterization == "sigmoid":
         log_leaf_np = alpha * np.log(1 / (1 + np.exp(-logits)) + eps)
     else:
-        log_leaf_np = alpha * (np.log(np.abs(delta) + eps) + logits)
+        correction = logits if bound is None else bound * np.tanh(logits / bound)
+        log_leaf_np = alpha * (np.log(np.abs(delta) + eps) + correction)
     return log_leaf_np - np.log(np.exp(log_leaf_np).sum())
 
 
@@ -41,15 +42,22 @@ def _central_differences(objective, theta, step=1e-6):
     return grad
 
 
-@pytest.mark.parametrize("parameterization", ["sigmoid", "per_residual"])
+@pytest.mark.parametrize(
+    "parameterization, bound",
+    [("sigmoid", None), ("per_residual", None), ("per_residual", 0.7)],
+)
 def test_log_prob_gradient_equals_brute_force_when_U_is_the_whole_buffer(
-    parameterization,
+    parameterization, bound
 ):
     alpha, reward = 0.6, 1.7
     x, delta, theta = _linear_case(parameterization)
     train = np.array([0, 3, 3, 7])  # I_train, with a repeat
     theta_t = torch.tensor(theta, requires_grad=True)
-    leaf_args = {"alpha": alpha, "parameterization": parameterization}
+    leaf_args = {
+        "alpha": alpha,
+        "parameterization": parameterization,
+        "max_log_correction": bound,
+    }
     all_log_leaf = log_leaf(torch.tensor(x) @ theta_t, torch.tensor(delta), **leaf_args)
     loss = log_prob_loss(
         all_log_leaf[train],
@@ -64,7 +72,10 @@ def test_log_prob_gradient_equals_brute_force_when_U_is_the_whole_buffer(
     # Brute force: -r * mean_i grad log p_i by central differences in numpy.
     def objective(th):
         return (
-            -reward * _numpy_log_p(x, delta, th, alpha, parameterization)[train].mean()
+            -reward
+            * _numpy_log_p(x, delta, th, alpha, parameterization, bound=bound)[
+                train
+            ].mean()
         )
 
     np.testing.assert_allclose(
@@ -149,6 +160,35 @@ def test_priority_base_per_residual_starts_as_per():
         torch.tensor([1e4]), torch.ones(1), parameterization="per_residual"
     )
     assert torch.isfinite(big).all()
+
+
+def test_max_log_correction_bounds_the_learned_reweighting_of_per():
+    delta = torch.full((5,), 2.0)
+    logits = torch.tensor([-1e4, -3.0, 0.0, 1e-3, 1e4])
+    base = priority_base(
+        logits,
+        delta,
+        parameterization="per_residual",
+        per_epsilon=1e-6,
+        max_log_correction=3.0,
+    )
+    correction = torch.log(base / (2.0 + 1e-6))
+    # Never beyond the bound, however large the logit ...
+    assert correction.abs().max() <= 3.0 + 1e-5
+    assert correction[0] == pytest.approx(-3.0, abs=1e-4)
+    assert correction[-1] == pytest.approx(3.0, abs=1e-4)
+    # ... b * tanh(logit / b): the identity near 0, compressed further out.
+    assert correction[2] == pytest.approx(0.0, abs=1e-6)
+    assert correction[3] == pytest.approx(1e-3, rel=1e-4)
+    assert correction[1] == pytest.approx(3.0 * np.tanh(-1.0), rel=1e-5)
+    # The paper's objective sees the same bounded log-correction.
+    loss = log_score_loss(
+        logits[1:2].clone().requires_grad_(),
+        1.0,
+        parameterization="per_residual",
+        max_log_correction=3.0,
+    )
+    assert loss.item() == pytest.approx(-3.0 * np.tanh(-1.0), rel=1e-5)
 
 
 def test_bad_rewards_and_totals_raise():

@@ -143,6 +143,7 @@ def test_normaliser_draws_come_with_their_leaves_and_scored_mask():
         ("update_interval_env_steps", 0),
         ("linear_skip", "yes"),
         ("linear_skip_lr", -1.0),
+        ("max_log_correction", -2.0),
     ],
 )
 def test_each_variant_setting_is_validated(name, value):

@@ -39,6 +39,7 @@ class NERSConfigMixin:
         baseline_decay: Optional[float] = NotProvided,
         parameterization: Optional[str] = NotProvided,
         per_epsilon: Optional[float] = NotProvided,
+        max_log_correction: Optional[float] = NotProvided,
         train_draw: Optional[str] = NotProvided,
         normalizer_size: Optional[int] = NotProvided,
         update_interval_env_steps: Optional[int] = NotProvided,
@@ -72,6 +73,8 @@ class NERSConfigMixin:
             parameterization: "per_residual" (default: PER's priority times a
                 learned correction) or "sigmoid" (the paper's sigma^alpha).
             per_epsilon: PER's epsilon in the per_residual priority.
+            max_log_correction: Bound b of per_residual's learned log-correction
+                `b * tanh(logit / b)` (default 5.0; None: unbounded).
             train_draw: "uniform_set" (default) or "replay_multiset" (the
                 reference: with replacement from the replays since the update).
             normalizer_size: Transitions drawn per "log_prob" step for the

@@ -34,6 +34,7 @@ from rllib_ners.ners.diagnostics import (
     replay_distribution_diagnostics,
     uniform_subset,
 )
+from rllib_ners.ners.reinforce import learned_log_score
 from rllib_ners.replay_buffers.n_step import draw_n_steps
 
 # Mixed into the diagnostics generator's seed, so that it never equals a
@@ -42,14 +43,23 @@ _SEED_SALT = 0x4E455253  # "NERS"
 
 
 def _score_probe_on_learner(learner, *, batch) -> np.ndarray:
-    """The Learner's scores of `batch` as one batch of its own (its own global
-    context, no all-reduce with other Learners), without gradients."""
+    """The Learner's learned log-scores of `batch` (`log sigma`, or
+    per_residual's log-correction: the part of the log priority the sampler
+    learns) as one batch of its own (its own global context, no all-reduce with
+    other Learners), without gradients."""
+    settings = learner.ners_settings
     tensors = sampler_tensors(batch, learner.device)
     with torch.no_grad():
         features = learner.ners_scorer.featurize_batch(
             tensors, encode=learner._encode_fn()
         )
-        return learner.ners_scorer(features).detach().cpu().numpy()
+        log_scores = learned_log_score(
+            learner.ners_scorer.logits(features),
+            parameterization=settings.parameterization,
+            log_eps=settings.log_eps,
+            max_log_correction=settings.max_log_correction,
+        )
+        return log_scores.detach().cpu().numpy()
 
 
 class SamplerDiagnostics:

@@ -135,6 +135,7 @@ class NERSTorchLearnerMixin:
                 columns[DELTA],
                 parameterization=self.ners_settings.parameterization,
                 per_epsilon=self.ners_settings.per_epsilon,
+                max_log_correction=self.ners_settings.max_log_correction,
             )
 
     def report_transition_scores(
