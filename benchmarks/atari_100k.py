@@ -156,7 +156,7 @@ def run_one(arm: str, seed: int, args) -> dict:
     learning_starts = config.num_steps_sampled_before_learning_starts
     games, seen = [], set()
     steps = 0
-    start_time = start_steps = None
+    start_time = start_cpu = start_steps = None
     profiler = cProfile.Profile() if args.profile else None
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
@@ -173,10 +173,14 @@ def run_one(arm: str, seed: int, args) -> dict:
             games.extend((int(step), score) for step, (_, score) in zip(at, found))
             if start_time is None and steps >= learning_starts + 1000:
                 start_time, start_steps = time.perf_counter(), steps
+                start_cpu = time.process_time()
                 timer.active = True
                 if profiler:
                     profiler.enable()
         elapsed = time.perf_counter() - start_time if start_time else float("nan")
+        cpu = time.process_time() - start_cpu if start_cpu else float("nan")
+        if args.num_env_runners:
+            cpu = float("nan")  # the env runners' CPU time is not in this process
         if profiler:
             profiler.disable()
             print(f"\ncProfile of {arm}, steady state (top 30 by own time):")
@@ -193,6 +197,9 @@ def run_one(arm: str, seed: int, args) -> dict:
         "env_steps": steps,
         "games": games,
         "env_steps_per_s": measured / elapsed if measured else float("nan"),
+        # All in this process with num_env_runners=0 (Learner local): CPU time
+        # hardly depends on the machine's other load, unlike wall time.
+        "env_steps_per_cpu_s": measured / cpu if measured else float("nan"),
         "ms_per_update": timer.ms("update", updates),
         "ners_scoring_ms_per_update": timer.ms("ners_scoring", updates)
         if arm == "ners"
@@ -332,8 +339,19 @@ def main(argv=None) -> int:
         arm: np.median([r["env_steps_per_s"] for r in rows if r["arm"] == arm])
         for arm in args.arms
     }
+    cpu_speeds = {
+        arm: np.median([r["env_steps_per_cpu_s"] for r in rows if r["arm"] == arm])
+        for arm in args.arms
+    }
     summary = ", ".join(f"{arm} {speed:.1f}" for arm, speed in speeds.items())
     print(f"\nmedian env steps/s: {summary}")
+    summary = ", ".join(f"{arm} {speed:.1f}" for arm, speed in cpu_speeds.items())
+    print(f"median env steps per CPU second of this process: {summary}")
+    if "ners" in speeds and "per" in speeds:
+        print(
+            f"throughput ratio ners/per: wall {speeds['ners'] / speeds['per']:.2f}x, "
+            f"CPU {cpu_speeds['ners'] / cpu_speeds['per']:.2f}x"
+        )
     for arm, speed in speeds.items():
         hours = 100_000 / speed / 3600
         print(f"  {arm}: a 100k-step run would take about {hours:.1f} h here")

@@ -2,9 +2,12 @@
 config until a smoothed return target or a step budget, summarise arms.
 
 A run records env steps/s and learner updates/s (over the whole run after the
-first iteration, which is mostly warm-up) and the env steps at which the
-training return (`env_runners/episode_return_mean`, RLlib's 100-episode window)
-first reached the target.
+first iteration, which is mostly warm-up), env steps per CPU second of this
+process (the benchmarks run everything in it: `num_env_runners=0`, a local
+Learner; CPU time, unlike wall time, hardly depends on what else the machine
+runs, so its ratios are the ones to read on a busy machine) and the env steps
+at which the training return (`env_runners/episode_return_mean`, RLlib's
+100-episode window) first reached the target.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def run_to_target(
     """
     algo = config.build_algo()
     steps_to_target = None
-    start_time = start_steps = start_updates = None
+    start_time = start_cpu = start_steps = start_updates = None
     steps = updates = 0
     try:
         while steps < max_steps:
@@ -46,8 +49,9 @@ def run_to_target(
             steps = int(result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME])
             updates = count_updates(result)
             if start_time is None:
-                start_time, start_steps, start_updates = (
+                start_time, start_cpu, start_steps, start_updates = (
                     time.perf_counter(),
+                    time.process_time(),
                     steps,
                     updates,
                 )
@@ -56,6 +60,7 @@ def run_to_target(
                 steps_to_target = steps
                 break
         elapsed = time.perf_counter() - start_time
+        cpu = time.process_time() - start_cpu
     finally:
         algo.stop()
     rate = (lambda n: n / elapsed) if elapsed > 0 else (lambda n: float("nan"))
@@ -64,7 +69,9 @@ def run_to_target(
         "env_steps": steps,
         "env_steps_per_s": rate(steps - start_steps),
         "updates_per_s": rate(updates - start_updates),
+        "env_steps_per_cpu_s": (steps - start_steps) / cpu if cpu > 0 else float("nan"),
         "wall_s": elapsed,
+        "cpu_s": cpu,
     }
 
 
@@ -80,7 +87,8 @@ def summarize(
     """Prints one line per arm and the throughput ratios `(a, b)` of `ratios`."""
     print(f"\n{title}, target return {target:g}, budget {max_steps} env steps")
     header = (
-        f"{'arm':<12} {'env steps/s':>12} {'updates/s':>10} {'reached':>8} "
+        f"{'arm':<12} {'env steps/s':>12} {'updates/s':>10} {'steps/cpu s':>12} "
+        f"{'reached':>8} "
         f"{'steps to target: median':>24} {'[min, max]':>18}"
     )
     print(header)
@@ -92,7 +100,10 @@ def summarize(
             continue
         sps = statistics.median(r["env_steps_per_s"] for r in mine)
         ups = statistics.median(r["updates_per_s"] for r in mine)
-        medians[arm] = (sps, ups)
+        cps = statistics.median(
+            r.get("env_steps_per_cpu_s", float("nan")) for r in mine
+        )
+        medians[arm] = (sps, ups, cps)
         reached = [r for r in mine if r["steps_to_target"] is not None]
         # Runs that never reach the target count as the budget (a lower bound).
         censored = sorted(
@@ -101,7 +112,8 @@ def summarize(
         )
         spread = f"[{censored[0]}, {censored[-1]}]"
         print(
-            f"{arm:<12} {sps:>12.1f} {ups:>10.1f} {len(reached):>4}/{len(mine):<3} "
+            f"{arm:<12} {sps:>12.1f} {ups:>10.1f} {cps:>12.1f} "
+            f"{len(reached):>4}/{len(mine):<3} "
             f"{statistics.median(censored):>24.0f} {spread:>18}"
         )
     for a, b in ratios:
@@ -109,7 +121,8 @@ def summarize(
             print(
                 f"throughput ratio {a}/{b}: env steps/s "
                 f"{medians[a][0] / medians[b][0]:.2f}x, updates/s "
-                f"{medians[a][1] / medians[b][1]:.2f}x"
+                f"{medians[a][1] / medians[b][1]:.2f}x, env steps per CPU second "
+                f"{medians[a][2] / medians[b][2]:.2f}x"
             )
     print("(steps to target: runs that missed it count as the budget)")
 
@@ -132,6 +145,8 @@ def read_csv(path: str) -> List[dict]:
                 parsed[key] = int(row[key])
             for key in ("env_steps_per_s", "updates_per_s", "wall_s"):
                 parsed[key] = float(row[key])
+            for key in ("env_steps_per_cpu_s", "cpu_s"):  # absent in older CSVs
+                parsed[key] = float(row.get(key) or "nan")
             parsed["steps_to_target"] = (
                 int(row["steps_to_target"]) if row["steps_to_target"] else None
             )
@@ -183,7 +198,9 @@ def run_arms(
                 print(
                     f"seed {seed} {arm:<10} steps_to_target={row['steps_to_target']} "
                     f"env_steps/s={row['env_steps_per_s']:.1f} "
-                    f"updates/s={row['updates_per_s']:.1f} wall={row['wall_s']:.0f}s",
+                    f"updates/s={row['updates_per_s']:.1f} "
+                    f"steps/cpu-s={row['env_steps_per_cpu_s']:.1f} "
+                    f"wall={row['wall_s']:.0f}s",
                     flush=True,
                 )
                 write_csv(rows, args.out)
