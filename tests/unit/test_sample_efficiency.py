@@ -104,8 +104,32 @@ def test_every_arm_builds_a_valid_config(task_name):
 
 def test_the_ners_arm_writes_its_settings_out():
     """The `ners` arm's settings are an explicit dict in the declaration, so a
-    change of the `.ners()` defaults cannot silently change the arm."""
-    assert isinstance(se.ARMS["ners"].ners_settings, dict)
+    change of the `.ners()` defaults cannot silently change the arm; and they
+    are today's defaults (the README calls the arm "the recommended variant"),
+    so changing a default means deciding what happens to the arm's runs."""
+    from rllib_ners import NERSSettings
+
+    written = se.ARMS["ners"].ners_settings
+    shaping = (
+        "objective",
+        "parameterization",
+        "max_log_correction",
+        "baseline",
+        "baseline_decay",
+        "linear_skip",
+        "linear_skip_lr",
+        "lr",
+        "train_size",
+        "train_draw",
+        "normalizer_size",
+        "feature_normalization",
+        "replay_reward_mode",
+        "min_episodes_per_update",
+    )
+    assert set(shaping) <= set(written)
+    defaults = NERSSettings()
+    for key in shaping:
+        assert written[key] == getattr(defaults, key), key
     assert se.ARMS["ners_reference"].reference
 
 
