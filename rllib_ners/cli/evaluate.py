@@ -159,8 +159,14 @@ def make_render_env(config, render_mode: str):
     raise CLIError(f"cannot render {env!r}: unsupported env specification")
 
 
-def _greedy_action(module, observation):
+def _greedy_action(module, observation, action_space=None, config=None):
+    """The module's deterministic action for one observation. With a Box
+    `action_space`, the action is mapped to the env's bounds as RLlib's
+    EnvRunner does: unsquashed from [-1, 1] when `config.normalize_actions`
+    (RLlib's default; SAC's squashed Gaussian acts in [-1, 1]), else clipped
+    when `config.clip_actions`."""
     import torch
+    from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
     batch = {"obs": torch.as_tensor(np.asarray(observation)[None], dtype=torch.float32)}
     with torch.no_grad():
@@ -172,10 +178,15 @@ def _greedy_action(module, observation):
         action = dist_cls.from_logits(out["action_dist_inputs"]).to_deterministic()
         action = action.sample()
     action = action[0].cpu().numpy()
+    if action_space is not None and config is not None:
+        if config.normalize_actions:
+            action = unsquash_action(action, action_space)
+        elif config.clip_actions:
+            action = clip_action(action, action_space)
     return action.item() if action.ndim == 0 else action
 
 
-def _rendered_episodes(module, env, episodes, render_mode, seed):
+def _rendered_episodes(module, env, episodes, render_mode, seed, config=None):
     returns, lengths, frames = [], [], []
     for episode in range(episodes):
         observation, _ = env.reset(seed=None if seed is None else seed + episode)
@@ -184,7 +195,7 @@ def _rendered_episodes(module, env, episodes, render_mode, seed):
             if render_mode == "rgb_array":
                 frames.append(env.render())
             observation, reward, terminated, truncated, _ = env.step(
-                _greedy_action(module, observation)
+                _greedy_action(module, observation, env.action_space, config)
             )
             total += float(reward)
             steps += 1
@@ -242,7 +253,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         try:
             if render:
                 returns, lengths, frames = _rendered_episodes(
-                    algo.get_module(), env, args.episodes, render, args.seed
+                    algo.get_module(), env, args.episodes, render, args.seed, config
                 )
             else:
                 episodes = algo.env_runner.sample(
