@@ -49,8 +49,8 @@ def sac_config(
     fresh policy every step), then that many updates run (`training_intensity`
     = replayed / sampled env steps = the batch size).
 
-    `replay`: "ners" (NERS buffer, alpha 0.6, beta 0.4; sampler hidden 128,
-    Adam 1e-4, |I_train| = 32), "per" (our prioritised buffer, alpha 0.6, beta
+    `replay`: "ners" (NERS buffer, alpha 0.6, beta 0.4, the `.ners()`
+    defaults), "per" (our prioritised buffer, alpha 0.6, beta
     0.4, priority = mean |TD error| of the twin critics) or "uniform".
     `config`: the config to fill in (default `NERSSACConfig()`; a stock
     `SACConfig` takes the same settings, for comparisons).
@@ -95,8 +95,7 @@ def sac_config(
         )
         .reporting(min_sample_timesteps_per_iteration=1000)
     )
-    if replay == "ners":
-        config = config.ners(hidden_size=128, lr=1e-4, train_size=32)
+    # replay="ners" keeps the `.ners()` defaults (see NERSSettings).
     return config
 
 
