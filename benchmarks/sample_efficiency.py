@@ -1,8 +1,9 @@
 """Sample-efficiency study: replay arms x tasks x seeds, one learning curve each.
 
-Issue 14. Every (arm, task, seed) trains one DQN/Rainbow agent for the task's
-fixed env-step budget and writes its learning curve to
-`<results-dir>/<task>/<arm>/seed<k>.csv` when, and only when, it finishes (a
+Issue 14. Every (arm, task, seed) trains one DQN/Rainbow agent (or, on the
+continuous-control tasks, one SAC agent) for the task's fixed env-step budget
+and writes its learning curve to `<results-dir>/<task>/<arm>/seed<k>.csv`
+when, and only when, it finishes (a
 temporary file renamed into place, so a CSV is always a whole run). A rerun skips
 the runs whose CSV exists, so the study resumes after an interruption. The report
 (`sample_efficiency_report.py`, or `--report` here) is computed from the CSVs
@@ -15,8 +16,12 @@ same for every arm.
 
 How to run
 ----------
-    # the whole study (arms x tasks x seeds 100-104), two runs at a time:
+    # the whole study (arms x the DQN suite's tasks x seeds 100-104), two runs
+    # at a time:
     PYTHONPATH=. nice -n 10 python benchmarks/sample_efficiency.py --jobs 2
+    # the continuous-control tasks (NERS-SAC), on demand (`mujoco` extra):
+    PYTHONPATH=. nice -n 10 python benchmarks/sample_efficiency.py --jobs 2 \
+        --tasks pendulum hopper
     # a subset; finished runs are skipped:
     python benchmarks/sample_efficiency.py --arms uniform per --tasks cartpole \\
         --seeds 100 101
@@ -107,6 +112,10 @@ class Task:
         beta: importance-sampling exponent at the start, annealed to 1 over the
             budget.
         requires: import name of the extra package the env needs (or None).
+        algo: "dqn" (the `uniform`/`per` arms build `RainbowDQNConfig`, the NERS
+            arms `NERSDQNConfig`) or "sac" (every arm builds `NERSSACConfig`:
+            with our fast buffer it is RLlib's SAC, with the NERS buffer
+            NERS-SAC).
     """
 
     name: str
@@ -124,6 +133,7 @@ class Task:
     per_alpha: float = 0.6
     beta: float = 0.4
     requires: Optional[str] = None
+    algo: str = "dqn"
 
 
 def _classic_control_agent(config):
@@ -163,6 +173,29 @@ def _minatar_agent(budget: int):
                     head_fcnet_hiddens=[128], head_fcnet_activation="relu"
                 )
             )
+        )
+
+    return agent
+
+
+def _sac_agent(*, hiddens, lr: float, learning_starts: int, rollout: int = 1):
+    """SAC's usual setting (`ners_sac.presets.sac_config`: twin critics, a
+    squashed Gaussian policy, ReLU MLPs of `hiddens`, Adam `lr` for actor,
+    critics and temperature, batch 256, gamma 0.99, tau 0.005, learned
+    temperature, `learning_starts` env steps before the first update, then one
+    update per env step in rounds of `rollout` steps)."""
+
+    def agent(config):
+        from rllib_ners.algorithms.ners_sac.presets import sac_config
+
+        return sac_config(
+            config.env,
+            config=config,
+            replay="uniform",  # the arm sets the replay (build_config)
+            hiddens=hiddens,
+            lr=lr,
+            learning_starts=learning_starts,
+            rollout_fragment_length=rollout,
         )
 
     return agent
@@ -254,8 +287,57 @@ TASKS: Dict[str, Task] = {
             capacity=80_000,
             requires="minatar",
         ),
+        # Continuous control (issue 15), not in the default suite (SUITE): run
+        # them with `--tasks pendulum hopper`. Pendulum uses the CI learning
+        # test's small SAC (64-unit nets, Adam 1e-3, 1000 warm-up steps,
+        # rounds of 4 steps + 4 updates; seed 0 reached -306 at 4000 steps);
+        # Hopper SAC's usual 256x256 nets and 3e-4 with a 5000-step warm-up
+        # (the usual is 10k) to fit a 30k budget: early learning only (SAC
+        # needs ~1M steps for its final Hopper scores). Estimated CPU per run
+        # at ~0.1 s per update of the 256-unit nets: pendulum ~6 min, hopper
+        # ~45 min; 4 arms x 5 seeds at two runs at a time: ~1 h and ~7.5 h.
+        Task(
+            name="pendulum",
+            env="Pendulum-v1",
+            budget=10_000,
+            eval_every=1_000,
+            eval_episodes=10,
+            eval_max_steps=200,
+            log_every=1_000,
+            random_return=-1255.5,
+            max_return=-150.0,
+            anchor_note="0: uniform random policy, -1255.5 (measured: 200 "
+            "episodes, env seeds 0-199); 1: -150, about the best mean return "
+            "reported for Pendulum-v1",
+            agent=_sac_agent(
+                hiddens=(64, 64), lr=1e-3, learning_starts=1000, rollout=4
+            ),
+            capacity=100_000,
+            algo="sac",
+        ),
+        Task(
+            name="hopper",
+            env="Hopper-v5",
+            budget=30_000,
+            eval_every=5_000,
+            eval_episodes=5,
+            eval_max_steps=1_000,
+            log_every=1_000,
+            random_return=18.0,
+            max_return=3500.0,
+            anchor_note="0: uniform random policy, 18.0 (measured: 200 episodes, "
+            "env seeds 0-199); 1: 3500, a round scale near SAC's published "
+            "Hopper scores after 1M steps, fixed before the study",
+            agent=_sac_agent(hiddens=(256, 256), lr=3e-4, learning_starts=5000),
+            capacity=100_000,
+            requires="mujoco",
+            algo="sac",
+        ),
     )
 }
+
+# The default `--tasks`: the DQN/Rainbow suite of issue 14.
+SUITE = ("cartpole", "acrobot", "minatar_breakout", "minatar_space_invaders")
 
 # ---------------------------------------------------------------------------
 # Arms
@@ -381,19 +463,20 @@ def check_task_available(task: Task) -> None:
 
 def build_config(task: Task, arm: Arm, seed: int):
     """The AlgorithmConfig of one run: the task's agent with the arm's replay."""
-    from rllib_ners import NERSDQNConfig, RainbowDQNConfig
+    from rllib_ners import NERSDQNConfig, NERSSACConfig, RainbowDQNConfig
     from rllib_ners.algorithms.ners.presets import ners_reference
 
-    if arm.algo == "rainbow":
-        config = RainbowDQNConfig()
-        buffer_type = FAST_BUFFER
-    elif arm.algo == "ners":
-        config = NERSDQNConfig()
-        buffer_type = NERS_BUFFER
-    else:
+    if arm.algo not in ("rainbow", "ners"):
         raise ValueError(
             f"arm {arm.name!r}: `algo` must be 'rainbow' or 'ners', got {arm.algo!r}"
         )
+    buffer_type = NERS_BUFFER if arm.algo == "ners" else FAST_BUFFER
+    if task.algo == "sac":
+        config = NERSSACConfig()
+    elif task.algo == "dqn":
+        config = NERSDQNConfig() if arm.algo == "ners" else RainbowDQNConfig()
+    else:
+        raise ValueError(f"task {task.name!r}: `algo` must be 'dqn' or 'sac'")
     config = task.agent(config.environment(task.env))
     alpha = task.per_alpha if arm.alpha is None else arm.alpha
     learning_starts = config.num_steps_sampled_before_learning_starts
@@ -445,8 +528,11 @@ def write_csv_atomic(path: Path, rows: Sequence[dict]) -> None:
     os.replace(tmp, path)
 
 
-def greedy_returns(module, env_id: str, *, episodes: int, max_steps: int, seed: int):
-    """Returns of `episodes` greedy episodes of a fresh `env_id` env."""
+def greedy_returns(
+    module, env_id: str, *, episodes: int, max_steps: int, seed: int, config=None
+):
+    """Returns of `episodes` greedy episodes of a fresh `env_id` env (Box
+    actions mapped to the env's bounds as `config`'s EnvRunner does)."""
     import gymnasium as gym
 
     from rllib_ners.cli.evaluate import _greedy_action
@@ -459,7 +545,7 @@ def greedy_returns(module, env_id: str, *, episodes: int, max_steps: int, seed: 
             total = 0.0
             for _ in range(max_steps):
                 observation, reward, terminated, truncated, _ = env.step(
-                    _greedy_action(module, observation)
+                    _greedy_action(module, observation, env.action_space, config)
                 )
                 total += float(reward)
                 if terminated or truncated:
@@ -549,6 +635,7 @@ def run_one(task: Task, arm: Arm, seed: int, results_dir: Path) -> Path:
                     episodes=task.eval_episodes,
                     max_steps=task.eval_max_steps,
                     seed=10_000 * seed + 100 * eval_index,
+                    config=algo.config,
                 )
                 study_eval_time += time.perf_counter() - t0
                 study_eval_cpu += time.process_time() - c0
@@ -685,7 +772,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample-efficiency study of replay methods (issue 14)."
     )
     parser.add_argument("--arms", nargs="+", default=list(ARMS), help="arm names")
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), help="task names")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(SUITE),
+        help=f"task names (default: the suite {list(SUITE)}; also "
+        f"{sorted(set(TASKS) - set(SUITE))})",
+    )
     parser.add_argument(
         "--seeds",
         nargs="+",

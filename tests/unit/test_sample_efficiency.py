@@ -54,6 +54,9 @@ def test_csv_is_written_whole_with_every_column(tmp_path):
 
 
 def test_task_declarations_are_consistent():
+    assert set(se.SUITE) <= set(se.TASKS)
+    assert {se.TASKS[name].algo for name in se.SUITE} == {"dqn"}
+    assert {task.algo for task in se.TASKS.values()} == {"dqn", "sac"}
     for task in se.TASKS.values():
         assert task.budget % task.eval_every == 0, task.name
         assert task.eval_every % task.log_every == 0, task.name
@@ -88,14 +91,28 @@ def test_every_arm_builds_a_valid_config(task_name):
     assert configs["uniform"].replay_buffer_config["type"] == se.FAST_BUFFER
     assert configs["ners"].replay_buffer_config["type"] == se.NERS_BUFFER
     assert configs["ners_reference"].ners_config["replay_reward_mode"] == "eval_return"
-    shared = (
-        "lr",
+    if task.algo == "sac":
+        from rllib_ners import NERSSACConfig
+
+        assert all(isinstance(c, NERSSACConfig) for c in configs.values())
+        assert not configs["per"].uses_ners_replay
+        assert configs["ners"].uses_ners_replay
+        shared = (
+            "actor_lr",
+            "critic_lr",
+            "alpha_lr",
+            "tau",
+            "training_intensity",
+            "model_config",
+        )
+    else:
+        shared = ("lr", "epsilon", "target_network_update_freq")
+    shared += (
         "n_step",
         "train_batch_size_per_learner",
         "gamma",
-        "epsilon",
         "num_steps_sampled_before_learning_starts",
-        "target_network_update_freq",
+        "rollout_fragment_length",
     )
     for key in shared:
         values = {repr(getattr(c, key)) for c in configs.values()}
