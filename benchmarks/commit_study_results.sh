@@ -27,7 +27,7 @@ if git diff --cached --quiet -- "$dir"; then
     echo "nothing new to commit under $dir"
     exit 0
 fi
-total=$(find "$dir" -name 'seed*.csv' | wc -l)
+total=$(find "$dir" -path "$dir/archive" -prune -o -name 'seed*.csv' -print | wc -l)
 new=$(git diff --cached --name-only --diff-filter=A -- "$dir" | grep -c 'seed.*\.csv$' || true)
 if [[ "$new" -gt 0 ]]; then
     message="Study results: $new more finished runs ($total in all) of the sample-efficiency study"
