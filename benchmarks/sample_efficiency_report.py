@@ -43,7 +43,13 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sample_efficiency import ARMS, DEFAULT_RESULTS_DIR, TASKS, Task  # noqa: E402
+from sample_efficiency import (  # noqa: E402
+    ARMS,
+    DEFAULT_RESULTS_DIR,
+    SUITE,
+    TASKS,
+    Task,
+)
 
 BASELINE = "per"
 BOOTSTRAP_REPS = 5000
@@ -521,8 +527,10 @@ def write_report(
     if not runs:
         raise SystemExit(f"no finished runs (seed*.csv) under {results_dir}")
     if expected_runs is None:
-        # The planned study: the arms present x every task x 5 report seeds.
-        expected_runs = len({r.arm for r in runs}) * len(TASKS) * 5
+        # The planned study: the arms present x the suite's tasks (and any
+        # on-demand task with runs) x 5 report seeds.
+        tasks = set(SUITE) | {r.task for r in runs}
+        expected_runs = len({r.arm for r in runs}) * len(tasks) * 5
     result = compute(runs, reps=reps)
     plot(result, results_dir / "report.png", reps=min(reps, CURVE_BOOTSTRAP_REPS))
     text = render_markdown(result, notes, expected_runs=expected_runs)
