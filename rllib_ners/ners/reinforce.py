@@ -19,9 +19,10 @@ the scorer's parameters theta by `r_re * grad(...)`:
   (theta-independent) priority a never-scored transition holds in the tree.
   `grad log Z_hat` is the self-normalised importance estimate of
   `E_p[grad log leaf]`: consistent, exact when U is the whole buffer, and
-  invariant, like the true log p_i, to adding a constant to every logit, so the
-  logits cannot drift together (with Z taken from the tree as a constant they
-  do, and the priorities then collapse).
+  invariant, like the true log p_i, to adding a constant to every log leaf
+  (for an unbounded per_residual correction: to every logit), so the scores
+  cannot drift together (with Z taken from the tree as a constant they do, and
+  the priorities then collapse).
 
 Score-to-priority maps (the sum-tree leaf, before the buffer's `^alpha`):
 * "sigmoid": `base = sigma = sigmoid(logit)`, so `leaf = sigma^alpha`;

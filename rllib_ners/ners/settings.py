@@ -68,7 +68,7 @@ class NERSSettings:
             estimated from `normalizer_size` stored transitions drawn
             uniformly (`(N / K) sum_u leaf_u`, never-scored ones at their fixed
             priority): a self-normalised estimate of its gradient, exact when
-            K covers the buffer, and invariant to a shift of every logit.
+            K covers the buffer, and invariant to a shift of every log leaf.
         baseline: What the replay reward compares a window's mean return with:
             "previous_window" (`r_re = G_k - G_{k-1}`), "first" (the first
             window's return, frozen: the reference code), or "ema" (an

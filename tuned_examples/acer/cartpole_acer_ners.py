@@ -3,11 +3,11 @@
 The ACER agent of `cartpole_acer.py`
 (`rllib_ners.algorithms.acer.presets.cartpole_acer`) with
 `NERSEpisodeReplayBuffer`: replayed sequences start where the learned sampler's
-priority `sigma^0.6` says (IS weights with beta 0.4). Each replayed batch is
+priority (to the power 0.6) says (IS weights with beta 0.4). Each replayed batch is
 scored from its sequence starts' features `[s, a, r, s', |Q_ret - Q|, V(s), t]`
 with the batch mean as global context, and after every finished episode the
 sampler takes a REINFORCE step on the return improvement, as in NERS-DQN
-(sampler hidden 128, Adam 1e-4, |I_train| = 32).
+(the `.ners()` sampler defaults).
 
 How to run this script
 ----------------------

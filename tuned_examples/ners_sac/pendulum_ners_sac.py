@@ -3,7 +3,7 @@
 SAC's usual settings (`rllib_ners.algorithms.ners_sac.presets.pendulum_sac`:
 256-256 ReLU MLPs, Adam 3e-4, batch 256, tau 0.005, 5000 steps before
 learning, one update per env step, a 100k buffer) with the NERS buffer (alpha
-0.6, beta 0.4; sampler hidden 128, Adam 1e-4, |I_train| = 32). `--replay per`
+0.6, beta 0.4; the `.ners()` sampler defaults). `--replay per`
 or `--replay uniform` swaps in our fast buffer with PER or uniform sampling.
 
 How to run this script

@@ -60,8 +60,7 @@ def cartpole_acer(*, replay: str = "uniform", env: str = "CartPole-v1"):
     policy and Q heads, replay capacity 50k.
 
     `replay`: "uniform" (default), "per" (alpha 0.6 on sequence starts) or
-    "ners" (NERS buffer, alpha 0.6, beta 0.4; sampler hidden 128, Adam 1e-4,
-    |I_train| = 32).
+    "ners" (NERS buffer, alpha 0.6, beta 0.4; the `.ners()` sampler defaults).
     """
     from rllib_ners.algorithms.acer import ACERConfig
 
