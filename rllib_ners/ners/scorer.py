@@ -17,7 +17,7 @@ squash (`update_scalar_statistics`); "none" feeds r, delta, q and
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -285,18 +285,32 @@ class NERSScorer(nn.Module):
         self,
         batch: Dict[str, torch.Tensor],
         encode: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+        *,
+        encoded: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     ) -> torch.Tensor:
         """Features from a batch with `obs`, `new_obs`, `actions`, `rewards`,
         `delta`, `q`, `ts`. `encode` replaces the separate encoder (module mode);
-        observations and next observations go through it in one call."""
-        encode = encode or self.encoder
-        if encode is None:
-            raise ValueError("NERSScorer in encoder='module' mode needs `encode`.")
-        num = batch["obs"].shape[0]
-        encoded = encode(torch.cat([batch["obs"], batch["new_obs"]], dim=0))
+        observations and next observations go through it in one call.
+        `encoded` (module mode only): the encodings of `obs` and `new_obs`
+        already computed elsewhere (the agent's own forward pass), used as they
+        are, so nothing is encoded here."""
+        if encoded is not None:
+            if self.encoder is not None:
+                raise ValueError(
+                    "`encoded` is for encoder='module'; this scorer has its own "
+                    "encoder (encoder='separate')."
+                )
+            enc_obs, enc_next_obs = encoded
+        else:
+            encode = encode or self.encoder
+            if encode is None:
+                raise ValueError("NERSScorer in encoder='module' mode needs `encode`.")
+            num = batch["obs"].shape[0]
+            both = encode(torch.cat([batch["obs"], batch["new_obs"]], dim=0))
+            enc_obs, enc_next_obs = both[:num], both[num:]
         return self.features(
-            enc_obs=encoded[:num],
-            enc_next_obs=encoded[num:],
+            enc_obs=enc_obs,
+            enc_next_obs=enc_next_obs,
             actions=batch["actions"],
             rewards=batch["rewards"],
             delta=batch["delta"],

@@ -1,16 +1,24 @@
 """NERS-DQN inside RLlib: training steps, both routes, metrics, errors, restore."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.dqn import DQNConfig
+from ray.rllib.core.columns import Columns
 
 from rllib_ners import (
     NERSEpisodeReplayBuffer,
     enable_ners,
 )
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
+from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
+from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+    NEXT_OBS_ENCODER_OUT,
+    OBS_ENCODER_OUT,
+)
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -207,6 +215,46 @@ def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached(small_dqn
         assert any(
             not torch.equal(a, b) for a, b in zip(scorer_before, _scorer_params(algo))
         )
+    finally:
+        algo.stop()
+
+
+def test_module_encoder_mode_scores_with_the_training_pass_encodings(small_dqn):
+    """encoder="module" scores with the encodings the agent's own forward pass
+    made: the same scores as encoding again, without running the encoder."""
+    algo = small_dqn().ners(encoder="module").build_algo()
+    try:
+        algo.train()
+        learner = _learner(algo)
+        module = learner.module["default_policy"]
+        sample = algo.local_replay_buffer.sample_batch(32)
+        batch = {
+            name: torch.as_tensor(np.asarray(sample[name]))
+            for name in ("obs", "new_obs", "actions", "rewards", "ts")
+        }
+        fwd_out = module.forward_train(
+            {Columns.OBS: batch["obs"], Columns.NEXT_OBS: batch["new_obs"]}
+        )
+        encodings = (fwd_out[OBS_ENCODER_OUT], fwd_out[NEXT_OBS_ENCODER_OUT])
+        columns = {
+            **batch,
+            DELTA: torch.rand(32, generator=torch.Generator().manual_seed(0)),
+            TARGET_Q: torch.linspace(-1.0, 1.0, 32),
+        }
+        scorer_state = copy.deepcopy(learner.ners_scorer.state_dict())
+        encoder_calls = []
+        hook = module.encoder.register_forward_hook(
+            lambda *args: encoder_calls.append(1)
+        )
+        try:
+            shared = learner.ners_score(columns, module_encodings=encodings)
+            assert not encoder_calls
+            learner.ners_scorer.load_state_dict(scorer_state)  # same statistics
+            encoded_again = learner.ners_score(columns)
+            assert encoder_calls
+        finally:
+            hook.remove()
+        torch.testing.assert_close(shared, encoded_again)
     finally:
         algo.stop()
 

@@ -36,6 +36,10 @@ from rllib_ners import (
     RainbowTorchRLModule,
 )
 from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
+from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+    NEXT_OBS_ENCODER_OUT,
+    OBS_ENCODER_OUT,
+)
 
 MID = "default_policy"
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -328,6 +332,28 @@ def test_module_feeds_online_next_q_and_target_next_q():
     assert not torch.allclose(online_next, target_next)
 
 
+@pytest.mark.parametrize("double_q", [True, False])
+def test_train_forward_returns_detached_encodings_only_in_training(double_q):
+    module = _module(noisy=True, double_q=double_q)
+    obs, next_obs = _obs(5, seed=6), _obs(5, seed=7)
+    out = module.forward_train({Columns.OBS: obs, Columns.NEXT_OBS: next_obs})
+    with torch.no_grad():
+        expected_obs = module.encoder({Columns.OBS: obs})[ENCODER_OUT]
+        expected_next = module.encoder({Columns.OBS: next_obs})[ENCODER_OUT]
+    torch.testing.assert_close(out[OBS_ENCODER_OUT], expected_obs)
+    assert not out[OBS_ENCODER_OUT].requires_grad
+    if double_q:  # s_t+n went through the online encoder anyway
+        torch.testing.assert_close(out[NEXT_OBS_ENCODER_OUT], expected_next)
+        assert not out[NEXT_OBS_ENCODER_OUT].requires_grad
+    else:  # only the target net saw s_t+n: its encoding is not the online one
+        assert NEXT_OBS_ENCODER_OUT not in out
+    for acting in (
+        module.forward_exploration({Columns.OBS: obs}, t=0),
+        module.forward_inference({Columns.OBS: obs}),
+    ):
+        assert set(acting) == {Columns.ACTIONS}
+
+
 @pytest.mark.parametrize(
     "training",
     [
@@ -384,6 +410,12 @@ def test_train_forward_equals_rllibs_concatenated_pass_in_values_and_gradients(
         }
         results.append((fwd_out, loss.detach(), td, grads))
     (ours, loss, td, grads), (rllib, loss_ref, td_ref, grads_ref) = results
+    # Ours also hands out the encodings (tested on their own above).
+    ours = {
+        key: value
+        for key, value in ours.items()
+        if key not in (OBS_ENCODER_OUT, NEXT_OBS_ENCODER_OUT)
+    }
     assert set(ours) == set(rllib)
     for key in ours:
         torch.testing.assert_close(ours[key], rllib[key], rtol=1e-5, atol=1e-6)

@@ -16,7 +16,7 @@ times, as DDP keeps the RLModules equal.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -107,11 +107,19 @@ class NERSTorchLearnerMixin:
     def _encode_fn(self) -> Optional[Callable]:
         return self._module_encode if self.ners_settings.encoder == "module" else None
 
-    def ners_score(self, columns: Dict[str, torch.Tensor]) -> torch.Tensor:
+    def ners_score(
+        self,
+        columns: Dict[str, torch.Tensor],
+        *,
+        module_encodings: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    ) -> torch.Tensor:
         """Priority bases of a (shard of a) sampled batch, without gradients.
 
         `columns` holds `NERS_FEATURE_COLUMNS` as tensors (`delta` the fresh TD
-        errors). Returns what the buffer raises to alpha: sigma for the
+        errors). `module_encodings`: the RLModule encoder's outputs for `obs`
+        and `new_obs` from the training forward pass, if it made them; with
+        encoder="module" they are used instead of encoding again (the same
+        values: same encoder, same weights, before the update). Returns what the buffer raises to alpha: sigma for the
         "sigmoid" parameterization, `(|delta| + eps) * exp(logit)` for
         "per_residual". With several Learners each holds a shard, and the global
         context covers the whole batch.
@@ -126,8 +134,12 @@ class NERSTorchLearnerMixin:
             # per Learner). REINFORCE thus sees the normalisation the priorities
             # were scored with, up to the drift of the statistics since then.
             self.ners_scorer.update_scalar_statistics(columns, all_reduce_sum=reduce)
+            if self.ners_settings.encoder != "module" or not module_encodings:
+                module_encodings = None
+            elif any(encoding is None for encoding in module_encodings):
+                module_encodings = None  # e.g. no double Q: s_t+n not encoded
             features = self.ners_scorer.featurize_batch(
-                columns, encode=self._encode_fn()
+                columns, encode=self._encode_fn(), encoded=module_encodings
             )
             logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
             return priority_base(
@@ -144,13 +156,15 @@ class NERSTorchLearnerMixin:
         batch: Dict[str, Any],
         delta: torch.Tensor,
         target: torch.Tensor,
+        *,
+        module_encodings: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     ) -> None:
         """Scores a batch of 1-step (or n-step) transitions and reports rows
         `[score, delta, q, position]` under RLlib's TD-error key, in place of the
         plain TD errors the algorithm's loss logged there.
 
         `delta` and `target` are the fresh |TD error| and TD target of each item
-        (no gradients). The training step hands the rows (concatenated Learner
+        (no gradients); `module_encodings` as in `ners_score`. The training step hands the rows (concatenated Learner
         by Learner) to `NERSEpisodeReplayBuffer.update_priorities()`, which puts
         them back in sample order by `position`.
         """
@@ -169,7 +183,8 @@ class NERSTorchLearnerMixin:
                 DELTA: delta,
                 TARGET_Q: target,
                 "ts": batch["ts"],
-            }
+            },
+            module_encodings=module_encodings,
         )
         rows = [scores, delta, target]
         if SAMPLE_POSITION in batch:

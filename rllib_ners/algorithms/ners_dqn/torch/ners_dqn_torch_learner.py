@@ -35,6 +35,10 @@ from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearner
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
 )
+from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+    NEXT_OBS_ENCODER_OUT,
+    OBS_ENCODER_OUT,
+)
 
 
 class NERSDQNTorchLearner(
@@ -94,5 +98,14 @@ class NERSDQNTorchLearner(
                 double_q=config.double_q,
             )
             # [score, delta, q, position] rows replace DQN's plain TD errors.
-            self.report_transition_scores(module_id, batch, delta, target)
+            self.report_transition_scores(
+                module_id,
+                batch,
+                delta,
+                target,
+                module_encodings=(
+                    fwd_out.get(OBS_ENCODER_OUT),
+                    fwd_out.get(NEXT_OBS_ENCODER_OUT),
+                ),
+            )
         return loss

@@ -58,6 +58,12 @@ from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
     RainbowCatalog,
 )
 
+# Training-forward outputs: the online encoder's output for s_t and s_{t+n},
+# detached. A NERS Learner with `encoder="module"` scores with them instead of
+# running the encoder a second time (`NERSTorchLearnerMixin.ners_score`).
+OBS_ENCODER_OUT = "obs_encoder_out"
+NEXT_OBS_ENCODER_OUT = "next_obs_encoder_out"
+
 
 class RainbowTorchRLModule(DefaultDQNTorchRLModule):
     """Dueling / C51 / noisy Q-network (see the module docstring).
@@ -176,11 +182,16 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         tenth less time per data-efficient Rainbow update.
         """
         qf_outs = self.compute_q_values({Columns.OBS: batch[Columns.OBS]})
-        output = {QF_PREDS: qf_outs[QF_PREDS]}
+        output = {
+            QF_PREDS: qf_outs[QF_PREDS],
+            OBS_ENCODER_OUT: qf_outs[ENCODER_OUT].detach(),
+        }
         next_batch = {Columns.OBS: batch[Columns.NEXT_OBS]}
         with torch.no_grad():
             if self.uses_double_q:
-                output[QF_NEXT_PREDS] = self.compute_q_values(next_batch)[QF_PREDS]
+                next_outs = self.compute_q_values(next_batch)
+                output[QF_NEXT_PREDS] = next_outs[QF_PREDS]
+                output[NEXT_OBS_ENCODER_OUT] = next_outs[ENCODER_OUT]
             target_outs = self.forward_target(next_batch)
         output[QF_TARGET_NEXT_PREDS] = target_outs[QF_PREDS]
         if self.num_atoms > 1:
@@ -216,7 +227,9 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         af = head["af"] if self.uses_dueling else head
         advantages = af(features, noise)
         num_actions = self.action_space.n
-        output = {}
+        # The callers copy out only the keys they return (the exploration and
+        # inference outputs never carry the features).
+        output = {ENCODER_OUT: features}
         if self.num_atoms == 1:
             q = advantages
             if self.uses_dueling:
