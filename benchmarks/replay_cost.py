@@ -19,10 +19,14 @@ Tasks (only the replay differs between arms):
              `per` goes through RLlib's connectors), so ners / rainbow-per is
              the cost of the sampler alone
   ms_pacman  data-efficient Rainbow on MsPacman (`atari_100k.py`'s settings:
-             one update of 32 per env step); arms ners, per, uniform
+             one update of 32 per env step); arms ners, per, uniform and
+             ners-module: NERS with `encoder="module"` (the sampler reads the
+             agent's CNN features from its training forward pass instead of
+             running a CNN of its own)
 
     python benchmarks/replay_cost.py --task cartpole --steps 10000
     python benchmarks/replay_cost.py --task ms_pacman --steps 4000 --arms ners per
+    python benchmarks/replay_cost.py --task ms_pacman --steps 4000 --arms ners ners-module per
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LI
 
 TASK_ARMS = {
     "cartpole": ("ners", "per", "uniform", "rllib-per", "rainbow-per"),
-    "ms_pacman": ("ners", "per", "uniform"),
+    "ms_pacman": ("ners", "per", "uniform", "ners-module"),
 }
 
 
@@ -63,10 +67,10 @@ def build_config(task: str, arm: str, seed: int, args):
         return cartpole_config(arm, seed)
     from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
 
-    return (
+    config = (
         atari_data_efficient_rainbow(
             "MsPacman",
-            replay=arm,
+            replay="ners" if arm == "ners-module" else arm,
             total_timesteps=args.steps,
             capacity=args.capacity,
             rollout_fragment_length=20,
@@ -75,6 +79,9 @@ def build_config(task: str, arm: str, seed: int, args):
         .reporting(min_sample_timesteps_per_iteration=200)
         .debugging(seed=seed)
     )
+    if arm == "ners-module":
+        config.ners(encoder="module")
+    return config
 
 
 def take_turns(algos: Dict[str, object], *, steps: int, learning_starts: int):
@@ -144,13 +151,13 @@ def main(argv=None) -> int:
         f"{total:.0f} s in all"
     )
     print(
-        f"{'arm':<10} {'steps':>7} {'env steps/s':>12} {'steps/CPU s':>12} "
+        f"{'arm':<12} {'steps':>7} {'env steps/s':>12} {'steps/CPU s':>12} "
         f"{'vs PER (wall)':>14} {'vs PER (CPU)':>13}"
     )
     for arm in arms:
         wall_rate, cpu_rate = rate[arm]
         print(
-            f"{arm:<10} {measured[arm]['steps']:>7} {wall_rate:>12.1f} "
+            f"{arm:<12} {measured[arm]['steps']:>7} {wall_rate:>12.1f} "
             f"{cpu_rate:>12.1f} {wall_rate / rate['per'][0]:>13.2f}x "
             f"{cpu_rate / rate['per'][1]:>12.2f}x"
         )

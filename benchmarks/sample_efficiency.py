@@ -422,6 +422,18 @@ ARMS: Dict[str, Arm] = {
         ),
     )
 }
+# The recommended variant with encoder="module": the sampler reads the
+# Q-network's (detached) encoder features instead of training a CNN or MLP of
+# its own; cheaper on images (benchmarks/replay_cost.py). Not in the study's
+# default arms.
+ARMS["ners_module"] = dataclasses.replace(
+    ARMS["ners"],
+    name="ners_module",
+    ners_settings={**ARMS["ners"].ners_settings, "encoder": "module"},
+    description="NERS-DQN with the recommended variant and encoder='module'",
+)
+# What the study runs unless told otherwise (`--arms`).
+STUDY_ARMS = ("uniform", "per", "ners_reference", "ners")
 
 # ---------------------------------------------------------------------------
 # Configs
@@ -771,7 +783,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Sample-efficiency study of replay methods (issue 14)."
     )
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), help="arm names")
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=list(STUDY_ARMS),
+        help=f"arm names (default: {' '.join(STUDY_ARMS)}; also: "
+        f"{' '.join(sorted(set(ARMS) - set(STUDY_ARMS)))})",
+    )
     parser.add_argument(
         "--tasks",
         nargs="+",

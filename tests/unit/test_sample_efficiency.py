@@ -87,6 +87,7 @@ def test_every_arm_builds_a_valid_config(task_name):
         "per": task.per_alpha,
         "ners_reference": 0.5,
         "ners": task.per_alpha,
+        "ners_module": task.per_alpha,
     }
     assert configs["uniform"].replay_buffer_config["type"] == se.FAST_BUFFER
     assert configs["ners"].replay_buffer_config["type"] == se.NERS_BUFFER
@@ -281,3 +282,16 @@ def test_a_single_run_shows_its_score_without_an_interval(tmp_path):
     assert report._fmt((point, low, high)) == "1.00 [no CI]"
     assert "uniform" not in result["poi"]["final"].get("cartpole", {})
     assert result["aggregate_tasks"] == []
+
+
+def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
+    ners, module = se.ARMS["ners"], se.ARMS["ners_module"]
+    assert module.ners_settings == {**ners.ners_settings, "encoder": "module"}
+    assert (module.algo, module.alpha, module.reference) == (
+        ners.algo,
+        ners.alpha,
+        ners.reference,
+    )
+    # The study's default arms stay the four it reports.
+    assert se.build_parser().parse_args([]).arms == list(se.STUDY_ARMS)
+    assert "ners_module" not in se.STUDY_ARMS
