@@ -36,6 +36,13 @@ Data-efficient Rainbow scores 1204 on MsPacman at 100k steps (van Hasselt et
 al. 2019; random 307, human 6952); the NERS paper reports NERS above PER and
 uniform there. On this project's 2-core CPU a 100k run takes hours, not
 minutes: see `benchmarks/atari_100k.py` and the README for measured speed.
+
+Cost: the sampler keeps the paper's own CNN encoder here; it runs on every
+replayed batch, and NERS trains at ~0.8x PER's env steps per second
+(`benchmarks/replay_cost.py --task ms_pacman`). `.ners(encoder="module")` on
+the config scores with the Q-network's own features instead (taken from the
+training pass, no second CNN): ~0.9x PER. How well those features shape
+replay is not yet measured on Atari.
 """
 
 from ray.rllib.examples.utils import add_rllib_example_script_args
