@@ -26,7 +26,8 @@ Tasks (only the replay differs between arms):
 
     python benchmarks/replay_cost.py --task cartpole --steps 10000
     python benchmarks/replay_cost.py --task ms_pacman --steps 4000 --arms ners per
-    python benchmarks/replay_cost.py --task ms_pacman --steps 4000 --arms ners ners-module per
+    python benchmarks/replay_cost.py --task ms_pacman --steps 4000 \
+        --arms ners ners-module per
 """
 
 from __future__ import annotations

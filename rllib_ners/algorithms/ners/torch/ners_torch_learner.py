@@ -119,10 +119,11 @@ class NERSTorchLearnerMixin:
         errors). `module_encodings`: the RLModule encoder's outputs for `obs`
         and `new_obs` from the training forward pass, if it made them; with
         encoder="module" they are used instead of encoding again (the same
-        values: same encoder, same weights, before the update). Returns what the buffer raises to alpha: sigma for the
-        "sigmoid" parameterization, `(|delta| + eps) * exp(logit)` for
-        "per_residual". With several Learners each holds a shard, and the global
-        context covers the whole batch.
+        values: same encoder, same weights, before the update). Returns what
+        the buffer raises to alpha: sigma for the "sigmoid" parameterization,
+        `(|delta| + eps) * exp(logit)` for "per_residual". With several
+        Learners each holds a shard, and the global context covers the whole
+        batch.
         """
         reduce = _sum_over_learners if self._sampler_is_distributed() else None
         with torch.no_grad():
@@ -134,12 +135,16 @@ class NERSTorchLearnerMixin:
             # per Learner). REINFORCE thus sees the normalisation the priorities
             # were scored with, up to the drift of the statistics since then.
             self.ners_scorer.update_scalar_statistics(columns, all_reduce_sum=reduce)
-            if self.ners_settings.encoder != "module" or not module_encodings:
-                module_encodings = None
-            elif any(encoding is None for encoding in module_encodings):
-                module_encodings = None  # e.g. no double Q: s_t+n not encoded
+            # Without double Q the pass did not encode s_t+n: encode both here.
+            reuse = (
+                self.ners_settings.encoder == "module"
+                and module_encodings is not None
+                and all(encoding is not None for encoding in module_encodings)
+            )
             features = self.ners_scorer.featurize_batch(
-                columns, encode=self._encode_fn(), encoded=module_encodings
+                columns,
+                encode=self._encode_fn(),
+                encoded=module_encodings if reuse else None,
             )
             logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
             return priority_base(
@@ -164,9 +169,10 @@ class NERSTorchLearnerMixin:
         plain TD errors the algorithm's loss logged there.
 
         `delta` and `target` are the fresh |TD error| and TD target of each item
-        (no gradients); `module_encodings` as in `ners_score`. The training step hands the rows (concatenated Learner
-        by Learner) to `NERSEpisodeReplayBuffer.update_priorities()`, which puts
-        them back in sample order by `position`.
+        (no gradients); `module_encodings` as in `ners_score`. The training
+        step hands the rows (concatenated Learner by Learner) to
+        `NERSEpisodeReplayBuffer.update_priorities()`, which puts them back in
+        sample order by `position`.
         """
         if "ts" not in batch:
             raise ValueError(
