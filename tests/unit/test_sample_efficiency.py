@@ -295,3 +295,57 @@ def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
     # The study's default arms stay the four it reports.
     assert se.build_parser().parse_args([]).arms == list(se.STUDY_ARMS)
     assert "ners_module" not in se.STUDY_ARMS
+
+
+def test_a_side_study_is_reported_with_the_studys_own_runs(tmp_path):
+    """`--also` joins another folder's runs; `--arms` and `--tasks` keep only
+    the named ones; the report says which command produced it."""
+    study, side = tmp_path / "study", tmp_path / "side"
+    _fixture(study)
+    task = se.TASKS["acrobot"]
+    n = task.budget // task.eval_every
+    for seed in (100, 101, 102):
+        _write_run(side, "acrobot", "uniform", seed, np.full(n, task.max_return))
+    argv = [
+        "--results-dir",
+        str(side),
+        "--also",
+        str(study),
+        "--arms",
+        "per",
+        "uniform",
+        "--tasks",
+        "acrobot",
+    ]
+    assert report.main(argv) == 0
+    text = (side / "report.md").read_text()
+    # Only acrobot, only per (4 runs) and uniform (3 runs): 7 of 2 x 1 x 5.
+    assert "7 finished runs of the 10 planned" in text
+    assert "| acrobot |" in text and "| cartpole |" not in text
+    assert "| same |" not in text and "| better |" not in text
+    assert "`python benchmarks/sample_efficiency_report.py --results-dir" in text
+    # uniform's every run scores 1, above every PER run: P(improvement) = 1.
+    assert "| uniform | 1.00 [" in text
+    assert (side / "report.png").exists()
+    assert not (study / "report.md").exists()
+
+
+def test_a_run_in_two_folders_is_an_error(tmp_path):
+    _fixture(tmp_path / "a")
+    _fixture(tmp_path / "b")
+    with pytest.raises(SystemExit, match="in two of the folders"):
+        report.write_report(tmp_path / "a", also=[tmp_path / "b"], reps=REPS)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--arms", "nope"], "--arms: unknown"),
+        (["--tasks", "pong"], "--tasks: unknown"),
+        (["--also", "/nonexistent/folder"], "no such results folder"),
+    ],
+)
+def test_bad_report_options_name_the_option(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        report.main(["--results-dir", str(tmp_path), *argv])
+    assert message in capsys.readouterr().err
