@@ -403,6 +403,7 @@ ARMS: Dict[str, Arm] = {
             # version; replay collapsed on Acrobot) are kept, outside the
             # report, under results/sample_efficiency/archive/ners_unbounded.
             ners_settings={
+                "encoder": "separate",
                 "objective": "log_prob",
                 "parameterization": "per_residual",
                 "max_log_correction": 5.0,

@@ -129,6 +129,7 @@ def test_the_ners_arm_writes_its_settings_out():
 
     written = se.ARMS["ners"].ners_settings
     shaping = (
+        "encoder",
         "objective",
         "parameterization",
         "max_log_correction",
