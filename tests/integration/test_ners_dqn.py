@@ -68,6 +68,21 @@ def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners, small
         algo.stop()
 
 
+def test_lifetime_counters_are_reported_in_iterations_without_an_update(small_dqn):
+    """`num_sampler_updates_lifetime` and `num_eval_env_steps_lifetime` are in
+    every iteration's result, also when no sampler update ran in it (they were
+    NaN or missing then)."""
+    config = small_dqn().ners(min_episodes_per_update=10**6)
+    algo = config.build_algo()
+    try:
+        for _ in range(2):
+            ners = algo.train()[NERS_RESULTS]
+            assert ners["num_sampler_updates_lifetime"] == 0
+            assert ners["num_eval_env_steps_lifetime"] == 0
+    finally:
+        algo.stop()
+
+
 def test_buffer_type_may_be_the_class_object(small_dqn):
     config = small_dqn().training(
         replay_buffer_config={"type": NERSEpisodeReplayBuffer, "capacity": 3000}

@@ -174,9 +174,11 @@ class SamplerDiagnostics:
 
 
 def add_ners_diagnostics(algorithm, result: Dict[str, Any]) -> None:
-    """Adds the sampler diagnostics to `result["ners"]` (when the algorithm
-    runs a NERS sampler update)."""
+    """Adds the sampler diagnostics and the lifetime counters to
+    `result["ners"]` (when the algorithm runs a NERS sampler update)."""
     update = getattr(algorithm, "_ners_update", None)
     if update is None or not isinstance(result, dict):
         return
-    result.setdefault(NERS_RESULTS, {}).update(update.diagnostics.compute(algorithm))
+    ners = result.setdefault(NERS_RESULTS, {})
+    ners.update(update.diagnostics.compute(algorithm))
+    ners.update(update.lifetime_counters())

@@ -189,21 +189,18 @@ class NERSSamplerUpdate:
         metrics[NERS_EVAL_ENV_STEPS_KEY] = self.num_eval_env_steps
         for key, value in metrics.items():
             if key in (NERS_NUM_SAMPLER_UPDATES_KEY, NERS_EVAL_ENV_STEPS_KEY):
-                continue
+                continue  # Lifetime counters: `lifetime_counters()`, every iteration.
             algorithm.metrics.log_value((NERS_RESULTS, key), value, window=20)
-        algorithm.metrics.log_value(
-            (NERS_RESULTS, NERS_NUM_SAMPLER_UPDATES_KEY),
-            self.num_updates,
-            reduce="max",
-            window=1,
-        )
-        algorithm.metrics.log_value(
-            (NERS_RESULTS, NERS_EVAL_ENV_STEPS_KEY),
-            self.num_eval_env_steps,
-            reduce="max",
-            window=1,
-        )
         return metrics
+
+    def lifetime_counters(self) -> Dict[str, int]:
+        """The counters that `result["ners"]` carries every iteration, whether or
+        not a sampler update ran in it (a window logged only at updates would
+        read NaN in iterations without one)."""
+        return {
+            NERS_NUM_SAMPLER_UPDATES_KEY: self.num_updates,
+            NERS_EVAL_ENV_STEPS_KEY: self.num_eval_env_steps,
+        }
 
     def sampler_training_batch(self, buffer) -> Optional[Dict[str, Any]]:
         """I_train from `buffer` (and, for "log_prob", the normaliser draws and
