@@ -547,7 +547,7 @@ def write_report(
         more_runs, more_notes = load_runs(folder)
         runs += more_runs
         notes += more_notes
-    seen = {}
+    seen = set()
     for run in runs:
         key = (run.arm, run.task, run.seed)
         if key in seen:
@@ -555,7 +555,7 @@ def write_report(
                 f"{run.arm} on {run.task}, seed {run.seed}, is in two of the folders "
                 f"{[str(results_dir), *map(str, also)]}: give each folder once"
             )
-        seen[key] = run
+        seen.add(key)
     if arms is not None:
         runs = [r for r in runs if r.arm in arms]
     if tasks is not None:

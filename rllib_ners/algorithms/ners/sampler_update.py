@@ -185,11 +185,9 @@ class NERSSamplerUpdate:
             )
         # I_all is emptied at every episode end, whether or not a step was taken.
         buffer.reset_sampled_set()
-        metrics[NERS_NUM_SAMPLER_UPDATES_KEY] = self.num_updates
-        metrics[NERS_EVAL_ENV_STEPS_KEY] = self.num_eval_env_steps
+        # The lifetime counters are not logged here: `add_ners_diagnostics` puts
+        # `lifetime_counters()` in every iteration's result.
         for key, value in metrics.items():
-            if key in (NERS_NUM_SAMPLER_UPDATES_KEY, NERS_EVAL_ENV_STEPS_KEY):
-                continue  # Lifetime counters: `lifetime_counters()`, every iteration.
             algorithm.metrics.log_value((NERS_RESULTS, key), value, window=20)
         return metrics
 
