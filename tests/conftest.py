@@ -18,12 +18,38 @@ RLlib setting it changes, so a test shows only how its config differs.
 
 import copy
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import ray
 
 from rllib_ners import ACERConfig, NERSDQNConfig, NERSSACConfig
 
 DEFAULT_RAY_NUM_CPUS = 2
+
+
+class TinyBoolImageEnv(gym.Env):
+    """10x10x4 bool frames; reward 1 for action 1; episodes of 12 steps."""
+
+    observation_space = gym.spaces.Box(0, 1, (10, 10, 4), dtype=bool)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, config=None):
+        self._rng = np.random.default_rng(0)
+        self._t = 0
+
+    def _frame(self):
+        return self._rng.random((10, 10, 4)) < 0.2
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._t = 0
+        return self._frame(), {}
+
+    def step(self, action):
+        self._t += 1
+        return self._frame(), float(action == 1), self._t >= 12, False, {}
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +92,7 @@ def build_small_dqn(
     model_config=None,
     restart_failed_env_runners=False,
     seed=0,
+    env="CartPole-v1",
     **training,
 ):
     """CartPole, n-step 3, a 5000-step buffer, 200 steps before learning starts.
@@ -74,7 +101,8 @@ def build_small_dqn(
     `num_learners=None` and `model_config=None` leave RLlib's defaults untouched;
     `learning_starts` is `num_steps_sampled_before_learning_starts`;
     `replay_buffer_config` replaces the default `{"capacity": 5000}` whole;
-    `restart_failed_env_runners=True` restarts killed EnvRunners at once; other
+    `restart_failed_env_runners=True` restarts killed EnvRunners at once; `env`
+    replaces CartPole (e.g. `TinyBoolImageEnv`); other
     keywords go to `.training()` (e.g. `n_step`, `store_buffer_in_checkpoints`,
     Rainbow's switches).
     """
@@ -83,7 +111,7 @@ def build_small_dqn(
     if replay_buffer_config is None:
         replay_buffer_config = {"capacity": 5000}
     training = {"n_step": 3, **training}
-    config = config.environment("CartPole-v1").env_runners(
+    config = config.environment(env).env_runners(
         num_env_runners=num_env_runners,
         rollout_fragment_length=rollout_fragment_length,
     )

@@ -291,15 +291,11 @@ class NERSScorer(nn.Module):
         """Features from a batch with `obs`, `new_obs`, `actions`, `rewards`,
         `delta`, `q`, `ts`. `encode` replaces the separate encoder (module mode);
         observations and next observations go through it in one call.
-        `encoded` (module mode only): the encodings of `obs` and `new_obs`
-        already computed elsewhere (the agent's own forward pass), used as they
+        `encoded`: the encodings of `obs` and `new_obs` already computed
+        elsewhere (module mode: by the agent's own forward pass; separate mode:
+        by this scorer's encoder, kept in an `EncodingCache`), used as they
         are, so nothing is encoded here."""
         if encoded is not None:
-            if self.encoder is not None:
-                raise ValueError(
-                    "`encoded` is for encoder='module'; this scorer has its own "
-                    "encoder (encoder='separate')."
-                )
             enc_obs, enc_next_obs = encoded
         else:
             encode = encode or self.encoder

@@ -120,6 +120,13 @@ class NERSSettings:
             priorities). 3e-2 is the rate at which the replay-reward oracle
             (`benchmarks/sampler_oracle.py`) moves sampling mass steadily
             without the reversals that higher rates show.
+        cache_encodings: With encoder="separate" and image observations,
+            keep the encoder's output for each stored observation between
+            sampler updates and score with it instead of running the CNN again
+            (`rllib_ners.ners.encoding_cache`; the same scores, as the encoder
+            only changes at sampler updates). On by default; False encodes
+            every scored batch afresh. Vector observations never use it (their
+            MLP encoder costs less than the lookup).
         diagnostics_sample_size: The per-iteration sampler diagnostics of
             `result["ners"]` look at a uniform random subset of this many stored
             transitions when the buffer holds more (all of them otherwise).
@@ -148,6 +155,7 @@ class NERSSettings:
     linear_skip: bool = True
     linear_skip_lr: Optional[float] = 3e-2
     feature_normalization: str = "running"
+    cache_encodings: bool = True
     diagnostics_sample_size: int = DIAGNOSTICS_SAMPLE_SIZE
 
     def __post_init__(self):
@@ -219,8 +227,9 @@ class NERSSettings:
         ):
             if getattr(self, name) not in allowed:
                 fail(name, getattr(self, name), f"use one of {allowed}")
-        if not isinstance(self.linear_skip, bool):
-            fail("linear_skip", self.linear_skip, "it must be True or False")
+        for name in ("linear_skip", "cache_encodings"):
+            if not isinstance(getattr(self, name), bool):
+                fail(name, getattr(self, name), "it must be True or False")
         if self.linear_skip_lr is not None:
             if isinstance(self.linear_skip_lr, bool) or not (
                 isinstance(self.linear_skip_lr, (int, float))

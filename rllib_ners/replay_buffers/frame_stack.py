@@ -67,6 +67,43 @@ def stacked_frames(storage: RingStorage, slots: np.ndarray, k: int) -> np.ndarra
     missing frames are zeros, as in RLlib's frame stacking when acting.
     """
     flat = np.asarray(slots, dtype=np.int64).reshape(-1)
+    index, valid = _stack_frame_slots(storage, flat, k)
+    frame_shape = storage.obs.shape[1:]
+    channels = frame_shape[2] if len(frame_shape) == 3 else 1
+    height, width = frame_shape[:2]
+    out = np.empty((flat.size, height, width, k * channels), dtype=storage.obs.dtype)
+    for j in range(k):
+        frames = storage.obs[index[j]].reshape(flat.size, height, width, channels)
+        if not valid[j].all():
+            frames[~valid[j]] = 0
+        out[..., j * channels : (j + 1) * channels] = frames
+    return out.reshape(np.shape(slots) + out.shape[1:])
+
+
+def observation_keys(
+    storage: RingStorage, slots: np.ndarray, frame_stack: int
+) -> np.ndarray:
+    """An int64 per observation at `slots` (any shape) that changes whenever
+    the observation `observations_at` returns there could change, so that a
+    value computed from an observation can be cached under it.
+
+    Each write gives a slot a new `stamp` and never rewrites a stored frame, so
+    the stamp of the last frame fixes the stack but for its older frames
+    turning into zeros as their slots are evicted: the key is
+    `stamp * (k + 1) + number of stored frames in the stack`.
+    """
+    flat = np.asarray(slots, dtype=np.int64).reshape(-1)
+    if frame_stack == 1:
+        keys = storage.stamp[flat]
+    else:
+        _, valid = _stack_frame_slots(storage, flat, frame_stack)
+        keys = storage.stamp[flat] * (frame_stack + 1) + valid.sum(axis=0)
+    return keys.reshape(np.shape(slots))
+
+
+def _stack_frame_slots(storage: RingStorage, flat: np.ndarray, k: int):
+    """`[k, n]` slots of the frames of the stacks ending at `flat`, oldest
+    first, and whether each frame is stored (else it reads as zeros)."""
     index = np.empty((k, flat.size), dtype=np.int64)
     valid = np.ones((k, flat.size), dtype=bool)
     index[k - 1] = flat
@@ -80,13 +117,4 @@ def stacked_frames(storage: RingStorage, slots: np.ndarray, k: int) -> np.ndarra
         )
         index[j] = np.where(ok, prev, current)
         valid[j] = ok
-    frame_shape = storage.obs.shape[1:]
-    channels = frame_shape[2] if len(frame_shape) == 3 else 1
-    height, width = frame_shape[:2]
-    out = np.empty((flat.size, height, width, k * channels), dtype=storage.obs.dtype)
-    for j in range(k):
-        frames = storage.obs[index[j]].reshape(flat.size, height, width, channels)
-        if not valid[j].all():
-            frames[~valid[j]] = 0
-        out[..., j * channels : (j + 1) * channels] = frames
-    return out.reshape(np.shape(slots) + out.shape[1:])
+    return index, valid

@@ -34,6 +34,7 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     ACTIONS,
     INDICES,
     N_STEP,
+    NEXT_INDICES,
     NEXT_OBS,
     OBS,
     REWARDS,
@@ -41,6 +42,7 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     TIMESTEPS,
     FastPrioritizedEpisodeReplayBuffer,
 )
+from rllib_ners.replay_buffers.frame_stack import observation_keys
 from rllib_ners.utils.checks import check_positive_int
 from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
 
@@ -54,6 +56,10 @@ SUPPORTS_NERS_REPLAY_ATTR = "supports_ners_replay"
 # append it to their rows, since with several Learners RLlib shards the batch
 # (interleaving the items) and concatenates their rows Learner by Learner.
 SAMPLE_POSITION = "sample_position"
+
+# Batch column of the columnar path: `[obs slot, obs key, new_obs slot, new_obs
+# key]` per item (`learner_columns`), the NERS Learner's encoding-cache keys.
+ENCODING_KEYS = "ners_encoding_keys"
 
 # Episode returns of chunks whose episode never finishes (a killed EnvRunner) are
 # forgotten beyond this many open episodes, oldest first.
@@ -174,6 +180,19 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         columns = super().item_columns(batch)
         columns[TIMESTEPS] = batch[TIMESTEPS]
         columns[SAMPLE_POSITION] = np.arange(batch[TIMESTEPS].shape[0])
+        return columns
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def learner_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """`item_columns` plus `ENCODING_KEYS`: `[slot, key]` of `obs` and of
+        `new_obs` per item (`observation_keys`), under which the NERS Learner
+        caches its image encoder's outputs between sampler updates."""
+        columns = self.item_columns(batch)
+        slots = np.stack([batch[INDICES], batch[NEXT_INDICES]], axis=1)
+        keys = observation_keys(self._storage, slots, self._frame_stack)
+        columns[ENCODING_KEYS] = np.stack(
+            [slots[:, 0], keys[:, 0], slots[:, 1], keys[:, 1]], axis=1
+        )
         return columns
 
     @override(FastPrioritizedEpisodeReplayBuffer)

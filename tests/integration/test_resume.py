@@ -12,7 +12,9 @@ EnvRunner state holds neither the environment nor its episode in progress, so th
 restored EnvRunner starts a fresh episode (with a re-seeded env) and collects
 different transitions. The tests check the strongest property that holds.
 
-Algorithms are listed as `ResumeCase`s: NERS-DQN, ACER (with NERS replay;
+Algorithms are listed as `ResumeCase`s: NERS-DQN, NERS-DQN on bool images (its
+sampler's image encoder and encoding cache, replaying through the columnar
+path), ACER (with NERS replay;
 ACER also brings back its average policy network and replay-ratio generator) and
 NERS-SAC (also its temperature log(alpha), which RLlib 2.60's SAC never saves).
 """
@@ -26,6 +28,7 @@ from typing import Callable
 import numpy as np
 import pytest
 import torch
+from conftest import TinyBoolImageEnv
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import (
@@ -35,6 +38,8 @@ from ray.rllib.utils.metrics import (
 )
 from ray.rllib.utils.numpy import convert_to_numpy
 
+from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+from rllib_ners.algorithms.common.replay_checkpoint import pop_priority_rows
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 pytestmark = [
@@ -128,6 +133,43 @@ def ners_dqn_extra_checks(algo, restored):
     # When the target network was last synced (RLlib 2.60 forgets it).
     state = ners_dqn_learner_state(algo)
     assert state["last_target_update_ts"][DEFAULT_MODULE_ID] > 0
+
+
+# ------------------------------------------------- NERS-DQN on bool images
+def ners_dqn_images_config(small_dqn, store_buffer=True):
+    """NERS-DQN on 10x10 bool images: the sampler's image encoder and its
+    encoding cache (used on the columnar replay path) are part of the state."""
+    return small_dqn(
+        env=TinyBoolImageEnv,
+        rollout_fragment_length=8,
+        learning_starts=100,
+        min_sample_timesteps_per_iteration=300,
+        store_buffer_in_checkpoints=store_buffer,
+    )
+
+
+def ners_dqn_columnar_replay_update(algo, env_steps):
+    """NERSDQN's own training step's sample -> update -> update_priorities, on
+    numpy columns (with the encoding-cache keys); returns the sampled slots."""
+    config, buffer = algo.config, algo.local_replay_buffer
+    columns = buffer.sample_batch(
+        config.total_train_batch_size,
+        n_step=config.n_step,
+        gamma=config.gamma,
+        beta=config.replay_buffer_config.get("beta"),
+    )
+    results = algo.learner_group.update(
+        batch=replay_train_batch(buffer, columns),
+        timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
+    )
+    buffer.update_priorities(pop_priority_rows(results))
+    return columns["indices"]
+
+
+def ners_dqn_images_extra_checks(algo, restored):
+    ners_dqn_extra_checks(algo, restored)
+    cache = ners_dqn_learner_state(restored)["ners_sampler"]["encoding_cache"]
+    assert cache["rows"].size > 0 and cache["num_hits"] > 0
 
 
 # ---------------------------------------------------------------------- ACER
@@ -227,6 +269,15 @@ CASES = [
         ners_sampler_step,
         ners_dqn_learner_state,
         ners_dqn_extra_checks,
+    ),
+    ResumeCase(
+        "ners_dqn_images",
+        "small_dqn",
+        ners_dqn_images_config,
+        ners_dqn_columnar_replay_update,
+        ners_sampler_step,
+        ners_dqn_learner_state,
+        ners_dqn_images_extra_checks,
     ),
     ResumeCase(
         "acer",

@@ -2,39 +2,19 @@
 NERS-DQN (Rainbow module) and ACER with NERS replay: the CNNs that fit are picked
 by default, and a configured CNN that does not fit fails at `validate()`."""
 
-import gymnasium as gym
+import copy
+
 import numpy as np
 import pytest
 import ray
+import torch
+from conftest import TinyBoolImageEnv
 
 from rllib_ners import ACERConfig, NERSDQNConfig
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
+from rllib_ners.replay_buffers.ners_episode_buffer import ENCODING_KEYS
 
 MID = "default_policy"
-
-
-class TinyBoolImageEnv(gym.Env):
-    """10x10x4 bool frames; reward 1 for action 1; episodes of 12 steps."""
-
-    observation_space = gym.spaces.Box(0, 1, (10, 10, 4), dtype=bool)
-    action_space = gym.spaces.Discrete(3)
-
-    def __init__(self, config=None):
-        self._rng = np.random.default_rng(0)
-        self._t = 0
-
-    def _frame(self):
-        return self._rng.random((10, 10, 4)) < 0.2
-
-    def reset(self, *, seed=None, options=None):
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
-        self._t = 0
-        return self._frame(), {}
-
-    def step(self, action):
-        self._t += 1
-        return self._frame(), float(action == 1), self._t >= 12, False, {}
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +91,56 @@ def test_a_configured_cnn_too_large_for_the_images_fails_at_validate(make_config
     # The small CNN fits, and so does leaving cnn_encoder unset.
     make_config().rl_module(model_config={"cnn_encoder": "small"}).validate()
     make_config().validate()
+
+
+def test_scoring_reuses_cached_image_encodings_with_the_same_scores(ray_session):
+    """The separate image encoder's outputs are cached between sampler updates:
+    scoring a replayed batch again runs no CNN and gives the scores encoding
+    afresh gives; every sampler update (REINFORCE step) empties the cache."""
+    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+    from rllib_ners.algorithms.ners.torch.ners_torch_learner import (
+        NERS_ENCODING_CACHE_HIT_RATE,
+    )
+
+    algo = _ners_dqn().build_algo()
+    try:
+        for _ in range(3):
+            result = algo.train()
+        learner = algo.learner_group._learner
+        cache = learner.ners_encoding_cache
+        updates = result[NERS_RESULTS]["num_sampler_updates_lifetime"]
+        assert updates >= 2 and cache.version == updates
+        assert 0.0 < result["learners"][MID][NERS_ENCODING_CACHE_HIT_RATE] < 1.0
+
+        buffer = algo.local_replay_buffer
+        sampled = buffer.sample_batch(16, n_step=3, gamma=0.99)
+        batch = replay_train_batch(buffer, sampled).policy_batches[MID]
+        columns = {
+            "obs": torch.as_tensor(batch["obs"]),
+            "new_obs": torch.as_tensor(batch["new_obs"]),
+            "actions": torch.as_tensor(batch["actions"]),
+            "rewards": torch.as_tensor(batch["rewards"]),
+            "ts": torch.as_tensor(batch["ts"]),
+            "delta": torch.linspace(0.0, 2.0, 16),
+            "q": torch.linspace(-1.0, 1.0, 16),
+        }
+        keys = torch.as_tensor(batch[ENCODING_KEYS])
+        encoded = []
+        hook = learner.ners_scorer.encoder.register_forward_hook(
+            lambda module, args, out: encoded.append(args[0].shape[0])
+        )
+        state = copy.deepcopy(learner.ners_scorer.state_dict())
+        try:
+            learner.ners_score(columns, encoding_keys=keys)  # fills the cache
+            learner.ners_scorer.load_state_dict(state)  # same running statistics
+            encoded.clear()
+            cached = learner.ners_score(columns, encoding_keys=keys)
+            assert encoded == []  # every encoding came from the cache
+            learner.ners_scorer.load_state_dict(state)
+            fresh = learner.ners_score(columns)
+            assert encoded == [32]  # obs and new_obs, encoded afresh
+        finally:
+            hook.remove()
+        torch.testing.assert_close(cached, fresh)
+    finally:
+        algo.stop()

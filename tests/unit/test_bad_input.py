@@ -99,6 +99,7 @@ SETTINGS_CASES = [
     ("normalizer_size", lambda: NERSSettings(normalizer_size=0)),
     ("update_interval_env_steps", lambda: NERSSettings(update_interval_env_steps=-5)),
     ("linear_skip", lambda: NERSSettings(linear_skip=1)),
+    ("cache_encodings", lambda: NERSSettings(cache_encodings="yes")),
     ("linear_skip_lr", lambda: NERSSettings(linear_skip_lr=0.0)),
     ("linear_skip_lr", lambda: NERSSettings(linear_skip_lr=float("nan"))),
     ("max_log_correction", lambda: NERSSettings(max_log_correction=0.0)),
@@ -121,6 +122,7 @@ SETTINGS_CASES = [
 CONFIG_CASES = [
     ("hidden_size", lambda: _ners_dqn(hidden_size=0).validate()),
     ("lr", lambda: _ners_dqn(lr=0).validate()),
+    ("cache_encodings", lambda: _ners_dqn(cache_encodings=None).validate()),
     (
         "diagnostics_sample_size",
         lambda: _ners_dqn(diagnostics_sample_size=1.5).validate(),

@@ -201,6 +201,50 @@ def test_ring_wrap_never_mixes_episodes(seed):
         buffer.check_invariants()
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_equal_observation_keys_mean_equal_observations_through_ring_wrap(seed):
+    """The NERS Learner caches encodings under `ENCODING_KEYS`: through random
+    chunks, ring wrap and eviction (which blanks older frames of a stack whose
+    own slot survives), a key once seen always comes back with the very same
+    stack, and a slot's key changes whenever its stack does."""
+    from rllib_ners.replay_buffers.ners_episode_buffer import ENCODING_KEYS
+
+    rng = np.random.default_rng(seed)
+    buffer = make_buffer(NERSEpisodeReplayBuffer, capacity=23)
+    stack_of_key, key_of_slot_stack = {}, {}
+    progress, next_ep, keys_changed = {}, 0, 0
+    for _ in range(150):
+        if len(progress) < 3 or rng.random() < 0.1:
+            progress[next_ep] = 0
+            next_ep += 1
+        ep = int(rng.choice(list(progress)))
+        t1 = progress[ep] + int(rng.integers(1, 6))
+        done = rng.random() < 0.15
+        buffer.add(chunk(ep, progress[ep], t1, terminated=done))
+        if done:
+            del progress[ep]
+        else:
+            progress[ep] = t1
+        batch = buffer.sample_batch(64, n_step=(1, 3), gamma=GAMMA)
+        keys = buffer.learner_columns(batch)[ENCODING_KEYS]
+        assert keys.shape == (64, 4) and keys.dtype == np.int64
+        np.testing.assert_array_equal(keys[:, 0], batch["indices"])
+        np.testing.assert_array_equal(keys[:, 2], batch["next_indices"])
+        for slots, codes, stacks in (
+            (keys[:, 0], keys[:, 1], batch["obs"]),
+            (keys[:, 2], keys[:, 3], batch["new_obs"]),
+        ):
+            for slot, code, stack in zip(slots.tolist(), codes.tolist(), stacks):
+                seen = stack_of_key.setdefault(code, stack.tobytes())
+                assert seen == stack.tobytes()
+                previous = key_of_slot_stack.get(slot)
+                if previous is not None and previous[1] != stack.tobytes():
+                    assert previous[0] != code
+                    keys_changed += 1
+                key_of_slot_stack[slot] = (code, stack.tobytes())
+    assert keys_changed > 20  # the ring wrapped and blanked stacks many times
+
+
 def test_sample_returns_stacked_episodes_with_the_stacked_space():
     buffer = make_buffer()
     buffer.add([chunk(0, 0, 6, terminated=True), chunk(1, 0, 3)])

@@ -108,3 +108,63 @@ def test_image_encoder_takes_any_image_size_and_dtype(shape, dtype, kind):
     assert scores.shape == (8,) and torch.isfinite(scores).all()
     scores.sum().backward()
     assert all(p.grad is not None for p in scorer.encoder.parameters())
+
+
+class _CountingEncoder(torch.nn.Module):
+    """The scorer's image encoder, counting the images it encodes."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+        self.images = 0
+
+    def forward(self, obs):
+        self.images += obs.shape[0]
+        return self.encoder(obs)
+
+
+def test_encoding_cache_returns_what_encoding_again_would():
+    """Hits skip the CNN and equal a fresh encoding; a new key (the buffer
+    rewrote the slot), `invalidate()` (the encoder changed) and a slot sharing
+    the entry (`slot % size`) all encode again."""
+    from rllib_ners.ners.encoding_cache import EncodingCache
+
+    encoder = _CountingEncoder(make_scorer().encoder)
+    cache = EncodingCache(size=8, dim=NERSSettings().encoder_out_dim, device="cpu")
+    images = torch.randint(0, 256, (5, 84, 84, 4), dtype=torch.uint8)
+    slots = torch.tensor([0, 1, 2, 1, 9])  # slot 1 twice; 9 shares 1's entry
+    keys = torch.tensor([10, 11, 12, 11, 19])
+
+    def fresh(index):
+        with torch.no_grad():
+            return encoder.encoder(images[index])
+
+    first = cache.encode(encoder, images[:3], slots[:3], keys[:3])
+    assert encoder.images == 3
+    torch.testing.assert_close(first, fresh([0, 1, 2]))
+
+    again = cache.encode(encoder, images[[2, 0, 1]], slots[[2, 0, 1]], keys[[2, 0, 1]])
+    assert encoder.images == 3  # all hits
+    torch.testing.assert_close(again, fresh([2, 0, 1]), rtol=0, atol=0)
+    assert (cache.num_hits, cache.num_lookups) == (3, 6)
+
+    # Slot 9 maps to slot 1's entry with another key: a miss, then it owns it.
+    cache.encode(encoder, images[[4]], slots[[4]], keys[[4]])
+    assert encoder.images == 4
+    cache.encode(encoder, images[[1]], slots[[1]], keys[[1]])
+    assert encoder.images == 5
+
+    # Slot 0 rewritten (a new key): encoded again, the new image's output.
+    rewritten = cache.encode(encoder, images[[3]], slots[[0]], torch.tensor([20]))
+    assert encoder.images == 6
+    torch.testing.assert_close(rewritten, fresh([3]))
+
+    # A sampler update changes the encoder: every entry is stale.
+    with torch.no_grad():
+        for param in encoder.parameters():
+            param.add_(0.05)
+    cache.invalidate()
+    updated = cache.encode(encoder, images[:3], slots[:3], keys[:3])
+    assert encoder.images == 9
+    torch.testing.assert_close(updated, fresh([0, 1, 2]))
+    assert not torch.allclose(updated, first)

@@ -109,8 +109,8 @@ class ColumnarReplayMixin:
 def replay_train_batch(buffer, columns) -> MultiAgentBatch:
     """The train batch RLlib's DQN and SAC learner connectors would build from
     the sampled transitions: the same columns (names, dtypes, values), plus the
-    buffer's per-item columns (`buffer_index`, and for NERS `ts` and
-    `sample_position`)."""
+    buffer's per-item columns (`buffer_index`, and for NERS `ts`,
+    `sample_position` and the encoding-cache keys)."""
     batch = {
         Columns.OBS: columns["obs"],
         Columns.NEXT_OBS: columns["new_obs"],
@@ -120,7 +120,7 @@ def replay_train_batch(buffer, columns) -> MultiAgentBatch:
         Columns.TRUNCATEDS: columns["truncateds"],
         "weights": columns["weights"],
         "n_step": columns["n_step"],
-        **buffer.item_columns(columns),
+        **buffer.learner_columns(columns),
     }
     return MultiAgentBatch(
         {DEFAULT_MODULE_ID: SampleBatch(batch)}, env_steps=len(columns["obs"])

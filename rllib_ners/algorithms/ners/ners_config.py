@@ -46,6 +46,7 @@ class NERSConfigMixin:
         linear_skip: Optional[bool] = NotProvided,
         linear_skip_lr: Optional[float] = NotProvided,
         feature_normalization: Optional[str] = NotProvided,
+        cache_encodings: Optional[bool] = NotProvided,
         diagnostics_sample_size: Optional[int] = NotProvided,
     ):
         """Sets the NERS sampler's settings; see `rllib_ners.NERSSettings`.
@@ -88,6 +89,9 @@ class NERSConfigMixin:
             feature_normalization: "running" (default: r, delta, q, t
                 standardised by running statistics before tanh) or "none" (raw
                 r, delta, q and t / timestep_scale, as the reference code).
+            cache_encodings: Reuse the separate image encoder's output for a
+                stored observation between sampler updates when scoring
+                (default True; the same scores, less CNN work).
             diagnostics_sample_size: Stored transitions the per-iteration
                 sampler diagnostics look at, a uniform random subset when the
                 buffer holds more (default 8192).

@@ -29,17 +29,26 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from rllib_ners.algorithms.ners.ners_learner import ners_settings_from_config
+from rllib_ners.ners.encoding_cache import EncodingCache
 from rllib_ners.ners.reinforce import priority_base, sampler_loss
 from rllib_ners.ners.scorer import NERSScorer
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
+    ENCODING_KEYS,
     SAMPLE_POSITION,
     TARGET_Q,
 )
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
+from rllib_ners.utils.spaces import is_image_space
 from rllib_ners.utils.torch_ops import make_adam
 
 NERS_SAMPLER_STATE = "ners_sampler"
+# Learner metric: the share of scored observations whose image encoding came
+# from the encoding cache, over the Learner's lifetime.
+NERS_ENCODING_CACHE_HIT_RATE = "ners_encoding_cache_hit_rate"
+# At most this many cache entries (x encoder_out_dim floats) per Learner; a
+# larger replay buffer shares entries between slots (correct, more misses).
+_MAX_ENCODING_CACHE_ENTRIES = 2**18
 # The columns the scorer's features are built from.
 NERS_FEATURE_COLUMNS = ("obs", "new_obs", "actions", "rewards", DELTA, TARGET_Q, "ts")
 
@@ -67,6 +76,7 @@ class NERSTorchLearnerMixin:
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True
     ners_scorer: Optional[NERSScorer] = None
+    ners_encoding_cache: Optional[EncodingCache] = None
 
     def build_ners_sampler(self) -> None:
         self.ners_settings = ners_settings_from_config(self.config)
@@ -84,10 +94,26 @@ class NERSTorchLearnerMixin:
             external_encoder_dim=external_dim,
         ).to(self.device)
         self.ners_optimizer = make_adam(self.ners_scorer.parameter_groups())
+        self.ners_encoding_cache = self._build_encoding_cache(module.observation_space)
         if self._sampler_is_distributed():
             # Learners seed differently (or not at all): start from rank 0's nets.
             for tensor in self.ners_scorer.state_dict().values():
                 dist.broadcast(tensor, src=0)
+
+    def _build_encoding_cache(self, observation_space) -> Optional[EncodingCache]:
+        """The cache of the separate image encoder's outputs, if it is used."""
+        settings = self.ners_settings
+        if not (
+            settings.cache_encodings
+            and settings.encoder == "separate"
+            and is_image_space(observation_space)
+        ):
+            return None
+        capacity = (self.config.replay_buffer_config or {}).get("capacity")
+        size = min(
+            int(capacity or _MAX_ENCODING_CACHE_ENTRIES), _MAX_ENCODING_CACHE_ENTRIES
+        )
+        return EncodingCache(size, settings.encoder_out_dim, self.device)
 
     def _sampler_is_distributed(self) -> bool:
         """Whether several Learners share a torch process group (DDP)."""
@@ -112,6 +138,7 @@ class NERSTorchLearnerMixin:
         columns: Dict[str, torch.Tensor],
         *,
         module_encodings: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+        encoding_keys: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Priority bases of a (shard of a) sampled batch, without gradients.
 
@@ -119,7 +146,10 @@ class NERSTorchLearnerMixin:
         errors). `module_encodings`: the RLModule encoder's outputs for `obs`
         and `new_obs` from the training forward pass, if it made them; with
         encoder="module" they are used instead of encoding again (the same
-        values: same encoder, same weights, before the update). Returns what
+        values: same encoder, same weights, before the update).
+        `encoding_keys`: the buffer's `ENCODING_KEYS` column; with the separate
+        image encoder and `cache_encodings`, encodings come from the
+        `EncodingCache` where it holds them (again the same values). Returns what
         the buffer raises to alpha: sigma for the "sigmoid" parameterization,
         `(|delta| + eps) * exp(logit)` for "per_residual". With several
         Learners each holds a shard, and the global context covers the whole
@@ -141,10 +171,11 @@ class NERSTorchLearnerMixin:
                 and module_encodings is not None
                 and all(encoding is not None for encoding in module_encodings)
             )
+            encoded = module_encodings if reuse else None
+            if self.ners_encoding_cache is not None and encoding_keys is not None:
+                encoded = self._cached_encodings(columns, encoding_keys)
             features = self.ners_scorer.featurize_batch(
-                columns,
-                encode=self._encode_fn(),
-                encoded=module_encodings if reuse else None,
+                columns, encode=self._encode_fn(), encoded=encoded
             )
             logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
             return priority_base(
@@ -154,6 +185,20 @@ class NERSTorchLearnerMixin:
                 per_epsilon=self.ners_settings.per_epsilon,
                 max_log_correction=self.ners_settings.max_log_correction,
             )
+
+    def _cached_encodings(
+        self, columns: Dict[str, torch.Tensor], encoding_keys: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The separate encoder's outputs for `obs` and `new_obs`, through the
+        encoding cache (`[slot, key]` of each in `encoding_keys`' columns)."""
+        num = columns["obs"].shape[0]
+        both = self.ners_encoding_cache.encode(
+            self.ners_scorer.encoder,
+            torch.cat([columns["obs"], columns["new_obs"]], dim=0),
+            slots=torch.cat([encoding_keys[:, 0], encoding_keys[:, 2]]),
+            keys=torch.cat([encoding_keys[:, 1], encoding_keys[:, 3]]),
+        )
+        return both[:num], both[num:]
 
     def report_transition_scores(
         self,
@@ -191,7 +236,15 @@ class NERSTorchLearnerMixin:
                 "ts": batch["ts"],
             },
             module_encodings=module_encodings,
+            encoding_keys=batch.get(ENCODING_KEYS),
         )
+        cache = self.ners_encoding_cache
+        if cache is not None and cache.num_lookups:
+            self.metrics.log_value(
+                (module_id, NERS_ENCODING_CACHE_HIT_RATE),
+                cache.num_hits / cache.num_lookups,
+                window=1,
+            )
         rows = [scores, delta, target]
         if SAMPLE_POSITION in batch:
             rows.append(batch[SAMPLE_POSITION].to(scores.dtype))
@@ -231,6 +284,8 @@ class NERSTorchLearnerMixin:
                     dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
                     param.grad /= world_size
         self.ners_optimizer.step()
+        if self.ners_encoding_cache is not None:
+            self.ners_encoding_cache.invalidate()  # the encoder has changed
         return {
             "loss": float(loss.detach().cpu()),
             "score_mean": float(torch.sigmoid(logits.detach()).mean().cpu()),
@@ -258,6 +313,10 @@ class NERSTorchLearnerMixin:
                 # A remote Learner's own process generators (e.g. noisy nets).
                 "global_rng": global_rng_state(),
             }
+            if self.ners_encoding_cache is not None:
+                state[NERS_SAMPLER_STATE]["encoding_cache"] = (
+                    self.ners_encoding_cache.get_state()
+                )
         return state
 
     @override(TorchLearner)
@@ -267,5 +326,10 @@ class NERSTorchLearnerMixin:
         if sampler_state is not None and self.ners_scorer is not None:
             self.ners_scorer.load_state_dict(sampler_state["scorer"])
             self.ners_optimizer.load_state_dict(sampler_state["optimizer"])
+            cache = self.ners_encoding_cache
+            if cache is not None and "encoding_cache" in sampler_state:
+                cache.set_state(sampler_state["encoding_cache"])
+            elif cache is not None:  # the scorer changed; no entries saved
+                cache.invalidate()
             if "global_rng" in sampler_state:
                 set_global_rng_state(sampler_state["global_rng"])
