@@ -9,7 +9,11 @@ they cannot drift apart that way.
 
 Per arm it reports, over the iterations that started after learning began:
 env steps per second of its own iterations (wall clock) and per CPU second of
-the process during them, and both as ratios against PER.
+the process during them, both as ratios against PER, and for NERS with its own
+image encoder the share of scored observations whose encoding came from the
+Learner's encoding cache. That share falls as the buffer fills (more distinct
+observations between two sampler updates), so `--learning-starts 50000` measures
+with a half-full 100k buffer, as in the second half of a 100k run.
 
 Tasks (only the replay differs between arms):
   cartpole   RLlib's CartPole DQN example settings (`ners_vs_per.build_config`);
@@ -28,11 +32,14 @@ Tasks (only the replay differs between arms):
     python benchmarks/replay_cost.py --task ms_pacman --steps 4000 --arms ners per
     python benchmarks/replay_cost.py --task ms_pacman --steps 4000 \
         --arms ners ners-module per
+    python benchmarks/replay_cost.py --task ms_pacman --steps 52400 \
+        --learning-starts 50000 --arms ners per
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import time
@@ -40,7 +47,16 @@ from typing import Dict, List
 
 import ray
 import torch
-from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    LEARNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+from rllib_ners.algorithms.ners.torch.ners_torch_learner import (
+    NERS_ENCODING_CACHE_HIT_RATE,
+)
 
 TASK_ARMS = {
     "cartpole": ("ners", "per", "uniform", "rllib-per", "rainbow-per"),
@@ -74,6 +90,7 @@ def build_config(task: str, arm: str, seed: int, args):
             replay="ners" if arm == "ners-module" else arm,
             total_timesteps=args.steps,
             capacity=args.capacity,
+            learning_starts=args.learning_starts,
             rollout_fragment_length=20,
         )
         .env_runners(num_env_runners=0)
@@ -87,8 +104,12 @@ def build_config(task: str, arm: str, seed: int, args):
 
 def take_turns(algos: Dict[str, object], *, steps: int, learning_starts: int):
     """Trains every algorithm to `steps` env steps, one iteration each in turn;
-    returns per arm the measured steps, wall seconds and CPU seconds."""
-    measured = {arm: {"steps": 0, "wall": 0.0, "cpu": 0.0} for arm in algos}
+    returns per arm the measured steps, wall seconds and CPU seconds, and the
+    NERS encoding cache's hit rate over the run (NaN without one)."""
+    measured = {
+        arm: {"steps": 0, "wall": 0.0, "cpu": 0.0, "hit_rate": math.nan}
+        for arm in algos
+    }
     done = dict.fromkeys(algos, 0)
     order: List[str] = list(algos)
     while min(done.values()) < steps:
@@ -104,6 +125,9 @@ def take_turns(algos: Dict[str, object], *, steps: int, learning_starts: int):
                 measured[arm]["wall"] += wall
                 measured[arm]["cpu"] += cpu
             done[arm] = now
+            learner = result.get(LEARNER_RESULTS, {}).get(DEFAULT_MODULE_ID, {})
+            if NERS_ENCODING_CACHE_HIT_RATE in learner:
+                measured[arm]["hit_rate"] = learner[NERS_ENCODING_CACHE_HIT_RATE]
         order = order[1:] + order[:1]
     return measured
 
@@ -115,6 +139,13 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10_000, help="env steps per arm")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--capacity", type=int, default=100_000, help="ms_pacman")
+    parser.add_argument(
+        "--learning-starts",
+        type=int,
+        default=1600,
+        help="ms_pacman: env steps stored before learning (and measuring) starts; "
+        "e.g. 50000 measures with a half-full 100k buffer, as later in a 100k run",
+    )
     args = parser.parse_args(argv)
     arms = args.arms or list(TASK_ARMS[args.task])
     unknown = sorted(set(arms) - set(TASK_ARMS[args.task]))
@@ -153,14 +184,15 @@ def main(argv=None) -> int:
     )
     print(
         f"{'arm':<12} {'steps':>7} {'env steps/s':>12} {'steps/CPU s':>12} "
-        f"{'vs PER (wall)':>14} {'vs PER (CPU)':>13}"
+        f"{'vs PER (wall)':>14} {'vs PER (CPU)':>13} {'cache hits':>11}"
     )
     for arm in arms:
         wall_rate, cpu_rate = rate[arm]
         print(
             f"{arm:<12} {measured[arm]['steps']:>7} {wall_rate:>12.1f} "
             f"{cpu_rate:>12.1f} {wall_rate / rate['per'][0]:>13.2f}x "
-            f"{cpu_rate / rate['per'][1]:>12.2f}x"
+            f"{cpu_rate / rate['per'][1]:>12.2f}x "
+            f"{measured[arm]['hit_rate']:>11.2f}"
         )
     loads = statistics.mean(os.getloadavg())
     print(f"mean load average (1/5/15 min) at the end: {loads:.2f}")
