@@ -19,7 +19,7 @@ encodes its batches with gradients.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Union
+from typing import Any, Callable, Dict, Sequence, Union
 
 import numpy as np
 import torch
@@ -50,13 +50,15 @@ class EncodingCache:
     def encode(
         self,
         encode: Callable[[torch.Tensor], torch.Tensor],
-        obs: torch.Tensor,
+        obs: Union[torch.Tensor, Sequence[torch.Tensor]],
         slots: torch.Tensor,
         keys: torch.Tensor,
     ) -> torch.Tensor:
         """`encode(obs)` (`[n, dim]`, float32, no gradients), running `encode`
         only on the observations without a valid entry, and storing those.
 
+        `obs`: the observations, or several tensors of them to be taken one
+        after the other (never concatenated: only the missed rows are copied).
         `slots` and `keys` (int64, `[n]`) are the observations' buffer slots
         and keys."""
         rows = slots.to(self.keys.device).long() % self.size
@@ -67,7 +69,7 @@ class EncodingCache:
             missed = (~hit).nonzero().squeeze(-1)
             num_missed = int(missed.numel())
             if num_missed:
-                fresh = encode(obs[missed.to(obs.device)]).float()
+                fresh = encode(_take_rows(obs, missed)).float()
                 out[missed] = fresh
                 self.values[rows[missed]] = fresh
                 self.keys[rows[missed]] = keys[missed]
@@ -106,3 +108,18 @@ class EncodingCache:
         self.versions[rows] = self.version
         self.num_lookups = int(state["num_lookups"])
         self.num_hits = int(state["num_hits"])
+
+
+def _take_rows(
+    parts: Union[torch.Tensor, Sequence[torch.Tensor]], index: torch.Tensor
+) -> torch.Tensor:
+    """Rows `index` of `torch.cat(parts)`, without building the concatenation."""
+    if isinstance(parts, torch.Tensor):
+        return parts[index.to(parts.device)]
+    taken, start = [], 0
+    for part in parts:
+        end = start + part.shape[0]
+        inside = index[(index >= start) & (index < end)] - start
+        taken.append(part[inside.to(part.device)])
+        start = end
+    return torch.cat(taken)

@@ -132,45 +132,54 @@ class _CountingEncoder(torch.nn.Module):
 def test_encoding_cache_returns_what_encoding_again_would():
     """Hits skip the CNN and equal a fresh encoding; a new key (the buffer
     rewrote the slot), `invalidate()` (the encoder changed) and a slot sharing
-    the entry (`slot % size`) all encode again."""
+    the entry (`slot % size`) all encode again, and only the misses are
+    encoded."""
     from rllib_ners.ners.encoding_cache import EncodingCache
 
     encoder = _CountingEncoder(make_scorer().encoder)
     cache = EncodingCache(size=8, dim=NERSSettings().encoder_out_dim, device="cpu")
+    # Five stored observations: slot and key of each (slot 9 shares 1's entry).
     images = torch.randint(0, 256, (5, 84, 84, 4), dtype=torch.uint8)
-    slots = torch.tensor([0, 1, 2, 1, 9])  # slot 1 twice; 9 shares 1's entry
-    keys = torch.tensor([10, 11, 12, 11, 19])
+    slots = torch.tensor([0, 1, 2, 3, 9])
+    keys = torch.tensor([10, 11, 12, 13, 19])
 
-    def fresh(index):
+    def lookup(*parts):
+        """Encodes observations `parts` (lists of indices) through the cache,
+        as (obs, new_obs) parts; returns the output and the images encoded."""
+        before = encoder.images
+        index = [i for part in parts for i in part]
+        out = cache.encode(
+            encoder, [images[part] for part in parts], slots[index], keys[index]
+        )
         with torch.no_grad():
-            return encoder.encoder(images[index])
+            torch.testing.assert_close(out, encoder.encoder(images[index]))
+        return out, encoder.images - before
 
-    first = cache.encode(encoder, images[:3], slots[:3], keys[:3])
-    assert encoder.images == 3
-    torch.testing.assert_close(first, fresh([0, 1, 2]))
-
-    again = cache.encode(encoder, images[[2, 0, 1]], slots[[2, 0, 1]], keys[[2, 0, 1]])
-    assert encoder.images == 3  # all hits
-    torch.testing.assert_close(again, fresh([2, 0, 1]), rtol=0, atol=0)
-    assert (cache.num_hits, cache.num_lookups) == (3, 6)
+    first, encoded = lookup([0, 1], [2])
+    assert encoded == 3
+    _, encoded = lookup([2, 0], [1, 1])  # all hits, repeats included
+    assert encoded == 0
+    assert (cache.num_hits, cache.num_lookups) == (4, 7)
+    _, encoded = lookup([0, 3], [2, 1])  # only observation 3 is new
+    assert encoded == 1
 
     # Slot 9 maps to slot 1's entry with another key: a miss, then it owns it.
-    cache.encode(encoder, images[[4]], slots[[4]], keys[[4]])
-    assert encoder.images == 4
-    cache.encode(encoder, images[[1]], slots[[1]], keys[[1]])
-    assert encoder.images == 5
+    _, encoded = lookup([4])
+    assert encoded == 1
+    _, encoded = lookup([1])
+    assert encoded == 1
 
     # Slot 0 rewritten (a new key): encoded again, the new image's output.
-    rewritten = cache.encode(encoder, images[[3]], slots[[0]], torch.tensor([20]))
-    assert encoder.images == 6
-    torch.testing.assert_close(rewritten, fresh([3]))
+    images[0] = torch.randint(0, 256, (84, 84, 4), dtype=torch.uint8)
+    keys[0] = 20
+    _, encoded = lookup([0], [2])
+    assert encoded == 1
 
     # A sampler update changes the encoder: every entry is stale.
     with torch.no_grad():
         for param in encoder.parameters():
             param.add_(0.05)
     cache.invalidate()
-    updated = cache.encode(encoder, images[:3], slots[:3], keys[:3])
-    assert encoder.images == 9
-    torch.testing.assert_close(updated, fresh([0, 1, 2]))
-    assert not torch.allclose(updated, first)
+    updated, encoded = lookup([1], [2])
+    assert encoded == 2
+    assert not torch.allclose(updated, first[1:])  # the new encoder's outputs

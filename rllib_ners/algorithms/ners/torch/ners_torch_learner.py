@@ -194,7 +194,7 @@ class NERSTorchLearnerMixin:
         num = columns["obs"].shape[0]
         both = self.ners_encoding_cache.encode(
             self.ners_scorer.encoder,
-            torch.cat([columns["obs"], columns["new_obs"]], dim=0),
+            (columns["obs"], columns["new_obs"]),
             slots=torch.cat([encoding_keys[:, 0], encoding_keys[:, 2]]),
             keys=torch.cat([encoding_keys[:, 1], encoding_keys[:, 3]]),
         )
