@@ -464,12 +464,6 @@ class FastPrioritizedEpisodeReplayBuffer(
         """
         return {"buffer_index": batch[INDICES]}
 
-    def learner_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        """Per-item columns of a `sample_batch()` batch that the columnar
-        training step (`rllib_ners.algorithms.common.columnar_replay`) hands the
-        Learners: `item_columns`, plus whatever a subclass's Learner reads."""
-        return self.item_columns(batch)
-
     # ------------------------------------------------------------ sequences
     def sample_sequences(
         self,

@@ -57,8 +57,8 @@ SUPPORTS_NERS_REPLAY_ATTR = "supports_ners_replay"
 # (interleaving the items) and concatenates their rows Learner by Learner.
 SAMPLE_POSITION = "sample_position"
 
-# Batch column of the columnar path: `[obs slot, obs key, new_obs slot, new_obs
-# key]` per item (`learner_columns`), the NERS Learner's encoding-cache keys.
+# Batch column: `[obs slot, obs key, new_obs slot, new_obs key]` per item
+# (`item_columns`), the NERS Learner's encoding-cache keys.
 ENCODING_KEYS = "ners_encoding_keys"
 
 # Episode returns of chunks whose episode never finishes (a killed EnvRunner) are
@@ -177,17 +177,13 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     # --------------------------------------------------------- priorities
     @override(FastPrioritizedEpisodeReplayBuffer)
     def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """Adds `ts`, `sample_position` and `ENCODING_KEYS`: `[slot, key]` of
+        `obs` and of `new_obs` per item (`observation_keys`), under which the
+        NERS Learner caches its image encoder's outputs between sampler
+        updates."""
         columns = super().item_columns(batch)
         columns[TIMESTEPS] = batch[TIMESTEPS]
         columns[SAMPLE_POSITION] = np.arange(batch[TIMESTEPS].shape[0])
-        return columns
-
-    @override(FastPrioritizedEpisodeReplayBuffer)
-    def learner_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        """`item_columns` plus `ENCODING_KEYS`: `[slot, key]` of `obs` and of
-        `new_obs` per item (`observation_keys`), under which the NERS Learner
-        caches its image encoder's outputs between sampler updates."""
-        columns = self.item_columns(batch)
         slots = np.stack([batch[INDICES], batch[NEXT_INDICES]], axis=1)
         keys = observation_keys(self._storage, slots, self._frame_stack)
         columns[ENCODING_KEYS] = np.stack(

@@ -226,7 +226,7 @@ def test_equal_observation_keys_mean_equal_observations_through_ring_wrap(seed):
         else:
             progress[ep] = t1
         batch = buffer.sample_batch(64, n_step=(1, 3), gamma=GAMMA)
-        keys = buffer.learner_columns(batch)[ENCODING_KEYS]
+        keys = buffer.item_columns(batch)[ENCODING_KEYS]
         assert keys.shape == (64, 4) and keys.dtype == np.int64
         np.testing.assert_array_equal(keys[:, 0], batch["indices"])
         np.testing.assert_array_equal(keys[:, 2], batch["next_indices"])

@@ -120,7 +120,7 @@ def replay_train_batch(buffer, columns) -> MultiAgentBatch:
         Columns.TRUNCATEDS: columns["truncateds"],
         "weights": columns["weights"],
         "n_step": columns["n_step"],
-        **buffer.learner_columns(columns),
+        **buffer.item_columns(columns),
     }
     return MultiAgentBatch(
         {DEFAULT_MODULE_ID: SampleBatch(batch)}, env_steps=len(columns["obs"])
