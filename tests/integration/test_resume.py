@@ -148,9 +148,10 @@ def ners_dqn_images_config(small_dqn, store_buffer=True):
     )
 
 
-def ners_dqn_columnar_replay_update(algo, env_steps):
-    """NERSDQN's own training step's sample -> update -> update_priorities, on
-    numpy columns (with the encoding-cache keys); returns the sampled slots."""
+def columnar_replay_update(algo, env_steps):
+    """The columnar training step's sample -> Learner update ->
+    update_priorities (NERS-DQN's and NERS-SAC's own step; the batch carries the
+    encoding-cache keys); returns the sampled slots."""
     config, buffer = algo.config, algo.local_replay_buffer
     columns = buffer.sample_batch(
         config.total_train_batch_size,
@@ -217,26 +218,6 @@ def ners_sac_config(small_sac, store_buffer=True):
     )
 
 
-def ners_sac_replay_update(algo, env_steps):
-    """NERS-SAC's columnar sample -> Learner update -> update_priorities."""
-    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
-    from rllib_ners.algorithms.common.replay_checkpoint import pop_priority_rows
-
-    config, buffer = algo.config, algo.local_replay_buffer
-    columns = buffer.sample_batch(
-        config.total_train_batch_size,
-        n_step=config.n_step,
-        gamma=config.gamma,
-        beta=config.replay_buffer_config.get("beta"),
-    )
-    results = algo.learner_group.update(
-        batch=replay_train_batch(buffer, columns),
-        timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
-    )
-    buffer.update_priorities(pop_priority_rows(results))
-    return columns["indices"]
-
-
 def ners_sac_learner_state(algo):
     return learner_state(
         algo, ["rl_module", "optimizer", "ners_sampler", "sac_log_alpha"]
@@ -274,7 +255,7 @@ CASES = [
         "ners_dqn_images",
         "small_dqn",
         ners_dqn_images_config,
-        ners_dqn_columnar_replay_update,
+        columnar_replay_update,
         ners_sampler_step,
         ners_dqn_learner_state,
         ners_dqn_images_extra_checks,
@@ -292,7 +273,7 @@ CASES = [
         "ners_sac",
         "small_sac",
         ners_sac_config,
-        ners_sac_replay_update,
+        columnar_replay_update,
         ners_sampler_step,
         ners_sac_learner_state,
         ners_sac_extra_checks,
