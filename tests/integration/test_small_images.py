@@ -72,6 +72,9 @@ def test_bool_10x10_images_train(ray_session, make_config, losses):
         learner = algo.learner_group._learner
         assert learner.module[MID].unwrapped().encoder.kind == "small"
         assert learner.ners_scorer.encoder.convs.kind == "small"
+        # Transition replay caches image encodings; ACER's sequences carry no keys.
+        has_cache = learner.ners_encoding_cache is not None
+        assert has_cache == (make_config is _ners_dqn)
         for _ in range(2):
             result = algo.train()
         for key in losses:

@@ -70,6 +70,9 @@ class ACERTorchLearner(
 ):
     """See the module docstring."""
 
+    # Sequence replay scores sequence starts without the encoding-cache keys.
+    scored_batches_carry_encoding_keys = False
+
     @override(TorchLearner)
     def build(self) -> None:
         super().build()

@@ -77,6 +77,10 @@ class NERSTorchLearnerMixin:
     supports_ners_replay = True
     ners_scorer: Optional[NERSScorer] = None
     ners_encoding_cache: Optional[EncodingCache] = None
+    # Whether the batches this Learner scores carry the buffer's ENCODING_KEYS
+    # (transition replay does; ACER's sequence replay does not, so it builds no
+    # encoding cache).
+    scored_batches_carry_encoding_keys = True
 
     def build_ners_sampler(self) -> None:
         self.ners_settings = ners_settings_from_config(self.config)
@@ -104,7 +108,8 @@ class NERSTorchLearnerMixin:
         """The cache of the separate image encoder's outputs, if it is used."""
         settings = self.ners_settings
         if not (
-            settings.cache_encodings
+            self.scored_batches_carry_encoding_keys
+            and settings.cache_encodings
             and settings.encoder == "separate"
             and is_image_space(observation_space)
         ):
