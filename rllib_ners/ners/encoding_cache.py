@@ -50,15 +50,16 @@ class EncodingCache:
     def encode(
         self,
         encode: Callable[[torch.Tensor], torch.Tensor],
-        obs: Union[torch.Tensor, Sequence[torch.Tensor]],
+        obs: Sequence[torch.Tensor],
         slots: torch.Tensor,
         keys: torch.Tensor,
     ) -> torch.Tensor:
         """`encode(obs)` (`[n, dim]`, float32, no gradients), running `encode`
         only on the observations without a valid entry, and storing those.
 
-        `obs`: the observations, or several tensors of them to be taken one
-        after the other (never concatenated: only the missed rows are copied).
+        `obs`: the observations, as one or more tensors taken one after the
+        other (e.g. `(obs, new_obs)`; never concatenated: only the missed rows
+        are copied).
         `slots` and `keys` (int64, `[n]`) are the observations' buffer slots
         and keys."""
         rows = slots.to(self.keys.device).long() % self.size
@@ -110,12 +111,9 @@ class EncodingCache:
         self.num_hits = int(state["num_hits"])
 
 
-def _take_rows(
-    parts: Union[torch.Tensor, Sequence[torch.Tensor]], index: torch.Tensor
-) -> torch.Tensor:
-    """Rows `index` of `torch.cat(parts)`, without building the concatenation."""
-    if isinstance(parts, torch.Tensor):
-        return parts[index.to(parts.device)]
+def _take_rows(parts: Sequence[torch.Tensor], index: torch.Tensor) -> torch.Tensor:
+    """Rows `index` (ascending) of `torch.cat(parts)`, without building the
+    concatenation."""
     taken, start = [], 0
     for part in parts:
         end = start + part.shape[0]
