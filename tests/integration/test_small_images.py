@@ -6,7 +6,6 @@ import copy
 
 import numpy as np
 import pytest
-import ray
 import torch
 from conftest import TinyBoolImageEnv
 
@@ -15,13 +14,6 @@ from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.replay_buffers.ners_episode_buffer import ENCODING_KEYS
 
 MID = "default_policy"
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _ners_dqn():
