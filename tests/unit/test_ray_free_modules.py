@@ -38,6 +38,7 @@ RAY_FREE = [
     "rllib_ners.utils.rng",
     "rllib_ners.utils.spaces",
     "rllib_ners.utils.torch_ops",
+    "rllib_ners.utils.deferred_metrics",
 ]
 
 

@@ -13,13 +13,18 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID
 
-from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearnerMixin
+from rllib_ners.algorithms.common.fast_torch_learner import (
+    FastTargetNetworkMixin,
+    FastTorchLearnerMixin,
+)
 from rllib_ners.utils.torch_ops import make_adam
 
 DEFAULT_ADAM_EPSILON = 1e-8
 
 
-class RainbowDQNTorchLearner(FastTorchLearnerMixin, DQNTorchLearner):
+class RainbowDQNTorchLearner(
+    FastTargetNetworkMixin, FastTorchLearnerMixin, DQNTorchLearner
+):
     """RLlib's DQN learner with `Adam(eps=config.adam_epsilon)` (and one fused
     nan/inf check of the gradients instead of RLlib's two passes)."""
 

@@ -19,6 +19,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
 from torch import nn
+from torch.nn import functional as F
 
 from rllib_ners.networks.conv_stack import (  # noqa: F401 - re-exported
     CNN_LAYERS,
@@ -84,9 +85,16 @@ class QStream(nn.Module):
         return [layer for layer in self.layers if isinstance(layer, NoisyLinear)]
 
     def forward(self, x: torch.Tensor, noise: bool = True) -> torch.Tensor:
+        # The layers' own forward() (not `__call__`: module hooks are not run),
+        # about 3 us per layer less on the acting path's single rows.
         last = len(self.layers) - 1
+        activation = self.activation
         for i, layer in enumerate(self.layers):
-            x = layer(x, noise) if self.noisy else layer(x)
-            if i < last and self.activation is not None:
-                x = self.activation(x)
+            x = (
+                layer.forward(x, noise)
+                if self.noisy
+                else F.linear(x, layer.weight, layer.bias)
+            )
+            if i < last and activation is not None:
+                x = activation.forward(x)
         return x

@@ -57,6 +57,7 @@ from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
     RAINBOW_MODEL_DEFAULTS,
     RainbowCatalog,
 )
+from rllib_ners.utils.torch_ops import plain_mlp_layers, run_plain_mlp
 
 # Training-forward outputs: the online encoder's output for s_t and s_{t+n},
 # detached. A NERS Learner with `encoder="module"` scores with them instead of
@@ -101,6 +102,8 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
             raise self._catalog_ctor_error
         super().setup()
         self.uses_noisy: bool = bool(self.model_config[NOISY_KEY])
+        # Layers of plain MLP encoders (online and target), by encoder id.
+        self._plain_encoder_layers = {}
         if self.num_atoms > 1:
             self.register_buffer(
                 "_atoms",
@@ -144,12 +147,28 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         self, batch: Dict[str, TensorType], t: int
     ) -> Dict[str, TensorType]:
         if not self.uses_noisy:
-            # Epsilon-greedy, exactly as RLlib's DQN module.
-            return super()._forward_exploration(batch, t)
+            return self._epsilon_greedy(batch, t)
         # Noisy nets explore through the weights: fresh noise, then greedy.
         self.reset_noise()
         qf_outs = self.compute_q_values(batch)
         return {Columns.ACTIONS: torch.argmax(qf_outs[QF_PREDS], dim=-1)}
+
+    def _epsilon_greedy(
+        self, batch: Dict[str, TensorType], t: int
+    ) -> Dict[str, TensorType]:
+        """RLlib's epsilon-greedy exploration (`DefaultDQNTorchRLModule`), the same
+        values and random draws without its distribution objects: RLlib's greedy
+        action is the argmax of the raw Q-values (`TorchCategorical.
+        to_deterministic()`), its random action a `multinomial` draw over the
+        actions with non-zero Q, then one `rand` per row decides."""
+        q = self.compute_q_values(batch)[QF_PREDS]
+        greedy = torch.argmax(q, dim=-1)
+        self.epsilon_schedule.update(t)
+        epsilon = self.epsilon_schedule.get_current_value()
+        allowed = torch.nan_to_num(q.reshape(-1, q.size(-1)), neginf=0.0) != 0.0
+        random_actions = torch.multinomial(allowed.float(), num_samples=1).squeeze(1)
+        explore = torch.rand((q.shape[0],), device=q.device) < epsilon
+        return {Columns.ACTIONS: torch.where(explore, random_actions, greedy)}
 
     @override(RLModule)
     def _forward_train(self, batch: Dict[str, TensorType]) -> Dict[str, TensorType]:
@@ -201,6 +220,17 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
             output[QF_TARGET_NEXT_PROBS] = target_outs[QF_PROBS]
         return output
 
+    def _encode(self, encoder: Encoder, batch: Dict[str, TensorType]) -> TensorType:
+        """`encoder(batch)[ENCODER_OUT]`; a plain MLP encoder runs its layers
+        directly (`run_plain_mlp`: the same ops, without module-call overhead)."""
+        layers = self._plain_encoder_layers.get(id(encoder), False)
+        if layers is False:
+            layers = plain_mlp_layers(encoder)
+            self._plain_encoder_layers[id(encoder)] = layers
+        if layers is None:
+            return encoder(batch)[ENCODER_OUT]
+        return run_plain_mlp(layers, batch[Columns.OBS])
+
     def _heads(self, *, target: bool):
         af = self._target_of(self.af) if target else self.af
         if not self.uses_dueling:
@@ -223,7 +253,7 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
             head: The Q stream, or `{"af": advantage, "vf": value}` when dueling.
             noise: Use the current noise sample of noisy layers (False: means).
         """
-        features = encoder(batch)[ENCODER_OUT]
+        features = self._encode(encoder, batch)
         af = head["af"] if self.uses_dueling else head
         advantages = af(features, noise)
         num_actions = self.action_space.n
