@@ -847,3 +847,29 @@ def test_noisy_with_a_module_without_noisy_layers_raises():
     )
     with pytest.raises(ValueError, match="RainbowTorchRLModule"):
         config.validate()
+
+
+@pytest.mark.parametrize("dueling", [True, False])
+def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling):
+    """Our lean epsilon-greedy takes RLlib's actions with RLlib's random draws:
+    after it, the global RNG is where RLlib's would leave it."""
+    module = _module(dueling=dueling, epsilon=[(0, 1.0), (100, 0.05)])
+    module.eval()
+    obs = _obs(64, seed=3)
+    for t in (0, 40, 100, 5000):
+        torch.manual_seed(t)
+        ours = module._forward_exploration({Columns.OBS: obs}, t=t)[Columns.ACTIONS]
+        ours_next_draw = torch.rand(4)
+        torch.manual_seed(t)
+        theirs = DefaultDQNTorchRLModule._forward_exploration(
+            module, {Columns.OBS: obs}, t=t
+        )[Columns.ACTIONS]
+        theirs_next_draw = torch.rand(4)
+        assert ours.dtype == theirs.dtype == torch.int64
+        assert torch.equal(ours, theirs)
+        assert torch.equal(ours_next_draw, theirs_next_draw)
+    # Greedy at epsilon 0.05 mostly; random at epsilon 1.
+    torch.manual_seed(0)
+    greedy = module._forward_exploration({Columns.OBS: obs}, t=5000)[Columns.ACTIONS]
+    q = module.compute_q_values({Columns.OBS: obs})["qf_preds"].argmax(-1)
+    assert (greedy == q).float().mean() > 0.85
