@@ -122,9 +122,9 @@ class NERSDQN(RainbowDQN):
         super().setup(config)
         self._ners_update = NERSSamplerUpdate.from_config(self.config)
 
-    @override(DQN)
-    def training_step(self) -> None:
-        super().training_step()
+    @override(RainbowDQN)
+    def _after_round(self) -> None:
+        # After every round of sampling and updates (RLlib's training step).
         self._ners_update.maybe_update(self)
 
     @override(DQN)

@@ -31,16 +31,17 @@ from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.common.columnar_replay import ColumnarReplayMixin
 from rllib_ners.algorithms.common.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
 )
+from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.replay_checkpoint import (
     ReplayStateMixin,
     check_replay_buffer_config,
 )
+from rllib_ners.algorithms.common.replay_loop import FastReplayLoopMixin
 
 # DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
 DQN_DEFAULT_EPSILON = [(0, 1.0), (10000, 0.05)]
@@ -59,7 +60,7 @@ def _schedule(epsilon: Any):
     return [(int(t), float(value)) for t, value in epsilon]
 
 
-class RainbowDQNConfig(DQNConfig):
+class RainbowDQNConfig(FastPathsConfigMixin, DQNConfig):
     """`DQNConfig` whose `noisy`, `sigma0`, `adam_epsilon` and `hiddens` work.
 
     Defaults are DQNConfig's (double Q and dueling on, the rest off); switch the
@@ -104,6 +105,7 @@ class RainbowDQNConfig(DQNConfig):
         # None: the streams' hidden layers come from model_config
         # `head_fcnet_hiddens` (RLlib's default). A list sets them (old-stack name).
         self.hiddens = None
+        self._init_fast_paths()
 
     @property
     @override(DQNConfig)
@@ -140,6 +142,7 @@ class RainbowDQNConfig(DQNConfig):
     def validate(self) -> None:
         super().validate()
         self._validate_rainbow_settings()
+        self._validate_fast_paths()
 
     def _validate_rainbow_settings(self) -> None:
         """Raises for DQN settings the new stack (still) cannot honour."""
@@ -236,18 +239,18 @@ class RainbowDQNConfig(DQNConfig):
             )
 
 
-class RainbowDQN(ColumnarReplayMixin, ReplayStateMixin, DQN):
+class RainbowDQN(FastReplayLoopMixin, ReplayStateMixin, DQN):
     """RLlib's DQN with `RainbowDQNConfig`; checkpoints include the replay buffer
     when `store_buffer_in_checkpoints=True` (see `ReplayStateMixin`).
 
-    With one of this package's buffers, its training step is DQN's with the
-    columnar fast path (`ColumnarReplayMixin`): replayed transitions go to the
+    With one of this package's buffers, its training step is DQN's run as one
+    loop per iteration (`FastReplayLoopMixin`): replayed transitions go to the
     Learners as numpy columns (`FastPrioritizedEpisodeReplayBuffer.sample_batch()`),
     not as one RLlib episode per transition through the learner connector
-    pipeline, which costs several milliseconds per update and feeds the Learner
-    the same columns (tested). Configs the columns cannot serve (a custom learner
-    connector, a stateful RLModule, multi-agent, RLlib's own buffers) keep
-    RLlib's path.
+    pipeline (the same batch, tested), metrics are reduced once per iteration
+    and a local Learner shares its weights with a local EnvRunner. Configs it
+    cannot serve (a custom learner connector, a stateful RLModule, multi-agent,
+    RLlib's own buffers) keep RLlib's training step.
     """
 
     @classmethod

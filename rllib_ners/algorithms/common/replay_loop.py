@@ -1,0 +1,355 @@
+"""DQN's training step (which SAC inherits) as one loop per training iteration.
+
+RLlib 2.60's DQN `training_step()` runs one round - sample a rollout fragment,
+add it to the buffer, replay `k` batches to the Learners, update priorities,
+copy the weights back to the EnvRunners - and `Algorithm` calls it again until
+the iteration has sampled `min_sample_timesteps_per_iteration` env steps. Each
+round aggregates the EnvRunners' and the Learners' reduced metrics into the
+Algorithm's and times five sections; each replayed transition travels as one
+`SingleAgentEpisode` through the learner connector pipeline. With one update
+per env step, that bookkeeping costs more than the network math.
+
+`FastReplayLoopMixin.training_step()` runs the same rounds, in the same order,
+with the same draws, until the iteration's targets are met (time, sampled and
+trained env steps, as RLlib's `TrainIterCtx` checks them), and:
+
+* replays numpy columns straight from the buffer (`sample_batch()`): the batch
+  RLlib's learner connectors build from the sampled episodes (tested, for DQN
+  and SAC), plus the buffer's per-item columns;
+* calls the local EnvRunner's `sample()` directly (remote EnvRunners through
+  RLlib's `synchronous_parallel_sample`) and reads the EnvRunners' metrics once
+  per iteration;
+* updates the Learners with deferred metrics (`FastTorchLearnerMixin`): their
+  metrics are reduced once per iteration, the priority rows come back with
+  every update;
+* shares the parameters of the local Learner with the local EnvRunner
+  (`weight_sharing`), so no weights are copied between them; otherwise the
+  weights go to the EnvRunners after every round with updates, as RLlib does;
+* logs the timers once per iteration (the mean time per round's section).
+
+Configs it cannot serve keep RLlib's `training_step()` and say why in one INFO
+log line at setup: a custom learner connector, a stateful RLModule, a
+multi-agent config, a replay buffer that is not this package's, a Learner class
+without deferred updates, or `.training(fast_training_loop=False)`.
+
+Subclasses run per-round work (the NERS sampler update) in `_after_round()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from fractions import Fraction
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.dqn.dqn import DQN, calculate_rr_weights
+from ray.rllib.core import DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    REPLAY_BUFFER_ADD_DATA_TIMER,
+    REPLAY_BUFFER_RESULTS,
+    REPLAY_BUFFER_SAMPLE_TIMER,
+    REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TIMERS,
+)
+
+from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+from rllib_ners.algorithms.common.fast_torch_learner import (
+    DEFER_METRICS,
+    PRIORITY_ROWS,
+    FastTorchLearnerMixin,
+)
+from rllib_ners.algorithms.common.weight_sharing import (
+    SharedWeights,
+    share_weights_with_local_env_runner,
+)
+
+logger = logging.getLogger(__name__)
+
+# Checkpoint entry: the fraction of an update owed by the env steps sampled.
+UPDATES_OWED_STATE = "replay_updates_owed"
+
+_TIMER_KEYS = (
+    ENV_RUNNER_SAMPLING_TIMER,
+    REPLAY_BUFFER_ADD_DATA_TIMER,
+    REPLAY_BUFFER_SAMPLE_TIMER,
+    LEARNER_UPDATE_TIMER,
+    REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+)
+
+
+def fast_loop_blocker(algo) -> Optional[str]:
+    """Why the fast loop cannot run `algo`'s config, or None."""
+    from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+        FastPrioritizedEpisodeReplayBuffer,
+    )
+
+    config = algo.config
+    if not getattr(config, "fast_training_loop", True):
+        return "config.training(fast_training_loop=False)"
+    if config.is_multi_agent:
+        return "the config is multi-agent"
+    if config._learner_connector is not None:
+        return "a custom learner connector is set"
+    if not isinstance(algo.local_replay_buffer, FastPrioritizedEpisodeReplayBuffer):
+        return "the replay buffer is not one of this package's"
+    if config.get_rl_module_spec().model_config.get("use_lstm", False):
+        return "the RLModule is stateful"
+    learner_class = config.learner_class
+    if not (
+        isinstance(learner_class, type)
+        and issubclass(learner_class, FastTorchLearnerMixin)
+    ):
+        return f"the Learner class {learner_class!r} has no deferred-metrics updates"
+    return None
+
+
+class _SectionTimes:
+    """Seconds and calls per timed section of the rounds of one iteration."""
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(_TIMER_KEYS, 0.0)
+        self.calls = dict.fromkeys(_TIMER_KEYS, 0)
+
+    def add(self, key: str, seconds: float) -> None:
+        self.seconds[key] += seconds
+        self.calls[key] += 1
+
+    def log_into(self, metrics) -> None:
+        for key in _TIMER_KEYS:
+            if self.calls[key]:
+                # The mean over this iteration's rounds (an EMA over iterations would
+                # keep the first, warm-up iteration's times for hundreds of them).
+                metrics.log_value(
+                    (TIMERS, key), self.seconds[key] / self.calls[key], window=1
+                )
+
+
+class FastReplayLoopMixin:
+    """DQN's training step as one loop per iteration (list it before DQN/SAC)."""
+
+    fast_loop_blocker: Optional[str] = "the algorithm is not set up yet"
+    weight_sharing_blocker: Optional[str] = "the algorithm is not set up yet"
+    _shared_weights: Optional[SharedWeights] = None
+    # Updates owed by the env steps sampled so far (a fraction of an update
+    # carries over to the next round).
+    _updates_owed = Fraction(0)
+
+    @override(DQN)
+    def setup(self, config: AlgorithmConfig) -> None:
+        super().setup(config)
+        self.fast_loop_blocker = fast_loop_blocker(self)
+        if self.fast_loop_blocker is not None:
+            logger.info(
+                "%s trains with RLlib's training step: %s.",
+                type(self).__name__,
+                self.fast_loop_blocker,
+            )
+            self.weight_sharing_blocker = "RLlib's training step copies the weights"
+            return
+        shared = share_weights_with_local_env_runner(self)
+        if isinstance(shared, str):
+            self.weight_sharing_blocker = shared
+            logger.info(
+                "%s copies the Learner's weights to the EnvRunners: %s.",
+                type(self).__name__,
+                shared,
+            )
+        else:
+            self.weight_sharing_blocker, self._shared_weights = None, shared
+
+    @property
+    def uses_fast_loop(self) -> bool:
+        return self.fast_loop_blocker is None
+
+    def _after_round(self) -> None:
+        """Runs after every round (RLlib's training step); for subclasses."""
+
+    @override(DQN)
+    def training_step(self) -> None:
+        if not self.uses_fast_loop:
+            super().training_step()
+            self._after_round()
+            return
+        config = self.config
+        metrics = self.metrics
+        start = time.time()
+        sampled_lifetime = metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        )
+        sampled = trained = 0
+        store_weight, updates_per_env_step = self._replay_ratio()
+        times = _SectionTimes()
+        clock = time.perf_counter
+        buffer = self.local_replay_buffer
+        beta = config.replay_buffer_config.get("beta")
+        weights_stale = False
+        while True:
+            round_sampled = 0
+            for _ in range(store_weight):
+                tick = clock()
+                episodes = self._sample_episodes()
+                times.add(ENV_RUNNER_SAMPLING_TIMER, clock() - tick)
+                round_sampled += sum(len(episode) for episode in episodes)
+                tick = clock()
+                buffer.add(episodes)
+                times.add(REPLAY_BUFFER_ADD_DATA_TIMER, clock() - tick)
+            sampled += round_sampled
+            sampled_lifetime += round_sampled
+            if sampled_lifetime >= config.num_steps_sampled_before_learning_starts:
+                self._updates_owed += round_sampled * updates_per_env_step
+                num_updates = int(self._updates_owed)
+                self._updates_owed -= num_updates
+                for _ in range(num_updates):
+                    tick = clock()
+                    columns = buffer.sample_batch(
+                        config.total_train_batch_size,
+                        n_step=config.n_step,
+                        gamma=config.gamma,
+                        beta=beta,
+                    )
+                    times.add(REPLAY_BUFFER_SAMPLE_TIMER, clock() - tick)
+                    tick = clock()
+                    results = self.learner_group.update(
+                        batch=replay_train_batch(buffer, columns),
+                        timesteps={
+                            NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled_lifetime,
+                            NUM_AGENT_STEPS_SAMPLED_LIFETIME: {
+                                DEFAULT_AGENT_ID: sampled_lifetime
+                            },
+                        },
+                        **{DEFER_METRICS: True},
+                    )
+                    times.add(LEARNER_UPDATE_TIMER, clock() - tick)
+                    trained += len(columns["obs"])
+                    tick = clock()
+                    rows = _priority_rows(results)
+                    if rows is not None:
+                        buffer.update_priorities(rows)
+                    times.add(REPLAY_BUFFER_UPDATE_PRIOS_TIMER, clock() - tick)
+                weights_stale = num_updates > 0
+            self._after_round()
+            if weights_stale:
+                tick = clock()
+                self._sync_weights()
+                times.add(SYNCH_WORKER_WEIGHTS_TIMER, clock() - tick)
+                weights_stale = False
+            if round_sampled == 0 or self._iteration_done(start, sampled, trained):
+                break
+        self._report_iteration_metrics(times)
+
+    def _extra_checkpoint_state(self) -> Dict[str, Any]:
+        state = super()._extra_checkpoint_state()
+        owed = self._updates_owed
+        return {**state, UPDATES_OWED_STATE: (owed.numerator, owed.denominator)}
+
+    def _set_extra_checkpoint_state(self, state: Dict[str, Any]) -> None:
+        super()._set_extra_checkpoint_state(state)
+        if UPDATES_OWED_STATE in state:
+            self._updates_owed = Fraction(*state[UPDATES_OWED_STATE])
+
+    def _replay_ratio(self) -> Tuple[int, Fraction]:
+        """RLlib's replay ratio (`calculate_rr_weights`: sample `store_weight`
+        fragments, then make `train_weight` updates) as updates per env step.
+
+        A round that samples the nominal number of env steps makes exactly
+        RLlib's `train_weight` updates. With several sub-envs a round can sample
+        more (a sub-env's reset step takes no env step, so the fragment takes
+        another vector step); its updates then grow with its env steps, so the
+        replay ratio holds per env step, not per round.
+        """
+        config = self.config
+        store_weight, train_weight = calculate_rr_weights(config)
+        nominal_steps = (
+            store_weight
+            * config.get_rollout_fragment_length()
+            * config.num_envs_per_env_runner
+            * max(self.env_runner_group.num_remote_env_runners(), 1)
+        )
+        return store_weight, Fraction(train_weight, nominal_steps)
+
+    def _sync_weights(self) -> None:
+        """The Learner's weights to the EnvRunners (shared: only the buffers)."""
+        if self._shared_weights is not None:
+            self._shared_weights.refresh()
+            return
+        self.env_runner_group.sync_weights(
+            from_worker_or_learner_group=self.learner_group,
+            policies={DEFAULT_MODULE_ID},
+            inference_only=True,
+        )
+
+    def _sample_episodes(self) -> List:
+        """One rollout fragment from every EnvRunner (RLlib's sampling step)."""
+        group = self.env_runner_group
+        if group.num_remote_env_runners() == 0 and group.local_env_runner is not None:
+            return group.local_env_runner.sample()
+        return synchronous_parallel_sample(
+            worker_set=group,
+            concat=True,
+            sample_timeout_s=self.config.sample_timeout_s,
+            _uses_new_env_runners=True,
+            _return_metrics=False,
+        )
+
+    def _iteration_done(self, start: float, sampled: int, trained: int) -> bool:
+        """RLlib's `TrainIterCtx.should_stop` on this training step's counts."""
+        config = self.config
+        return (
+            (
+                not config.min_time_s_per_iteration
+                or time.time() - start >= config.min_time_s_per_iteration
+            )
+            and (
+                not config.min_sample_timesteps_per_iteration
+                or sampled >= config.min_sample_timesteps_per_iteration
+            )
+            and (
+                not config.min_train_timesteps_per_iteration
+                or trained >= config.min_train_timesteps_per_iteration
+            )
+        )
+
+    def _report_iteration_metrics(self, times: _SectionTimes) -> None:
+        """The EnvRunners', the Learners' and the buffer's metrics and the
+        timers, each once per iteration."""
+        group = self.env_runner_group
+        if group.num_remote_env_runners() == 0 and group.local_env_runner is not None:
+            runner_results = [group.local_env_runner.get_metrics()]
+        else:
+            runner_results = group.foreach_env_runner(
+                lambda runner: runner.get_metrics(), local_env_runner=False
+            )
+        self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
+        learner_results = [
+            result.get()
+            for result in self.learner_group.foreach_learner(
+                lambda learner: learner.reduce_deferred_metrics()
+            )
+        ]
+        self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
+        self.metrics.aggregate(
+            [self.local_replay_buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS
+        )
+        times.log_into(self.metrics)
+
+
+def _priority_rows(results) -> Optional[np.ndarray]:
+    """The priority rows of one update, Learner by Learner (None if none)."""
+    rows = [
+        result[PRIORITY_ROWS]
+        for result in results
+        if result is not None and result.get(PRIORITY_ROWS) is not None
+    ]
+    return np.concatenate(rows) if rows else None

@@ -1,0 +1,117 @@
+"""The local EnvRunner acting with the local Learner's weights, without copies.
+
+With `num_env_runners=0` and `num_learners=0` the EnvRunner and the Learner
+live in the Algorithm's process, each with its own copy of the RLModule, and
+RLlib copies the Learner's weights into the EnvRunner after every training
+step: `LearnerGroup.get_state()`, `ray.put()` and `set_state()`, several
+milliseconds for a small network. Sharing the parameter tensors makes that
+copy unnecessary: the EnvRunner's module then always holds exactly the weights
+the copy would have brought (the optimizers update the shared tensors in place,
+and nothing acts between an update and the copy that follows it).
+
+Parameters are shared; the few persistent buffers a module may have (e.g. a
+constant in RLlib's SAC policy head) are copied after every round with updates,
+as RLlib's copy would bring them. A module whose parameters or buffers the
+Learner's module lacks, or a Learner on another device, keeps RLlib's copy.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple, Union
+
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+
+
+def local_learner(algo):
+    """The Algorithm's Learner when it runs in this process, else None."""
+    learner_group = algo.learner_group
+    if learner_group is None or learner_group.is_remote:
+        return None
+    results = learner_group.foreach_learner(lambda learner: learner)
+    return next(iter(results)).get()
+
+
+class SharedWeights:
+    """The local EnvRunner's module, acting with the local Learner's parameters.
+
+    `refresh()` does the rest of what RLlib's weight sync does: it copies the
+    persistent buffers and sets the EnvRunner's weights seq no (stored with
+    every step it samples) to the Learner's.
+    """
+
+    def __init__(
+        self,
+        runner,
+        learner,
+        buffer_pairs: List[Tuple[torch.Tensor, torch.Tensor]],
+    ):
+        self._runner = runner
+        self._learner = learner
+        self._buffer_pairs = buffer_pairs
+
+    def refresh(self) -> None:
+        with torch.no_grad():
+            for acting, learning in self._buffer_pairs:
+                acting.copy_(learning)
+        self._runner._weights_seq_no = self._learner.weights_seq_no
+
+
+def share_weights_with_local_env_runner(algo) -> Union[SharedWeights, str]:
+    """Makes the local EnvRunner's module use the local Learner's parameter
+    tensors. Returns the `SharedWeights`, or why they cannot be shared (RLlib's
+    copy then stays)."""
+    if algo.config.num_env_runners > 0:
+        return "remote EnvRunners act (they need the weights sent)"
+    runner = algo.env_runner_group.local_env_runner if algo.env_runner_group else None
+    if runner is None or getattr(runner, "module", None) is None:
+        return "there is no local EnvRunner with an RLModule"
+    learner = local_learner(algo)
+    if learner is None:
+        return "the Learner runs in its own process"
+    if algo.config.is_multi_agent:
+        return "the config is multi-agent"
+    acting = runner.module
+    learning = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    if not isinstance(acting, torch.nn.Module):
+        return "the RLModule is not a torch module"
+    param_pairs = _matching_tensors(
+        acting.named_parameters(), dict(learning.named_parameters()), "parameter"
+    )
+    if isinstance(param_pairs, str):
+        return param_pairs
+    buffer_pairs = _matching_tensors(
+        _persistent_buffers(acting), dict(_persistent_buffers(learning)), "buffer"
+    )
+    if isinstance(buffer_pairs, str):
+        return buffer_pairs
+    for param, source in param_pairs:
+        param.data = source.data
+    shared = SharedWeights(runner, learner, buffer_pairs)
+    shared.refresh()
+    return shared
+
+
+def _matching_tensors(named_acting, learning_by_name, kind: str):
+    """`(acting, learning)` tensor pairs by name, or why they do not match."""
+    pairs = []
+    for name, tensor in named_acting:
+        source = learning_by_name.get(name)
+        if source is None:
+            return f"the Learner's module has no {kind} {name!r}"
+        if (
+            source.shape != tensor.shape
+            or source.dtype != tensor.dtype
+            or source.device != tensor.device
+        ):
+            return f"{kind} {name!r} differs in shape, dtype or device"
+        pairs.append((tensor, source))
+    return pairs
+
+
+def _persistent_buffers(module: torch.nn.Module):
+    """`(name, buffer)` of the buffers that are part of the module's state dict."""
+    for prefix, submodule in module.named_modules():
+        for name, buffer in submodule._buffers.items():
+            if buffer is not None and name not in submodule._non_persistent_buffers_set:
+                yield (f"{prefix}.{name}" if prefix else name), buffer
