@@ -5,10 +5,12 @@ Experience Replay Buffer", ICLR 2021: the paper's main results are SAC and TD3
 on continuous control (MuJoCo).
 
 Per training step this is SAC's own step (which is DQN's), with three changes:
-  * replayed transitions go to the Learners as numpy columns straight from the
-    buffer (`ColumnarReplayMixin`), not one RLlib episode per transition
-    through the learner connectors; the batch and SAC's losses on it are the
-    same (tested);
+  * the rounds of sampling and updates run as one loop per iteration
+    (`FastReplayLoopMixin`): replayed transitions go to the Learners as numpy
+    columns straight from the buffer, not one RLlib episode per transition
+    through the learner connectors (the batch and SAC's losses on it are the
+    same, tested), metrics are reduced once per iteration and a local Learner
+    shares its weights with a local EnvRunner;
   * with the NERS buffer (the default) the Learner is `NERSSACTorchLearner`, so
     priorities are learned scores, and the buffer keeps the latest soft TD error
     and soft TD target per transition;
@@ -27,13 +29,14 @@ from typing import Any, Dict
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.dqn.dqn import DQN
 from ray.rllib.algorithms.sac.sac import SAC, SACConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.common.columnar_replay import ColumnarReplayMixin
 from rllib_ners.algorithms.common.config_checks import (
     check_bounded_box_actions,
     check_frame_stack_fits_observations,
 )
+from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.replay_checkpoint import (
     FAST_BUFFER_TYPE,
     NERS_BUFFER_TYPE,
@@ -42,6 +45,7 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     our_replay_buffer_config,
     resolve_buffer_class,
 )
+from rllib_ners.algorithms.common.replay_loop import FastReplayLoopMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
@@ -51,7 +55,7 @@ from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 _RLLIB_ACCEPTED_TYPE = "PrioritizedEpisodeReplayBuffer"
 
 
-class NERSSACConfig(NERSConfigMixin, SACConfig):
+class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
     """SAC config with the NERS sampler; `.ners(...)` holds the sampler's settings.
 
     Defaults are `SACConfig`'s, except the replay buffer: the NERS buffer
@@ -95,6 +99,7 @@ class NERSSACConfig(NERSConfigMixin, SACConfig):
         }
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
+        self._init_fast_paths()
 
     @property
     def uses_ners_replay(self) -> bool:
@@ -111,6 +116,22 @@ class NERSSACConfig(NERSConfigMixin, SACConfig):
         return isinstance(buffer_class, type) and issubclass(
             buffer_class, NERSEpisodeReplayBuffer
         )
+
+    @override(SACConfig)
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        """`SACTorchRLModule`: RLlib's SAC module with the SAC paper's critics,
+        MLPs on the concatenated `[s, a]` (RLlib's own are multi-stream networks
+        about ten times as costly per transition)."""
+        if self.framework_str != "torch":
+            raise ValueError(
+                f"NERSSAC supports framework 'torch' only, got "
+                f"{self.framework_str!r}. Use config.framework('torch')."
+            )
+        from rllib_ners.rl_modules.sac.torch.sac_torch_rl_module import (
+            SACTorchRLModule,
+        )
+
+        return RLModuleSpec(module_class=SACTorchRLModule)
 
     @override(SACConfig)
     def get_default_learner_class(self):
@@ -144,6 +165,7 @@ class NERSSACConfig(NERSConfigMixin, SACConfig):
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)
+        self._validate_fast_paths()
         self._validate_ners_replay(
             "NERSSAC",
             uses_ners_replay=self.uses_ners_replay,
@@ -164,7 +186,7 @@ class NERSSACConfig(NERSConfigMixin, SACConfig):
         )
 
 
-class NERSSAC(ColumnarReplayMixin, ReplayStateMixin, SAC):
+class NERSSAC(FastReplayLoopMixin, ReplayStateMixin, SAC):
     """SAC whose replay sampler is learned (see the module docstring)."""
 
     @classmethod
@@ -178,9 +200,9 @@ class NERSSAC(ColumnarReplayMixin, ReplayStateMixin, SAC):
         if self.config.uses_ners_replay:
             self._ners_update = NERSSamplerUpdate.from_config(self.config)
 
-    @override(DQN)
-    def training_step(self) -> None:
-        super().training_step()
+    @override(FastReplayLoopMixin)
+    def _after_round(self) -> None:
+        # After every round of sampling and updates (RLlib's training step).
         if self._ners_update is not None:
             self._ners_update.maybe_update(self)
 

@@ -18,7 +18,10 @@ Beyond RLlib's SACTorchLearner it also
     `initial_alpha`;
   * averages the temperature's gradient over several Learners: DDP averages the
     RLModule's gradients only, so RLlib 2.60's Learners drifted apart in alpha;
-  * checks the gradients for nan/inf in one fused pass (`FastTorchLearnerMixin`).
+  * updates with one backward pass instead of four (`LeanSACUpdateMixin`), fused
+    Adam optimisers (RLlib's four, same parameters and eps), Polyak target
+    updates as foreach ops, one fused nan/inf check of the gradients and
+    metrics reduced once per iteration (`FastTorchLearnerMixin`).
 """
 
 from __future__ import annotations
@@ -40,9 +43,14 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
 
-from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearnerMixin
+from rllib_ners.algorithms.common.fast_torch_learner import (
+    FastTargetNetworkMixin,
+    FastTorchLearnerMixin,
+)
 from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.ners_sac.torch.lean_sac_update import LeanSACUpdateMixin
+from rllib_ners.utils.torch_ops import make_adam
 
 # Learner state entry: SAC's temperature log(alpha) per module.
 LOG_ALPHA_STATE = "sac_log_alpha"
@@ -84,6 +92,8 @@ def uses_ners_replay(config: Any) -> bool:
 class NERSSACTorchLearner(
     NERSTorchLearnerMixin,
     TargetUpdateStateMixin,
+    LeanSACUpdateMixin,
+    FastTargetNetworkMixin,
     FastTorchLearnerMixin,
     SACTorchLearner,
 ):
@@ -94,6 +104,37 @@ class NERSSACTorchLearner(
         super().build()
         if uses_ners_replay(self.config):
             self.build_ners_sampler()
+
+    @override(SACTorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
+        """RLlib's four SAC optimisers (critic, twin critic, policy, temperature:
+        the same parameters, eps and learning rates), fused."""
+        module = self._module[module_id]
+        groups = [
+            ("qf", [module.qf_encoder, module.qf], config.critic_lr),
+        ]
+        if config.twin_q:
+            groups.append(
+                ("qf_twin", [module.qf_twin_encoder, module.qf_twin], config.critic_lr)
+            )
+        groups.append(("policy", [module.pi_encoder, module.pi], config.actor_lr))
+        for name, nets, lr in groups:
+            params = [param for net in nets for param in self.get_parameters(net)]
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=name,
+                optimizer=make_adam(params, eps=1e-7),
+                params=params,
+                lr_or_lr_schedule=lr,
+            )
+        temperature = self.curr_log_alpha[module_id]
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer_name="alpha",
+            optimizer=make_adam([temperature], eps=1e-7),
+            params=[temperature],
+            lr_or_lr_schedule=config.alpha_lr,
+        )
 
     @override(NERSTorchLearnerMixin)
     def _module_encode(self, obs: torch.Tensor) -> torch.Tensor:

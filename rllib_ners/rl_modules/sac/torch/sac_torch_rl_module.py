@@ -1,0 +1,71 @@
+"""SAC's networks as Haarnoja et al. (2018) define them, as an RLlib RLModule.
+
+`SACTorchRLModule` is RLlib's `DefaultSACTorchRLModule` (same attributes,
+forward outputs, target networks and inference-only split, so RLlib's
+`SACTorchLearner` and every SAC tool of RLlib work on it) with the critics of
+the paper, Stable-Baselines3 and CleanRL: `Q(s, a) = MLP([s, a])`, through
+`SACConcatCriticCatalog`. RLlib's own continuous critic is a multi-stream
+network about ten times as costly (see the catalog). `NERSSACConfig` uses this
+module by default; a stock `SACConfig` gets it with
+`config.rl_module(rl_module_spec=RLModuleSpec(module_class=SACTorchRLModule))`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import gymnasium as gym
+import torch
+from ray.rllib.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
+from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import (
+    DefaultSACTorchRLModule,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT, Encoder, Model
+from ray.rllib.utils.annotations import override
+
+from rllib_ners.rl_modules.sac.sac_catalog import SACConcatCriticCatalog
+
+
+class SACTorchRLModule(DefaultSACTorchRLModule):
+    """`DefaultSACTorchRLModule` with critics on the concatenated `[s, a]`.
+
+    .. code-block:: python
+
+        from ray.rllib.algorithms.sac import SACConfig
+        from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+        from rllib_ners.rl_modules.sac import SACTorchRLModule
+
+        config = (
+            SACConfig()
+            .environment("Pendulum-v1")
+            .rl_module(rl_module_spec=RLModuleSpec(module_class=SACTorchRLModule))
+        )
+    """
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("catalog_class") is None:
+            kwargs["catalog_class"] = SACConcatCriticCatalog
+        super().__init__(*args, **kwargs)
+
+    @override(DefaultSACRLModule)
+    def setup(self):
+        if self.catalog is None and self._catalog_ctor_error is not None:
+            # RLModule.__init__ only logs catalog errors; ours are config errors.
+            raise self._catalog_ctor_error
+        super().setup()
+
+    @override(DefaultSACTorchRLModule)
+    def _qf_forward_train_helper(
+        self,
+        batch: Dict[str, Any],
+        encoder: Encoder,
+        head: Model,
+        squeeze: bool = True,
+    ) -> torch.Tensor:
+        """Q-values of `batch[OBS]` and (for Box actions) `batch[ACTIONS]`."""
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            return super()._qf_forward_train_helper(batch, encoder, head, squeeze)
+        inputs = torch.cat([batch[Columns.OBS], batch[Columns.ACTIONS]], dim=-1)
+        q = head(encoder({Columns.OBS: inputs})[ENCODER_OUT])
+        return q.squeeze(-1) if squeeze else q

@@ -1,0 +1,223 @@
+"""The fast training loop trains exactly as RLlib's training step does.
+
+For the same config and seed, NERS-DQN, Rainbow DQN with our PER buffer and
+NERS-SAC trained with `FastReplayLoopMixin` (one loop per iteration, columnar
+replay, deferred Learner metrics, shared weights) and with RLlib's own
+training step and EnvRunner (`fast_training_loop=False`,
+`SingleAgentEnvRunner`) end with bit-identical Learner weights, identical
+replay buffers (every stored field, the weights seq no the EnvRunner stamped on
+each step included) and the same training returns, and report the same
+result keys. Configs the loop cannot serve fall back and say why.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_RETURN_MEAN,
+    LEARNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    TIMERS,
+)
+
+from rllib_ners import RainbowDQNConfig
+from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
+
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
+RAY_NUM_CPUS = 2
+ITERATIONS = 3
+
+PER = {
+    "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+    "capacity": 5000,
+    "alpha": 0.6,
+    "beta": 0.4,
+}
+
+
+def _flat(state, prefix=""):
+    for key, value in state.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key}/")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _train(config):
+    algo = config.build_algo()
+    try:
+        results = [algo.train() for _ in range(ITERATIONS)]
+        learner = local_learner(algo)
+        weights = {
+            name: tensor.clone()
+            for name, tensor in learner.module[DEFAULT_MODULE_ID].state_dict().items()
+        }
+        buffer = dict(_flat(algo.local_replay_buffer.get_state()))
+        blockers = (algo.fast_loop_blocker, algo.weight_sharing_blocker)
+        runner = algo.env_runner_group.local_env_runner
+        learning = learner.module[DEFAULT_MODULE_ID]
+        shared = all(
+            any(p.data_ptr() == q.data_ptr() for q in learning.parameters())
+            for p in runner.module.parameters()
+        )
+    finally:
+        algo.stop()
+    return results, weights, buffer, blockers, shared
+
+
+def assert_trained_alike(fast, plain):
+    results_fast, weights_fast, buffer_fast, _, _ = fast
+    results_plain, weights_plain, buffer_plain, _, _ = plain
+    for name, tensor in weights_fast.items():
+        assert torch.equal(tensor, weights_plain[name]), name
+    # Open episodes are keyed by their ids, which RLlib draws from uuid4.
+    by_id = ("_partial_returns/", "_open_episodes/")
+
+    def without_ids(keys):
+        return sorted(k.split("/")[0] if k.startswith(by_id) else k for k in keys)
+
+    assert without_ids(buffer_fast) == without_ids(buffer_plain)
+    for key, value in buffer_fast.items():
+        if key.startswith(by_id):
+            continue
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            np.testing.assert_array_equal(value, buffer_plain[key], err_msg=key)
+    for a, b in zip(results_fast, results_plain):
+        assert (
+            a[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
+            == b[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
+        )
+        assert a[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN] == pytest.approx(
+            b[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
+        )
+        assert set(a) == set(b)
+        assert set(a[LEARNER_RESULTS][DEFAULT_MODULE_ID]) == set(
+            b[LEARNER_RESULTS][DEFAULT_MODULE_ID]
+        )
+
+
+def _plain(config):
+    return (
+        config.copy(copy_frozen=False)
+        .training(fast_training_loop=False)
+        .env_runners(env_runner_cls=SingleAgentEnvRunner)
+    )
+
+
+@pytest.mark.parametrize("arm", ["ners", "per"])
+def test_dqn_fast_loop_equals_rllibs_training_step(arm, small_dqn, one_torch_thread):
+    if arm == "ners":
+        config = small_dqn()
+    else:
+        config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
+    fast, plain = _train(config), _train(_plain(config))
+    assert fast[3] == (None, None) and fast[4]  # the fast loop, shared weights
+    assert plain[3][0] == "config.training(fast_training_loop=False)"
+    assert not plain[4]
+    assert_trained_alike(fast, plain)
+
+
+def test_sac_fast_loop_equals_rllibs_training_step(small_sac, one_torch_thread):
+    # SAC's iterations last at least a second by default: the faster loop would
+    # take more steps in it. Iterations of exactly 400 env steps here.
+    config = small_sac(rollout_fragment_length=1, training_intensity=32.0).reporting(
+        min_time_s_per_iteration=0
+    )
+    fast, plain = _train(config), _train(_plain(config))
+    assert fast[3] == (None, None) and fast[4]
+    assert_trained_alike(fast, plain)
+
+
+def test_vector_envs_keep_the_replay_ratio_per_env_step(small_dqn, one_torch_thread):
+    """Four sub-envs, one vector step per fragment; one update of 32 per 4 env
+    steps configured. A sub-env's reset step takes no env step, so fragments
+    often hold 5-7 env steps: the updates follow the env steps, not the
+    fragments (RLlib's step makes one update per fragment)."""
+    config = small_dqn(
+        RainbowDQNConfig(),
+        replay_buffer_config=PER,
+        rollout_fragment_length=1,
+        training_intensity=8.0,
+        n_step=1,
+    ).env_runners(num_envs_per_env_runner=4)
+    algo = config.build_algo()
+    try:
+        algo.train()
+        result = algo.train()
+        runner = algo.env_runner_group.local_env_runner
+        assert isinstance(runner, FastSingleAgentEnvRunner) and runner.num_envs == 4
+        assert runner.uses_fast_sampling
+        from ray.rllib.utils.metrics import ALL_MODULES, NUM_ENV_STEPS_TRAINED
+
+        sampled = result[ENV_RUNNER_RESULTS]["num_env_steps_sampled"]
+        trained = result[LEARNER_RESULTS][ALL_MODULES][NUM_ENV_STEPS_TRAINED]
+        assert abs(trained - 8 * sampled) <= 32  # at most a part-update carried
+    finally:
+        algo.stop()
+
+
+def test_metrics_are_reduced_once_per_iteration(small_dqn, one_torch_thread):
+    config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
+    algo = config.build_algo()
+    try:
+        learner = local_learner(algo)
+        reduces = []
+        original = learner.metrics.reduce
+
+        def counting_reduce(*args, **kwargs):
+            reduces.append(1)
+            return original(*args, **kwargs)
+
+        learner.metrics.reduce = counting_reduce
+        algo.train()
+        result = algo.train()
+        assert len(reduces) == 2  # one per iteration, not one per update
+        assert result[TIMERS]["learner_update_timer"] > 0
+        assert "qf_loss" in result[LEARNER_RESULTS][DEFAULT_MODULE_ID]
+    finally:
+        algo.stop()
+
+
+def test_configs_it_cannot_serve_take_rllibs_step(small_dqn, caplog):
+    config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER).training(
+        learner_connector=lambda *args, **kwargs: []
+    )
+    with caplog.at_level(logging.INFO, logger="rllib_ners.algorithms.common"):
+        algo = config.build_algo()
+    try:
+        assert algo.fast_loop_blocker == "a custom learner connector is set"
+        assert any("RLlib's training step" in r.getMessage() for r in caplog.records)
+        algo.train()
+    finally:
+        algo.stop()
+
+
+def test_remote_env_runners_get_the_weights_sent(small_dqn, one_torch_thread):
+    config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER, num_env_runners=1)
+    algo = config.build_algo()
+    try:
+        assert algo.uses_fast_loop
+        assert "remote EnvRunners" in algo.weight_sharing_blocker
+        algo.train()
+        result = algo.train()
+        assert result[TIMERS]["synch_weights"] > 0
+        learner_weights = (
+            local_learner(algo).module[DEFAULT_MODULE_ID].get_state(inference_only=True)
+        )
+        runner_weights = algo.env_runner_group.foreach_env_runner(
+            lambda runner: runner.module.get_state(), local_env_runner=False
+        )[0]
+        for name, value in runner_weights.items():
+            np.testing.assert_array_equal(
+                np.asarray(value), np.asarray(learner_weights[name]), err_msg=name
+            )
+    finally:
+        algo.stop()

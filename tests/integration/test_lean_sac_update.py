@@ -1,0 +1,172 @@
+"""NERS-SAC's Learner computes RLlib's SAC losses and gradients with one backward.
+
+`LeanSACUpdateMixin` against RLlib's own `SACTorchLearner`, both built from the
+same config, loaded with the same weights and fed the same batch under the same
+torch seed: the losses are equal and every parameter's gradient is equal bit
+for bit (both critics, the policy, the temperature), for our `SACTorchRLModule`
+and for RLlib's multi-stream `DefaultSACTorchRLModule`, with and without twin
+critics. After the optimizer steps the weights agree to float rounding (ours
+are fused Adams, RLlib's the per-tensor loop: the same update, summed in
+another order).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import (
+    DefaultSACTorchRLModule,
+)
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+from rllib_ners.algorithms.common.fast_torch_learner import DEFER_METRICS
+from rllib_ners.algorithms.ners_sac.presets import sac_config
+from rllib_ners.rl_modules.sac import SACTorchRLModule
+
+BATCH = 64
+LOSS_KEYS = ("qf_loss", "qf_twin_loss", "policy_loss", "alpha_loss")
+
+
+def _batch(seed: int, obs_dim: int, act_dim: int):
+    rng = np.random.default_rng(seed)
+    columns = {
+        "obs": rng.normal(size=(BATCH, obs_dim)).astype(np.float32),
+        "new_obs": rng.normal(size=(BATCH, obs_dim)).astype(np.float32),
+        "actions": rng.uniform(-1, 1, size=(BATCH, act_dim)).astype(np.float32),
+        "rewards": rng.normal(size=BATCH).astype(np.float32),
+        "terminateds": rng.random(BATCH) < 0.2,
+        "truncateds": np.zeros(BATCH, dtype=bool),
+        "weights": rng.uniform(0.5, 1, size=BATCH).astype(np.float32),
+        "n_step": np.ones(BATCH, dtype=np.int64),
+    }
+    return MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=BATCH)
+
+
+def _learners(module_class, twin_q):
+    env = gym.make("Hopper-v5")
+    config = sac_config(
+        "Hopper-v5", replay="uniform", capacity=1000, hiddens=(64, 64)
+    ).training(twin_q=twin_q)
+    if module_class is not None:
+        config = config.rl_module(
+            rl_module_spec=RLModuleSpec(module_class=module_class)
+        )
+    ours = config.build_learner(env=env)
+    theirs = (
+        config.copy(copy_frozen=False)
+        .learners(learner_class=SACTorchLearner)
+        .build_learner(env=env)
+    )
+    theirs.set_state(ours.get_state(components=["rl_module"]))
+    return ours, theirs
+
+
+def _losses(result):
+    values = result[DEFAULT_MODULE_ID]
+    return {key: float(values[key].peek()) for key in LOSS_KEYS if key in values}
+
+
+@pytest.mark.parametrize("twin_q", [True, False])
+@pytest.mark.parametrize(
+    "module_class", [None, DefaultSACTorchRLModule], ids=["ours", "rllibs"]
+)
+def test_lean_update_equals_rllibs_sac_learner(module_class, twin_q, one_torch_thread):
+    ours, theirs = _learners(module_class, twin_q)
+    expected_module = module_class or SACTorchRLModule
+    assert type(ours.module[DEFAULT_MODULE_ID]) is expected_module
+    assert ours._lean_update_blocker is None
+    ours_params = dict(ours.module[DEFAULT_MODULE_ID].named_parameters())
+    theirs_params = dict(theirs.module[DEFAULT_MODULE_ID].named_parameters())
+    timesteps = {"num_env_steps_sampled_lifetime": 1000}
+    for step in range(3):
+        batch = _batch(step, 11, 3)
+        torch.manual_seed(100 + step)
+        ours_result = ours.update(batch=batch, timesteps=timesteps)
+        torch.manual_seed(100 + step)
+        theirs_result = theirs.update(batch=batch, timesteps=timesteps)
+        ours_losses, theirs_losses = _losses(ours_result), _losses(theirs_result)
+        assert set(ours_losses) == set(theirs_losses)
+        for key in ours_losses:
+            assert ours_losses[key] == pytest.approx(theirs_losses[key], rel=1e-5), key
+        trained = [n for n in ours_params if not n.startswith("target")]
+        assert trained and all(ours_params[n].grad is not None for n in trained)
+        for name in trained:
+            ours_grad, theirs_grad = ours_params[name].grad, theirs_params[name].grad
+            if step == 0:  # same weights, same batch, same draws: same bits
+                assert torch.equal(ours_grad, theirs_grad), name
+            else:
+                torch.testing.assert_close(ours_grad, theirs_grad, rtol=1e-4, atol=1e-6)
+        for name, param in ours_params.items():
+            torch.testing.assert_close(param, theirs_params[name], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            ours.curr_log_alpha[DEFAULT_MODULE_ID],
+            theirs.curr_log_alpha[DEFAULT_MODULE_ID],
+            rtol=1e-5,
+            atol=1e-7,
+        )
+
+
+def test_deferred_updates_train_the_same_weights(one_torch_thread):
+    """The update with deferred metrics is the same `_update` (same weights after
+    each step as RLlib's per-update metrics path on a twin learner)."""
+    ours, _ = _learners(None, True)
+    twin, _ = _learners(None, True)
+    twin.set_state(ours.get_state())
+    for step in range(3):
+        batch = _batch(step, 11, 3)
+        torch.manual_seed(step)
+        ours.update(batch=batch, timesteps={}, **{DEFER_METRICS: True})
+        torch.manual_seed(step)
+        twin.update(batch=batch, timesteps={})
+    for (name, a), b in zip(
+        ours.module[DEFAULT_MODULE_ID].state_dict().items(),
+        twin.module[DEFAULT_MODULE_ID].state_dict().values(),
+    ):
+        assert torch.equal(a, b), name
+    reduced = ours.reduce_deferred_metrics()
+    assert set(LOSS_KEYS) <= set(reduced[DEFAULT_MODULE_ID])
+
+
+def test_sac_module_critics_take_the_concatenated_state_and_action():
+    env = gym.make("Hopper-v5")
+    config = sac_config("Hopper-v5", replay="uniform", hiddens=(256, 256))
+    module = config.get_rl_module_spec(env=env).build()
+    assert isinstance(module, SACTorchRLModule)
+    first = module.qf_encoder.net.mlp[0]
+    assert (first.in_features, first.out_features) == (11 + 3, 256)
+    sizes = [p.numel() for p in module.qf_encoder.parameters()] + [
+        p.numel() for p in module.qf.parameters()
+    ]
+    assert sum(sizes) == 14 * 256 + 256 + 256 * 256 + 256 + 256 + 1
+    inference = config.get_rl_module_spec(env=env, inference_only=True).build()
+    assert not hasattr(inference, "qf_encoder")
+
+
+def test_images_need_rllibs_module():
+    space = gym.spaces.Box(0, 255, (8, 8, 3), dtype=np.uint8)
+    spec = RLModuleSpec(
+        module_class=SACTorchRLModule,
+        observation_space=space,
+        action_space=gym.spaces.Box(-1, 1, (2,)),
+        model_config={
+            "twin_q": True,
+            "fcnet_hiddens": [16],
+            "conv_filters": [[4, 3, 2]],
+        },
+    )
+    with pytest.raises(ValueError, match="DefaultSACTorchRLModule"):
+        spec.build()
+
+
+def test_compiled_updates_take_rllibs_update(caplog):
+    env = gym.make("Hopper-v5")
+    config = sac_config("Hopper-v5", replay="uniform", hiddens=(16,)).framework(
+        torch_compile_learner=True
+    )
+    learner = config.build_learner(env=env)
+    assert learner._lean_update_blocker == "the update is torch-compiled"
