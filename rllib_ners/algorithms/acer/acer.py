@@ -157,8 +157,13 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
         self._init_ners_config()
-        # .env_runners(): "auto" acts for `sequence_length` steps per env.
+        # .env_runners(): "auto" acts for `sequence_length` steps per env, with
+        # RLlib's EnvRunner minus its per-step connector pipelines (the same
+        # episodes; see rllib_ners.env.fast_env_runner).
         self.rollout_fragment_length = "auto"
+        from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
+
+        self.env_runner_cls = FastSingleAgentEnvRunner
         # .reporting(): about 1000 env steps per train() call.
         self.min_sample_timesteps_per_iteration = 1000
 
