@@ -57,21 +57,12 @@ def atari_data_efficient_rainbow(
     """Data-efficient Rainbow (van Hasselt et al. 2019) as the NERS reference runs
     it (youngmin0oh/NERS on Kaixhin/Rainbow), on an Atari game.
 
-    100k agent steps, replay capacity 100k, learning from 1600 steps, one update
-    of batch 32 per agent step, n = 20, target update every 2000 steps, Adam
-    lr 1e-4 and eps 1.5e-4, gradient norm clip 10, value/advantage streams of
-    256 units, 51 atoms in [-10, 10], noisy nets with sigma0 = 0.1 (no epsilon),
-    priority exponent 0.5, importance-sampling beta 0.4 -> 1 over the run, the
-    data-efficient CNN (two 5x5 stride-5 convs) on 4 stacked 84x84 frames.
-
     `replay`: "ners" (`NERSDQNConfig`), "per" or "uniform" (`RainbowDQNConfig`
-    with our prioritized buffer, alpha 0.5 or 0). One update per env step is
-    kept for any `rollout_fragment_length` (`training_intensity = 32`: that many
-    updates follow each fragment of that many steps).
+    with our prioritized buffer, alpha 0.5 or 0). See
+    `data_efficient_rainbow` for the settings.
     """
     from rllib_ners.algorithms.ners_dqn import NERSDQNConfig
     from rllib_ners.algorithms.rainbow import RainbowDQNConfig
-    from rllib_ners.env.atari_rllib import with_atari
 
     if replay not in ATARI_REPLAYS:
         raise ValueError(
@@ -79,6 +70,49 @@ def atari_data_efficient_rainbow(
         )
     buffer_type, alpha = ATARI_REPLAYS[replay]
     config = NERSDQNConfig() if replay == "ners" else RainbowDQNConfig()
+    config = data_efficient_rainbow(
+        config,
+        game,
+        total_timesteps=total_timesteps,
+        capacity=capacity,
+        learning_starts=learning_starts,
+        rollout_fragment_length=rollout_fragment_length,
+    ).training(
+        replay_buffer_config={
+            **config.replay_buffer_config,
+            "type": buffer_type,
+            "alpha": alpha,
+        }
+    )
+    if replay == "ners":
+        config = config.ners()  # the sampler's defaults
+    return config
+
+
+def data_efficient_rainbow(
+    config,
+    game: str,
+    *,
+    total_timesteps: int = 100_000,
+    capacity: int = 100_000,
+    learning_starts: int = 1600,
+    rollout_fragment_length: int = 20,
+):
+    """Data-efficient Rainbow's settings on `config` (a `RainbowDQNConfig` or
+    `NERSDQNConfig`), for an Atari game; the replay buffer's type and alpha are
+    left to the caller (the buffer gets capacity, beta and frame stacking).
+
+    100k agent steps, replay capacity 100k, learning from 1600 steps, one update
+    of batch 32 per agent step, n = 20, target update every 2000 steps, Adam
+    lr 1e-4 and eps 1.5e-4, gradient norm clip 10, value/advantage streams of
+    256 units, 51 atoms in [-10, 10], noisy nets with sigma0 = 0.1 (no epsilon),
+    importance-sampling beta 0.4 -> 1 over the run, the data-efficient CNN (two
+    5x5 stride-5 convs) on 4 stacked 84x84 frames. One update per env step is
+    kept for any `rollout_fragment_length` (`training_intensity = 32`: that many
+    updates follow each fragment of that many steps).
+    """
+    from rllib_ners.env.atari_rllib import with_atari
+
     batch_size = 32
     config = (
         config.training(
@@ -101,9 +135,8 @@ def atari_data_efficient_rainbow(
             v_max=10.0,
             hiddens=[256],
             replay_buffer_config={
-                "type": buffer_type,
+                **(config.replay_buffer_config or {}),
                 "capacity": capacity,
-                "alpha": alpha,
                 "beta": 0.4,
                 "beta_final": 1.0,
                 "beta_annealing_timesteps": max(1, total_timesteps - learning_starts),
@@ -113,6 +146,4 @@ def atari_data_efficient_rainbow(
         .env_runners(rollout_fragment_length=rollout_fragment_length)
         .reporting(min_sample_timesteps_per_iteration=1000)
     )
-    if replay == "ners":
-        config = config.ners()  # the sampler's defaults
     return with_atari(config, game, frame_stack=4)
