@@ -167,8 +167,11 @@ def _greedy_action(module, observation, action_space=None, config=None):
     when `config.clip_actions`."""
     import torch
     from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
+    from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
-    batch = {"obs": torch.as_tensor(np.asarray(observation)[None], dtype=torch.float32)}
+    # As RLlib's EnvRunner feeds the module: float64 becomes float32, and
+    # integer pixels stay integers (the image encoders scale uint8 themselves).
+    batch = {"obs": convert_to_torch_tensor(np.asarray(observation)[None])}
     with torch.no_grad():
         out = module.forward_inference(batch)
     if "actions" in out:
