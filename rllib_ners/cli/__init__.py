@@ -77,6 +77,8 @@ from rllib_ners.cli.train import cmd_train
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs `rllib-ners ARGV` and returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["study"]:
+        return _study(argv[1:])
     script_args: List[str] = []
     if "--" in argv:
         cut = argv.index("--")
@@ -90,8 +92,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.script_args = script_args
         if args.command is None:
             raise CLIError(
-                "missing command: train, resume, evaluate, plot or examples (see "
-                f"`{PROG} --help`)",
+                "missing command: train, resume, evaluate, plot, examples or study "
+                f"(see `{PROG} --help`)",
                 code=2,
             )
         if script_args and args.command != "train":
@@ -102,6 +104,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
         return error.code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _study(argv: List[str]) -> int:
+    """`rllib-ners study ...` (`rllib_ners.study.cli`), its errors as one line."""
+    from rllib_ners.study.cli import main as study_main
+
+    try:
+        return study_main(argv, prog=f"{PROG} study")
+    except SystemExit as exit_:
+        if isinstance(exit_.code, str):
+            print(f"{PROG} study: error: {exit_.code}", file=sys.stderr)
+            return 2
+        return int(exit_.code or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -172,4 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the tuned examples",
         description="List the tuned examples (tuned_examples/**/*.py and *.yaml).",
     )
+    sub.add_parser(
+        "study",
+        add_help=False,
+        help="run and report a study of replay methods (`study --help`)",
+    )
     return parser

@@ -1,24 +1,24 @@
-"""The sample-efficiency study harness (`benchmarks/sample_efficiency.py`) and its
-report, without running the study: the declarations build valid configs, finished
-runs are skipped, CSVs appear only whole, and the report's rliable numbers are
-right on cases whose answer is known."""
+"""The study harness (`rllib_ners.study`, `rllib-ners study`) and its report,
+without running a study: the declarations build valid configs, finished runs
+are skipped, CSVs appear only whole, a user's declarations join the built-in
+ones, and the report's rliable numbers are right on cases whose answer is
+known and regenerate byte for byte from the CSVs."""
 
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
+from rllib_ners.study import cli, runs
+from rllib_ners.study import declarations as decl
 
-import sample_efficiency as se  # noqa: E402
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 pytest.importorskip("rliable")
-import sample_efficiency_report as report  # noqa: E402
+from rllib_ners.study import report  # noqa: E402
 
 REPS = 200  # bootstrap samples: the tests check point estimates and bounds only
 
@@ -26,8 +26,8 @@ REPS = 200  # bootstrap samples: the tests check point estimates and bounds only
 def test_plan_is_seed_major_and_skips_finished_runs(tmp_path):
     """A run whose CSV exists is not run again; the rest run seed by seed, every
     task and arm of a seed before the next seed."""
-    se.write_csv_atomic(se.csv_path(tmp_path, "cartpole", "per", 100), [{}])
-    todo, done = se.plan_runs(
+    runs.write_csv_atomic(runs.csv_path(tmp_path, "cartpole", "per", 100), [{}])
+    todo, done = runs.plan_runs(
         ["uniform", "per"], ["cartpole", "acrobot"], [100, 101], tmp_path
     )
     assert done == [("cartpole", "per", 100)]
@@ -43,38 +43,38 @@ def test_plan_is_seed_major_and_skips_finished_runs(tmp_path):
 
 
 def test_csv_is_written_whole_with_every_column(tmp_path):
-    path = se.csv_path(tmp_path, "cartpole", "per", 3)
-    se.write_csv_atomic(path, [{"arm": "per", "task": "cartpole", "seed": 3}])
+    path = runs.csv_path(tmp_path, "cartpole", "per", 3)
+    runs.write_csv_atomic(path, [{"arm": "per", "task": "cartpole", "seed": 3}])
     assert path == tmp_path / "cartpole" / "per" / "seed3.csv"
     assert sorted(p.name for p in path.parent.iterdir()) == ["seed3.csv"]
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert tuple(rows[0]) == se.CSV_COLUMNS
+    assert tuple(rows[0]) == runs.CSV_COLUMNS
     assert rows[0]["arm"] == "per" and rows[0]["eval_return_mean"] == ""
 
 
 def test_task_declarations_are_consistent():
-    assert set(se.SUITE) <= set(se.TASKS)
-    assert {se.TASKS[name].algo for name in se.SUITE} == {"dqn"}
-    assert {task.algo for task in se.TASKS.values()} == {"dqn", "sac"}
-    for task in se.TASKS.values():
+    assert set(decl.SUITE) <= set(decl.TASKS)
+    assert {decl.TASKS[name].algo for name in decl.SUITE} == {"dqn"}
+    assert {task.algo for task in decl.TASKS.values()} == {"dqn", "sac"}
+    for task in decl.TASKS.values():
         assert task.budget % task.eval_every == 0, task.name
         assert task.eval_every % task.log_every == 0, task.name
         assert task.max_return > task.random_return, task.name
         assert task.anchor_note, task.name
 
 
-@pytest.mark.parametrize("task_name", list(se.TASKS))
+@pytest.mark.parametrize("task_name", list(decl.TASKS))
 def test_every_arm_builds_a_valid_config(task_name):
     """Every (task, arm) config passes `validate()`, the task's agent settings
     are the same for every arm, and only the replay differs."""
-    task = se.TASKS[task_name]
+    task = decl.TASKS[task_name]
     if task.requires:
         pytest.importorskip(task.requires)
-    se.register_envs()
+    runs.register_envs()
     configs = {}
-    for arm in se.ARMS.values():
-        config = se.build_config(task, arm, seed=100)
+    for arm in decl.ARMS.values():
+        config = runs.build_config(task, arm, seed=100)
         config.validate()
         configs[arm.name] = config
         assert config.env == task.env
@@ -89,8 +89,8 @@ def test_every_arm_builds_a_valid_config(task_name):
         "ners": task.per_alpha,
         "ners_module": task.per_alpha,
     }
-    assert configs["uniform"].replay_buffer_config["type"] == se.FAST_BUFFER
-    assert configs["ners"].replay_buffer_config["type"] == se.NERS_BUFFER
+    assert configs["uniform"].replay_buffer_config["type"] == decl.FAST_BUFFER
+    assert configs["ners"].replay_buffer_config["type"] == decl.NERS_BUFFER
     assert configs["ners_reference"].ners_config["replay_reward_mode"] == "eval_return"
     if task.algo == "sac":
         from rllib_ners import NERSSACConfig
@@ -127,7 +127,7 @@ def test_the_ners_arm_writes_its_settings_out():
     so changing a default means deciding what happens to the arm's runs."""
     from rllib_ners import NERSSettings
 
-    written = se.ARMS["ners"].ners_settings
+    written = decl.ARMS["ners"].ners_settings
     shaping = (
         "encoder",
         "objective",
@@ -149,7 +149,7 @@ def test_the_ners_arm_writes_its_settings_out():
     defaults = NERSSettings()
     for key in shaping:
         assert written[key] == getattr(defaults, key), key
-    assert se.ARMS["ners_reference"].reference
+    assert decl.ARMS["ners_reference"].reference
 
 
 @pytest.mark.parametrize(
@@ -158,12 +158,12 @@ def test_the_ners_arm_writes_its_settings_out():
         (["--arms", "lap"], "--arms: unknown 'lap'"),
         (["--tasks", "pong"], "--tasks: unknown 'pong'"),
         (["--jobs", "0"], "--jobs must be at least 1"),
-        (["--budget", "1000"], "--budget changes the study's budgets"),
+        (["--budget", "0"], "--budget must be positive"),
     ],
 )
-def test_bad_options_name_the_option(argv, message):
+def test_bad_options_name_the_option(argv, message, tmp_path):
     with pytest.raises(SystemExit, match=message):
-        se.main(argv)
+        cli.main(["run", "--results-dir", str(tmp_path), *argv])
 
 
 # --- the report -------------------------------------------------------------
@@ -171,7 +171,7 @@ def test_bad_options_name_the_option(argv, message):
 
 def _write_run(results_dir, task_name, arm, seed, eval_returns):
     """A finished run's CSV on the task's real evaluation schedule."""
-    task = se.TASKS[task_name]
+    task = decl.TASKS[task_name]
     steps = list(range(task.eval_every, task.budget + 1, task.eval_every))
     assert len(eval_returns) == len(steps)
     rows = []
@@ -194,14 +194,14 @@ def _write_run(results_dir, task_name, arm, seed, eval_returns):
                 "eval_episodes": 10,
             }
         )
-    se.write_csv_atomic(se.csv_path(results_dir, task_name, arm, seed), rows)
+    runs.write_csv_atomic(runs.csv_path(results_dir, task_name, arm, seed), rows)
 
 
 def _fixture(results_dir):
     """cartpole and acrobot; `per` and `same` have identical runs, `better`
     beats every `per` run, `slow` uses more CPU per env step."""
     for task_name in ("cartpole", "acrobot"):
-        task = se.TASKS[task_name]
+        task = decl.TASKS[task_name]
         n = task.budget // task.eval_every
         lo, hi = task.random_return, task.max_return
         for seed in (100, 101, 102, 103):
@@ -249,8 +249,8 @@ def test_report_regenerates_from_csvs_alone(tmp_path):
 
 def test_report_leaves_out_runs_of_another_schedule(tmp_path):
     _fixture(tmp_path)
-    path = se.csv_path(tmp_path, "cartpole", "per", 104)
-    se.write_csv_atomic(
+    path = runs.csv_path(tmp_path, "cartpole", "per", 104)
+    runs.write_csv_atomic(
         path,
         [
             {
@@ -264,15 +264,15 @@ def test_report_leaves_out_runs_of_another_schedule(tmp_path):
             }
         ],
     )
-    runs, notes = report.load_runs(tmp_path)
-    assert len(runs) == 24
+    loaded, notes = report.load_runs(tmp_path)
+    assert len(loaded) == 24
     assert len(notes) == 1 and "seed104.csv" in notes[0]
 
 
 def test_a_single_run_shows_its_score_without_an_interval(tmp_path):
     """A partial study: an arm with one run on a task reports that run's score
     and no interval, and is left out of the probability of improvement."""
-    task = se.TASKS["cartpole"]
+    task = decl.TASKS["cartpole"]
     n = task.budget // task.eval_every
     for seed in (100, 101):
         _write_run(tmp_path, "cartpole", "per", seed, np.full(n, 261.1))
@@ -286,7 +286,7 @@ def test_a_single_run_shows_its_score_without_an_interval(tmp_path):
 
 
 def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
-    ners, module = se.ARMS["ners"], se.ARMS["ners_module"]
+    ners, module = decl.ARMS["ners"], decl.ARMS["ners_module"]
     assert module.ners_settings == {**ners.ners_settings, "encoder": "module"}
     assert (module.algo, module.alpha, module.reference) == (
         ners.algo,
@@ -294,8 +294,9 @@ def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
         ners.reference,
     )
     # The study's default arms stay the four it reports.
-    assert se.build_parser().parse_args([]).arms == list(se.STUDY_ARMS)
-    assert "ners_module" not in se.STUDY_ARMS
+    run_args = cli.build_parser().parse_args(["run", "--results-dir", "x"])
+    assert run_args.arms == list(decl.STUDY_ARMS)
+    assert "ners_module" not in decl.STUDY_ARMS
 
 
 def test_a_side_study_is_reported_with_the_studys_own_runs(tmp_path):
@@ -303,7 +304,7 @@ def test_a_side_study_is_reported_with_the_studys_own_runs(tmp_path):
     the named ones; the report says which command produced it."""
     study, side = tmp_path / "study", tmp_path / "side"
     _fixture(study)
-    task = se.TASKS["acrobot"]
+    task = decl.TASKS["acrobot"]
     n = task.budget // task.eval_every
     for seed in (100, 101, 102):
         _write_run(side, "acrobot", "uniform", seed, np.full(n, task.max_return))
@@ -318,13 +319,13 @@ def test_a_side_study_is_reported_with_the_studys_own_runs(tmp_path):
         "--tasks",
         "acrobot",
     ]
-    assert report.main(argv) == 0
+    assert cli.main(["report", *argv]) == 0
     text = (side / "report.md").read_text()
     # Only acrobot, only per (4 runs) and uniform (3 runs): 7 of 2 x 1 x 5.
     assert "7 finished runs of the 10 planned" in text
     assert "| acrobot |" in text and "| cartpole |" not in text
     assert "| same |" not in text and "| better |" not in text
-    assert "`python benchmarks/sample_efficiency_report.py --results-dir" in text
+    assert "`rllib-ners study report --results-dir" in text
     # uniform's every run scores 1, above every PER run: P(improvement) = 1.
     assert "| uniform | 1.00 [" in text
     assert (side / "report.png").exists()
@@ -346,7 +347,15 @@ def test_a_run_in_two_folders_is_an_error(tmp_path):
         (["--also", "/nonexistent/folder"], "no such results folder"),
     ],
 )
-def test_bad_report_options_name_the_option(argv, message, capsys, tmp_path):
-    with pytest.raises(SystemExit):
-        report.main(["--results-dir", str(tmp_path), *argv])
-    assert message in capsys.readouterr().err
+def test_bad_report_options_name_the_option(argv, message, tmp_path):
+    with pytest.raises(SystemExit, match=message):
+        cli.main(["report", "--results-dir", str(tmp_path), *argv])
+
+
+def test_rllib_ners_study_is_the_study_cli(capsys):
+    from rllib_ners.cli import main
+
+    assert main(["study", "list"]) == 0
+    assert "cartpole" in capsys.readouterr().out
+    assert main(["study", "run", "--results-dir", "x", "--arms", "nope"]) == 2
+    assert "rllib-ners study: error: --arms: unknown 'nope'" in capsys.readouterr().err

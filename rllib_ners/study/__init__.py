@@ -1,0 +1,31 @@
+"""Studies of replay methods: tasks x arms x seeds, one learning curve each, and
+a seeded rliable report computed from the CSVs alone.
+
+* `declarations`: `Task` and `Arm`, the built-in ones (`TASKS`, `ARMS`);
+* `runs`: one run (`run_one`) and a resumable study in child processes
+  (`plan_runs`, `run_study`);
+* `report`: `write_report()`;
+* `cli`: `rllib-ners study run|report|list`.
+
+Importing this package imports neither Ray nor torch; the runs do.
+"""
+
+from rllib_ners.study.declarations import (
+    ARMS,
+    DEFAULT_SEEDS,
+    STUDY_ARMS,
+    SUITE,
+    TASKS,
+    Arm,
+    Task,
+)
+
+__all__ = [
+    "ARMS",
+    "Arm",
+    "DEFAULT_SEEDS",
+    "STUDY_ARMS",
+    "SUITE",
+    "TASKS",
+    "Task",
+]

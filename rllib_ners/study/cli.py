@@ -1,0 +1,193 @@
+"""`rllib-ners study`: run a study of replay methods, and report it.
+
+    rllib-ners study list                                   # tasks and arms
+    rllib-ners study run --tasks cartpole --arms uniform per ners \\
+        --seeds 100 101 102 --jobs 2 --results-dir results/my_study
+    rllib-ners study report --results-dir results/my_study
+
+`run` trains every (task, arm, seed) that has no CSV yet, `--jobs` at a time
+in child processes (one torch thread each), seed by seed: stop it and run the
+same command again to resume. `report` computes the rliable report from the
+CSVs alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from rllib_ners.study.declarations import (
+    ARMS,
+    DEFAULT_SEEDS,
+    STUDY_ARMS,
+    SUITE,
+    TASKS,
+)
+
+
+def _check_names(given: Sequence[str], known: Dict, option: str) -> List[str]:
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        raise SystemExit(
+            f"{option}: unknown {', '.join(map(repr, unknown))}; choose from "
+            f"{', '.join(sorted(known))}"
+        )
+    return list(given)
+
+
+def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Sample-efficiency studies of replay methods: runs and report.",
+    )
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{run,report,list}"
+    )
+
+    run = commands.add_parser(
+        "run", help="train the runs that have no CSV yet (resumable)"
+    )
+    run.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(SUITE),
+        help=f"task names (default: {' '.join(SUITE)}; `study list` shows all)",
+    )
+    run.add_argument(
+        "--arms",
+        nargs="+",
+        default=list(STUDY_ARMS),
+        help=f"arm names (default: {' '.join(STUDY_ARMS)})",
+    )
+    run.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=list(DEFAULT_SEEDS),
+        help="seeds (default 100-104; keep 0-9 for tuning)",
+    )
+    run.add_argument("--jobs", type=int, default=1, help="runs at once")
+    run.add_argument("--results-dir", type=Path, required=True)
+    run.add_argument(
+        "--budget",
+        type=int,
+        help="override every task's budget (and evaluate only at it): for smoke "
+        "runs and cost measurements only, in a --results-dir of their own",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="print the runs to do and stop"
+    )
+
+    report = commands.add_parser(
+        "report", help="write report.md and report.png from the CSVs alone"
+    )
+    report.add_argument("--results-dir", type=Path, required=True)
+    report.add_argument(
+        "--also",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="more folders of finished runs to include (e.g. a study's own, next "
+        "to a side study's); the report is written to --results-dir",
+    )
+    report.add_argument("--arms", nargs="+", help="report only these arms")
+    report.add_argument("--tasks", nargs="+", help="report only these tasks")
+
+    commands.add_parser("list", help="the declared tasks and arms")
+
+    # One run, in a child process of `run` (not for users: no help entry).
+    one = commands.add_parser("run-one")
+    one.add_argument("task")
+    one.add_argument("arm")
+    one.add_argument("seed", type=int)
+    one.add_argument("--results-dir", type=Path, required=True)
+    one.add_argument("--budget", type=int)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -> int:
+    args = build_parser(prog).parse_args(argv)
+    if args.command == "list":
+        return _list()
+    if args.command == "report":
+        return _report(args, argv)
+    from rllib_ners.study import runs
+
+    if getattr(args, "budget", None) is not None and args.budget < 1:
+        raise SystemExit(f"--budget must be positive, got --budget {args.budget}")
+    results_dir = args.results_dir.resolve()
+    if args.command == "run-one":
+        _check_names([args.task], TASKS, "task")
+        _check_names([args.arm], ARMS, "arm")
+        task = runs.with_budget(TASKS[args.task], args.budget)
+        runs.check_task_available(task)
+        path = runs.run_one(task, ARMS[args.arm], args.seed, results_dir)
+        print(f"wrote {path}")
+        return 0
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs must be at least 1, got --jobs {args.jobs}")
+    arms = _check_names(args.arms, ARMS, "--arms")
+    tasks = _check_names(args.tasks, TASKS, "--tasks")
+    tuning = sorted(s for s in args.seeds if 0 <= s <= 9)
+    if tuning:
+        print(f"note: seeds {tuning} are tuning seeds, not for reporting", flush=True)
+    for name in tasks:
+        runs.check_task_available(TASKS[name])
+    todo, done = runs.plan_runs(arms, tasks, args.seeds, results_dir)
+    print(
+        f"{len(done)} runs finished already (skipped), {len(todo)} to run, "
+        f"{args.jobs} at a time; results in {results_dir}",
+        flush=True,
+    )
+    if args.dry_run:
+        for task, arm, seed in todo:
+            print(f"  {task} {arm} seed{seed}")
+        return 0
+    failures = runs.run_study(
+        todo,
+        results_dir,
+        args.jobs,
+        results_dir / "logs",
+        args.budget,
+    )
+    print(f"study finished: {len(todo) - failures} runs done, {failures} failed")
+    return 1 if failures else 0
+
+
+def _report(args, argv) -> int:
+    from rllib_ners.study.report import write_report
+
+    for option, given, known in (
+        ("--arms", args.arms, ARMS),
+        ("--tasks", args.tasks, TASKS),
+    ):
+        unknown = sorted(set(given or ()) - set(known))
+        if unknown:
+            raise SystemExit(f"{option}: unknown {unknown}; known: {sorted(known)}")
+    for folder in [args.results_dir, *args.also]:
+        if not folder.is_dir():
+            raise SystemExit(f"no such results folder: {folder}")
+    given = list(sys.argv[1:] if argv is None else argv)
+    write_report(
+        args.results_dir,
+        also=args.also,
+        arms=args.arms,
+        tasks=args.tasks,
+        command=" ".join(["rllib-ners study", *given]),
+    )
+    return 0
+
+
+def _list() -> int:
+    print("tasks:")
+    for task in TASKS.values():
+        print(
+            f"  {task.name:24s} {task.env:28s} {task.algo:4s} budget {task.budget:>7} "
+            f"eval {task.eval_episodes} every {task.eval_every}"
+        )
+    print("arms:")
+    for arm in ARMS.values():
+        print(f"  {arm.name:24s} {arm.description}")
+    return 0

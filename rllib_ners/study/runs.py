@@ -1,0 +1,397 @@
+"""One run of a study and a study of many runs, in child processes.
+
+Every (arm, task, seed) trains one agent for the task's fixed env-step budget
+and writes its learning curve to `<results-dir>/<task>/<arm>/seed<k>.csv` when,
+and only when, it finishes (a temporary file renamed into place, so a CSV is
+always a whole run). A rerun skips the runs whose CSV exists, so a study
+resumes after an interruption.
+
+What a CSV row holds (one row per training iteration, `log_every` env steps):
+`env_steps` (training env steps, RLlib's `num_env_steps_sampled_lifetime`),
+`eval_env_steps` (env steps the arm itself spent on evaluation episodes: the
+`ners_reference` arm's replay reward; 0 for the others), `train_return_mean`
+(RLlib's smoothed training-episode return: the mean over the last 100 episodes,
+played with exploration), `eval_return_mean` (greedy return over
+`eval_episodes` episodes of a separate env, on rows where an evaluation ran:
+every `eval_every` env steps and at the budget; this is what the report uses),
+`wall_time_s` (since the algorithm was built), `study_eval_time_s` (the part of
+it spent in the study's own greedy evaluation, which the throughput figures
+leave out), the same two as CPU time of the run's process (`cpu_time_s`,
+`study_eval_cpu_s`: on a machine shared with other work, CPU time is the
+fairer measure of an arm's cost) and, for NERS arms, the sampler diagnostics
+`effective_sample_fraction` and `priority_entropy_normalized`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from rllib_ners.study.declarations import (
+    FAST_BUFFER,
+    NERS_BUFFER,
+    Arm,
+    Task,
+)
+
+CSV_COLUMNS = (
+    "arm",
+    "task",
+    "seed",
+    "iteration",
+    "env_steps",
+    "eval_env_steps",
+    "wall_time_s",
+    "study_eval_time_s",
+    "cpu_time_s",
+    "study_eval_cpu_s",
+    "train_return_mean",
+    "eval_step",
+    "eval_return_mean",
+    "eval_episodes",
+    "effective_sample_fraction",
+    "priority_entropy_normalized",
+)
+
+
+def with_budget(task: Task, budget: Optional[int]) -> Task:
+    """`task` with another budget, evaluated only at it (smoke runs)."""
+    if budget is None:
+        return task
+    return dataclasses.replace(task, budget=budget, eval_every=budget)
+
+
+def register_envs() -> None:
+    """Registers MinAtar's gymnasium ids (`MinAtar/<Game>-v1`) if minatar is
+    installed: `minatar.gym` defines them but registers nothing on import."""
+    import gymnasium as gym
+
+    if any(env_id.startswith("MinAtar/") for env_id in gym.registry):
+        return
+    try:
+        import minatar.gym
+    except ImportError:
+        return
+    minatar.gym.register_envs()
+
+
+def check_task_available(task: Task) -> None:
+    if task.requires is None:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec(task.requires) is None:
+        raise SystemExit(
+            f"task {task.name!r} needs the `{task.requires}` package: "
+            f'pip install -e ".[study]"'
+        )
+
+
+def build_config(task: Task, arm: Arm, seed: int):
+    """The AlgorithmConfig of one run: the task's agent with the arm's replay."""
+    from rllib_ners import NERSDQNConfig, NERSSACConfig, RainbowDQNConfig
+    from rllib_ners.algorithms.ners.presets import ners_reference
+
+    if arm.algo not in ("rainbow", "ners"):
+        raise ValueError(
+            f"arm {arm.name!r}: `algo` must be 'rainbow' or 'ners', got {arm.algo!r}"
+        )
+    buffer_type = NERS_BUFFER if arm.algo == "ners" else FAST_BUFFER
+    if task.algo == "sac":
+        config = NERSSACConfig()
+    elif task.algo == "dqn":
+        config = NERSDQNConfig() if arm.algo == "ners" else RainbowDQNConfig()
+    else:
+        raise ValueError(f"task {task.name!r}: `algo` must be 'dqn' or 'sac'")
+    config = task.agent(config.environment(task.env))
+    alpha = task.per_alpha if arm.alpha is None else arm.alpha
+    learning_starts = config.num_steps_sampled_before_learning_starts
+    config = (
+        config.training(
+            replay_buffer_config={
+                "type": buffer_type,
+                "capacity": task.capacity,
+                "alpha": alpha,
+                "beta": task.beta,
+                "beta_final": 1.0,
+                "beta_annealing_timesteps": max(1, task.budget - learning_starts),
+            }
+        )
+        .env_runners(num_env_runners=0)
+        .learners(num_learners=0, num_gpus_per_learner=0)
+        .reporting(min_sample_timesteps_per_iteration=task.log_every)
+        .debugging(seed=seed)
+    )
+    if arm.algo == "ners":
+        config = config.ners(**(arm.ners_settings or {}))
+        if arm.reference:
+            config = ners_reference(config)
+    return config
+
+
+# ---------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------
+
+
+def csv_path(results_dir: Path, task: str, arm: str, seed: int) -> Path:
+    return Path(results_dir) / task / arm / f"seed{seed}.csv"
+
+
+def write_csv_atomic(path: Path, rows: Sequence[dict]) -> None:
+    """Writes `rows` to `path` through a temporary file renamed into place, so
+    that `path` exists only as a whole run."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: row.get(key, "") for key in CSV_COLUMNS})
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def greedy_returns(
+    module, env_id: str, *, episodes: int, max_steps: int, seed: int, config=None
+):
+    """Returns of `episodes` greedy episodes of a fresh `env_id` env (Box
+    actions mapped to the env's bounds as `config`'s EnvRunner does)."""
+    import gymnasium as gym
+
+    from rllib_ners.cli.evaluate import _greedy_action
+
+    env = gym.make(env_id)
+    returns = []
+    try:
+        for episode in range(episodes):
+            observation, _ = env.reset(seed=seed + episode)
+            total = 0.0
+            for _ in range(max_steps):
+                observation, reward, terminated, truncated, _ = env.step(
+                    _greedy_action(module, observation, env.action_space, config)
+                )
+                total += float(reward)
+                if terminated or truncated:
+                    break
+            returns.append(total)
+    finally:
+        env.close()
+    return returns
+
+
+def _number(value) -> str:
+    if value is None:
+        return ""
+    value = float(value)
+    return "" if value != value else f"{value:.6g}"
+
+
+def run_one(task: Task, arm: Arm, seed: int, results_dir: Path) -> Path:
+    """Trains one (arm, task, seed) for the task's budget; writes its CSV."""
+    import numpy as np
+    import ray
+    import torch
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_RESULTS,
+        EPISODE_RETURN_MEAN,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    )
+
+    from rllib_ners.algorithms.ners.ners_learner import NERS_EVAL_ENV_STEPS_KEY
+    from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.ners.diagnostics import EFFECTIVE_SAMPLE_FRACTION
+
+    torch.set_num_threads(1)
+    silence_known_noise()
+    register_envs()
+    config = build_config(task, arm, seed)
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        # A private local instance: never join another agent's cluster.
+        ray.init(
+            address="local",
+            num_cpus=1,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+        )
+    rows: List[dict] = []
+    try:
+        algo = config.build_algo()
+        torch.set_num_threads(1)
+        start = time.perf_counter()
+        cpu_start = time.process_time()
+        study_eval_time = study_eval_cpu = 0.0
+        next_eval = task.eval_every
+        eval_index = 0
+        steps = 0
+        iteration = 0
+        while steps < task.budget:
+            result = algo.train()
+            iteration += 1
+            runners = result.get(ENV_RUNNER_RESULTS, {})
+            steps = int(runners.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
+            ners = result.get("ners", {})
+            row = {
+                "arm": arm.name,
+                "task": task.name,
+                "seed": seed,
+                "iteration": iteration,
+                "env_steps": steps,
+                "eval_env_steps": int(ners.get(NERS_EVAL_ENV_STEPS_KEY, 0) or 0),
+                "train_return_mean": _number(runners.get(EPISODE_RETURN_MEAN)),
+                "effective_sample_fraction": _number(
+                    ners.get(EFFECTIVE_SAMPLE_FRACTION)
+                ),
+                "priority_entropy_normalized": _number(
+                    ners.get("priority_entropy_normalized")
+                ),
+            }
+            if steps >= next_eval or steps >= task.budget:
+                # The evaluation stands for the schedule point it passed; the
+                # last one is at the budget.
+                eval_step = min(next_eval, task.budget)
+                t0, c0 = time.perf_counter(), time.process_time()
+                returns = greedy_returns(
+                    algo.get_module(),
+                    task.env,
+                    episodes=task.eval_episodes,
+                    max_steps=task.eval_max_steps,
+                    seed=10_000 * seed + 100 * eval_index,
+                    config=algo.config,
+                )
+                study_eval_time += time.perf_counter() - t0
+                study_eval_cpu += time.process_time() - c0
+                row.update(
+                    eval_step=eval_step,
+                    eval_return_mean=_number(np.mean(returns)),
+                    eval_episodes=len(returns),
+                )
+                eval_index += 1
+                while next_eval <= steps:
+                    next_eval += task.eval_every
+            row["wall_time_s"] = f"{time.perf_counter() - start:.2f}"
+            row["study_eval_time_s"] = f"{study_eval_time:.2f}"
+            row["cpu_time_s"] = f"{time.process_time() - cpu_start:.2f}"
+            row["study_eval_cpu_s"] = f"{study_eval_cpu:.2f}"
+            rows.append(row)
+            print(
+                f"[{task.name} {arm.name} seed{seed}] it {iteration} steps {steps} "
+                f"train {row['train_return_mean']} eval "
+                f"{row.get('eval_return_mean', '')} wall {row['wall_time_s']}s",
+                flush=True,
+            )
+        algo.stop()
+    finally:
+        if started_ray:
+            ray.shutdown()
+    path = csv_path(results_dir, task.name, arm.name, seed)
+    write_csv_atomic(path, rows)
+    return path
+
+
+# ---------------------------------------------------------------------------
+# The study
+# ---------------------------------------------------------------------------
+
+
+def plan_runs(
+    arms: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], results_dir: Path
+) -> Tuple[List[Tuple[str, str, int]], List[Tuple[str, str, int]]]:
+    """(to run, already finished) lists of (task, arm, seed), seed-major: every
+    task gets a seed of every arm before any task gets the next seed."""
+    todo, done = [], []
+    for seed in seeds:
+        for task in tasks:
+            for arm in arms:
+                run = (task, arm, seed)
+                if csv_path(results_dir, task, arm, seed).exists():
+                    done.append(run)
+                else:
+                    todo.append(run)
+    return todo, done
+
+
+def _child_command(
+    task: str,
+    arm: str,
+    seed: int,
+    results_dir: Path,
+    budget: Optional[int] = None,
+) -> List[str]:
+    extra = [] if budget is None else ["--budget", str(budget)]
+    return [
+        sys.executable,
+        "-m",
+        "rllib_ners.study",
+        "run-one",
+        task,
+        arm,
+        str(seed),
+        "--results-dir",
+        str(results_dir),
+        *extra,
+    ]
+
+
+def run_study(
+    todo: Sequence[Tuple[str, str, int]],
+    results_dir: Path,
+    jobs: int,
+    log_dir: Path,
+    budget: Optional[int] = None,
+) -> int:
+    """Runs `todo` in child processes, `jobs` at a time (one torch thread each).
+    Returns the number of failed runs."""
+    import rllib_ners
+
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+    # The children import this very rllib_ners (a checkout first on the path).
+    package_root = str(Path(rllib_ners.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package_root, env.get("PYTHONPATH", "")) if p
+    )
+    log_dir.mkdir(parents=True, exist_ok=True)
+    pending = list(todo)
+    running: Dict[subprocess.Popen, Tuple[Tuple[str, str, int], float, object]] = {}
+    failures = 0
+    finished = 0
+    while pending or running:
+        while pending and len(running) < jobs:
+            run = pending.pop(0)
+            task, arm, seed = run
+            log = open(log_dir / f"{task}_{arm}_seed{seed}.log", "w")
+            proc = subprocess.Popen(
+                _child_command(task, arm, seed, results_dir, budget),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+            running[proc] = (run, time.time(), log)
+            print(
+                f"{time.strftime('%H:%M:%S')} start {task} {arm} seed{seed}", flush=True
+            )
+        time.sleep(2.0)
+        for proc in [p for p in running if p.poll() is not None]:
+            (task, arm, seed), t0, log = running.pop(proc)
+            log.close()
+            finished += 1
+            status = "done" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
+            failures += proc.returncode != 0
+            print(
+                f"{time.strftime('%H:%M:%S')} {status} {task} {arm} seed{seed} "
+                f"in {time.time() - t0:.0f}s ({finished}/{len(todo)}; "
+                f"log {log.name})",
+                flush=True,
+            )
+    return failures
