@@ -1,7 +1,8 @@
 """Studies of replay methods: tasks x arms x seeds, one learning curve each, and
 a seeded rliable report computed from the CSVs alone.
 
-* `declarations`: `Task` and `Arm`, the built-in ones (`TASKS`, `ARMS`);
+* `declarations`: `Task` and `Arm`, the built-in ones (`TASKS`, `ARMS`) and
+  `load_declarations()` for your own;
 * `runs`: one run (`run_one`) and a resumable study in child processes
   (`plan_runs`, `run_study`);
 * `report`: `write_report()`;
@@ -18,6 +19,7 @@ from rllib_ners.study.declarations import (
     TASKS,
     Arm,
     Task,
+    load_declarations,
 )
 
 __all__ = [
@@ -28,4 +30,5 @@ __all__ = [
     "SUITE",
     "TASKS",
     "Task",
+    "load_declarations",
 ]

@@ -8,7 +8,8 @@
 `run` trains every (task, arm, seed) that has no CSV yet, `--jobs` at a time
 in child processes (one torch thread each), seed by seed: stop it and run the
 same command again to resume. `report` computes the rliable report from the
-CSVs alone.
+CSVs alone. `--declarations FILE.py` adds your own tasks and arms (see
+`rllib_ners.study.load_declarations`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rllib_ners.study.declarations import (
     STUDY_ARMS,
     SUITE,
     TASKS,
+    load_declarations,
 )
 
 
@@ -35,6 +37,18 @@ def _check_names(given: Sequence[str], known: Dict, option: str) -> List[str]:
             f"{', '.join(sorted(known))}"
         )
     return list(given)
+
+
+def _add_declarations(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--declarations",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE.py",
+        help="a Python file declaring more tasks and arms (TASKS = [Task(...)], "
+        "ARMS = [Arm(...)]); may be given several times",
+    )
 
 
 def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
@@ -79,6 +93,7 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     run.add_argument(
         "--dry-run", action="store_true", help="print the runs to do and stop"
     )
+    _add_declarations(run)
 
     report = commands.add_parser(
         "report", help="write report.md and report.png from the CSVs alone"
@@ -94,8 +109,10 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     )
     report.add_argument("--arms", nargs="+", help="report only these arms")
     report.add_argument("--tasks", nargs="+", help="report only these tasks")
+    _add_declarations(report)
 
-    commands.add_parser("list", help="the declared tasks and arms")
+    listing = commands.add_parser("list", help="the declared tasks and arms")
+    _add_declarations(listing)
 
     # One run, in a child process of `run` (not for users: no help entry).
     one = commands.add_parser("run-one")
@@ -104,11 +121,14 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     one.add_argument("seed", type=int)
     one.add_argument("--results-dir", type=Path, required=True)
     one.add_argument("--budget", type=int)
+    _add_declarations(one)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -> int:
     args = build_parser(prog).parse_args(argv)
+    for path in args.declarations:
+        load_declarations(path)
     if args.command == "list":
         return _list()
     if args.command == "report":
@@ -151,6 +171,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         args.jobs,
         results_dir / "logs",
         args.budget,
+        [path.resolve() for path in args.declarations],
     )
     print(f"study finished: {len(todo) - failures} runs done, {failures} failed")
     return 1 if failures else 0

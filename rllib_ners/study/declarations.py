@@ -368,3 +368,52 @@ ARMS["ners_module"] = dataclasses.replace(
 )
 # What the study runs unless told otherwise (`--arms`).
 STUDY_ARMS = ("uniform", "per", "ners_reference", "ners")
+
+# ---------------------------------------------------------------------------
+# Your own tasks and arms
+# ---------------------------------------------------------------------------
+
+
+def load_declarations(path) -> None:
+    """Adds the tasks and arms a Python file declares to `TASKS` and `ARMS`.
+
+    The file defines `TASKS` and/or `ARMS`, lists of `Task` and `Arm` (names
+    must not clash with the built-in ones), e.g.::
+
+        from rllib_ners.study import Arm, Task
+
+        def my_agent(config):  # the same for every arm
+            return config.training(lr=5e-4, train_batch_size_per_learner=32)
+
+        TASKS = [
+            Task(name="lunar", env="LunarLander-v3", budget=100_000,
+                 eval_every=10_000, eval_episodes=10, eval_max_steps=1000,
+                 log_every=1000, random_return=-180.0, max_return=200.0,
+                 anchor_note="random play; the env's 'solved' return",
+                 agent=my_agent, capacity=100_000)
+        ]
+
+    Child processes of `rllib-ners study run` load the same files.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"--declarations: no such file: {path}")
+    spec = importlib.util.spec_from_file_location(f"_study_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for kind, registry, cls in (("TASKS", TASKS, Task), ("ARMS", ARMS, Arm)):
+        for item in getattr(module, kind, []):
+            if not isinstance(item, cls):
+                raise SystemExit(
+                    f"{path}: {kind} must hold {cls.__name__} objects, got "
+                    f"{type(item).__name__}"
+                )
+            if item.name in registry and registry[item.name] is not item:
+                raise SystemExit(
+                    f"{path}: {cls.__name__.lower()} {item.name!r} is declared "
+                    f"already (built in or in another file); choose another name"
+                )
+            registry[item.name] = item

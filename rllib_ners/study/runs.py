@@ -327,8 +327,11 @@ def _child_command(
     seed: int,
     results_dir: Path,
     budget: Optional[int] = None,
+    declarations: Sequence[Path] = (),
 ) -> List[str]:
     extra = [] if budget is None else ["--budget", str(budget)]
+    for path in declarations:
+        extra += ["--declarations", str(path)]
     return [
         sys.executable,
         "-m",
@@ -349,6 +352,7 @@ def run_study(
     jobs: int,
     log_dir: Path,
     budget: Optional[int] = None,
+    declarations: Sequence[Path] = (),
 ) -> int:
     """Runs `todo` in child processes, `jobs` at a time (one torch thread each).
     Returns the number of failed runs."""
@@ -372,7 +376,7 @@ def run_study(
             task, arm, seed = run
             log = open(log_dir / f"{task}_{arm}_seed{seed}.log", "w")
             proc = subprocess.Popen(
-                _child_command(task, arm, seed, results_dir, budget),
+                _child_command(task, arm, seed, results_dir, budget, declarations),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

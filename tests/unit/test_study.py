@@ -352,6 +352,104 @@ def test_bad_report_options_name_the_option(argv, message, tmp_path):
         cli.main(["report", "--results-dir", str(tmp_path), *argv])
 
 
+# --- your own tasks and arms ------------------------------------------------
+
+USER_DECLARATIONS = """
+from rllib_ners.study import Arm, Task
+
+
+def my_agent(config):
+    return config.training(lr=1e-3, train_batch_size_per_learner=16)
+
+
+TASKS = [
+    Task(
+        name="my_cartpole",
+        env="CartPole-v1",
+        budget=2000,
+        eval_every=1000,
+        eval_episodes=2,
+        eval_max_steps=100,
+        log_every=500,
+        random_return=22.2,
+        max_return=500.0,
+        anchor_note="random play; the episode cap",
+        agent=my_agent,
+        capacity=2000,
+    )
+]
+ARMS = [Arm("per_03", "rainbow", alpha=0.3, description="PER with alpha 0.3")]
+"""
+
+
+@pytest.fixture
+def user_declarations(tmp_path, monkeypatch):
+    path = tmp_path / "my_study.py"
+    path.write_text(USER_DECLARATIONS)
+    monkeypatch.setattr(decl, "TASKS", dict(decl.TASKS))
+    monkeypatch.setattr(decl, "ARMS", dict(decl.ARMS))
+    monkeypatch.setattr(cli, "TASKS", decl.TASKS)
+    monkeypatch.setattr(cli, "ARMS", decl.ARMS)
+    return path
+
+
+def test_a_users_task_and_arm_join_the_built_in_ones(user_declarations, capsys):
+    assert cli.main(["list", "--declarations", str(user_declarations)]) == 0
+    listed = capsys.readouterr().out
+    assert "my_cartpole" in listed and "per_03" in listed and "cartpole" in listed
+    task, arm = decl.TASKS["my_cartpole"], decl.ARMS["per_03"]
+    config = runs.build_config(task, arm, seed=7)
+    config.validate()
+    assert config.lr == 1e-3 and config.train_batch_size_per_learner == 16
+    assert config.replay_buffer_config["alpha"] == 0.3
+    assert config.replay_buffer_config["capacity"] == 2000
+
+
+def test_a_dry_run_plans_a_users_study_and_children_get_its_file(
+    user_declarations, tmp_path, capsys
+):
+    argv = [
+        "run",
+        "--tasks",
+        "my_cartpole",
+        "--arms",
+        "per_03",
+        "uniform",
+        "--seeds",
+        "100",
+        "101",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--declarations",
+        str(user_declarations),
+        "--dry-run",
+    ]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "0 runs finished already (skipped), 4 to run" in out
+    assert "my_cartpole per_03 seed101" in out
+    command = runs._child_command(
+        "my_cartpole", "per_03", 100, tmp_path, None, [user_declarations]
+    )
+    assert command[1:4] == ["-m", "rllib_ners.study", "run-one"]
+    assert command[-2:] == ["--declarations", str(user_declarations)]
+
+
+def test_declarations_that_clash_or_hold_the_wrong_type_are_refused(
+    user_declarations, tmp_path
+):
+    clash = tmp_path / "clash.py"
+    clash.write_text(USER_DECLARATIONS.replace('"my_cartpole"', '"cartpole"'))
+    with pytest.raises(SystemExit, match="'cartpole' is declared already"):
+        decl.load_declarations(clash)
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("TASKS = ['cartpole']")
+    with pytest.raises(SystemExit, match="TASKS must hold Task objects"):
+        decl.load_declarations(wrong)
+    with pytest.raises(SystemExit, match="no such file"):
+        decl.load_declarations(tmp_path / "missing.py")
+
+
 def test_rllib_ners_study_is_the_study_cli(capsys):
     from rllib_ners.cli import main
 
