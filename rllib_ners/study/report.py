@@ -161,14 +161,23 @@ def _iqm_per_point(x):
 
 
 def _estimates(score_dict, func, reps):
+    """rliable's interval estimates, seeded: the same scores give the same
+    intervals. rliable 1.2's bootstraps draw their indices from numpy's global
+    RNG (`np.random.choice`), whatever `random_state` says, so the global RNG
+    is seeded for the call (and restored after it)."""
     from rliable import library as rly
 
-    return rly.get_interval_estimates(
-        score_dict,
-        func,
-        reps=reps,
-        random_state=np.random.RandomState(BOOTSTRAP_SEED),
-    )
+    state = np.random.get_state()
+    np.random.seed(BOOTSTRAP_SEED)
+    try:
+        return rly.get_interval_estimates(
+            score_dict,
+            func,
+            reps=reps,
+            random_state=np.random.RandomState(BOOTSTRAP_SEED),
+        )
+    finally:
+        np.random.set_state(state)
 
 
 def aggregate_matrix(
