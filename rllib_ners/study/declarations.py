@@ -49,6 +49,11 @@ class Task:
             arms `NERSDQNConfig`) or "sac" (every arm builds `NERSSACConfig`:
             with our fast buffer it is RLlib's SAC, with the NERS buffer
             NERS-SAC).
+        eval_env: `fn() -> gym.Env` for the greedy evaluations, or None for
+            `gym.make(env)` (Atari: whole games with unclipped rewards).
+        eval_frame_stack: the evaluation stacks this many frames on the last
+            axis, zeros before a game's first frame, as the agent's EnvRunner
+            does (RLlib's frame stacking connector).
     """
 
     name: str
@@ -67,6 +72,8 @@ class Task:
     beta: float = 0.4
     requires: Optional[str] = None
     algo: str = "dqn"
+    eval_env: Optional[Callable] = None
+    eval_frame_stack: int = 1
 
 
 def _classic_control_agent(config):
@@ -132,6 +139,81 @@ def _sac_agent(*, hiddens, lr: float, learning_starts: int, rollout: int = 1):
         )
 
     return agent
+
+
+def _atari_agent(game: str, budget: int):
+    """Data-efficient Rainbow as the NERS reference runs it
+    (`rainbow.presets.data_efficient_rainbow`: the data-efficient CNN on 4
+    stacked 84x84 frames, noisy dueling C51 streams of 256 units, n = 20, Adam
+    1e-4 / eps 1.5e-4, one update of 32 per env step from step 1600, target
+    update every 2000 steps); DeepMind preprocessing (`with_atari`)."""
+
+    def agent(config):
+        from rllib_ners.algorithms.rainbow.presets import data_efficient_rainbow
+
+        return data_efficient_rainbow(config, game, total_timesteps=budget)
+
+    return agent
+
+
+def _atari_eval_env(game: str):
+    """Whole games with the true (unclipped) score: the evaluation setting of
+    `with_atari`."""
+
+    def make():
+        from rllib_ners.env.atari import make_atari_env
+        from rllib_ners.env.atari_rllib import EVAL_ENV_SETTINGS
+
+        return make_atari_env({"game": game, **EVAL_ENV_SETTINGS})
+
+    return make
+
+
+def _mujoco_task(name, env, *, random_return, max_return, max_note, budget=100_000):
+    """A MuJoCo task of the paper-setting study (results/ners_paper_settings):
+    SAC's usual settings, 100k env steps, 10 greedy episodes every 10k."""
+    return Task(
+        name=name,
+        env=env,
+        budget=budget,
+        eval_every=10_000,
+        eval_episodes=10,
+        eval_max_steps=1_000,
+        log_every=1_000,
+        random_return=random_return,
+        max_return=max_return,
+        anchor_note=f"0: uniform random policy, {random_return} (measured: 200 "
+        f"episodes, env seeds 0-199); 1: {max_return}, {max_note}",
+        agent=_sac_agent(hiddens=(256, 256), lr=3e-4, learning_starts=5000),
+        capacity=1_000_000,
+        requires="mujoco",
+        algo="sac",
+    )
+
+
+def _atari_task(name, game, *, random_return, human_return, budget=100_000):
+    """An Atari-100k task: data-efficient Rainbow for 100k agent steps, 10
+    greedy whole games every 20k steps, human-normalised."""
+    return Task(
+        name=name,
+        env=f"ALE/{game}-v5",
+        budget=budget,
+        eval_every=20_000,
+        eval_episodes=10,
+        eval_max_steps=27_000,  # 108k frames: the usual cap of an Atari game
+        log_every=1_000,
+        random_return=random_return,
+        max_return=human_return,
+        anchor_note=f"0: random play, {random_return}; 1: human, {human_return} "
+        f"(the standard Atari anchors of Mnih et al. 2015 / van Hasselt et al. "
+        f"2016, as the Atari-100k literature normalises)",
+        agent=_atari_agent(game, budget),
+        capacity=100_000,
+        per_alpha=0.5,
+        requires="ale_py",
+        eval_env=_atari_eval_env(game),
+        eval_frame_stack=4,
+    )
 
 
 # Budgets. Throughput measured with this harness (`--budget 6000/8000`, one
@@ -266,11 +348,45 @@ TASKS: Dict[str, Task] = {
             requires="mujoco",
             algo="sac",
         ),
+        # The paper-setting study (issue 24, results/ners_paper_settings/PLAN.md):
+        # SAC on MuJoCo and data-efficient Rainbow on Atari 100k.
+        _mujoco_task(
+            "hopper_100k",
+            "Hopper-v5",
+            random_return=18.0,
+            max_return=3500.0,
+            max_note="a round scale near SAC's published Hopper scores after 1M "
+            "steps, fixed before the study",
+        ),
+        _mujoco_task(
+            "halfcheetah_100k",
+            "HalfCheetah-v5",
+            random_return=-282.7,
+            max_return=12000.0,
+            max_note="a round scale near SAC's published HalfCheetah scores after "
+            "1M steps, fixed before the study",
+        ),
+        _mujoco_task(
+            "walker2d_100k",
+            "Walker2d-v5",
+            random_return=2.1,
+            max_return=5000.0,
+            max_note="a round scale near SAC's published Walker2d scores after 1M "
+            "steps, fixed before the study",
+        ),
+        _atari_task(
+            "ms_pacman_100k", "MsPacman", random_return=307.3, human_return=6951.6
+        ),
+        _atari_task("alien_100k", "Alien", random_return=227.8, human_return=7127.7),
+        _atari_task("qbert_100k", "Qbert", random_return=163.9, human_return=13455.0),
     )
 }
 
 # The default `--tasks`: the DQN/Rainbow suite of issue 14.
 SUITE = ("cartpole", "acrobot", "minatar_breakout", "minatar_space_invaders")
+# The paper-setting study of issue 24.
+MUJOCO_SUITE = ("hopper_100k", "halfcheetah_100k", "walker2d_100k")
+ATARI_SUITE = ("ms_pacman_100k", "alien_100k", "qbert_100k")
 
 # ---------------------------------------------------------------------------
 # Arms
@@ -368,6 +484,7 @@ ARMS["ners_module"] = dataclasses.replace(
 )
 # What the study runs unless told otherwise (`--arms`).
 STUDY_ARMS = ("uniform", "per", "ners_reference", "ners")
+
 
 # ---------------------------------------------------------------------------
 # Your own tasks and arms

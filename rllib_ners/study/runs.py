@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rllib_ners.study.declarations import (
     FAST_BUFFER,
@@ -115,6 +115,12 @@ def build_config(task: Task, arm: Arm, seed: int):
     config = (
         config.training(
             replay_buffer_config={
+                # The agent's own replay settings (Atari: frame stacking) stay.
+                **{
+                    key: value
+                    for key, value in (config.replay_buffer_config or {}).items()
+                    if key == "frame_stack"
+                },
                 "type": buffer_type,
                 "capacity": task.capacity,
                 "alpha": alpha,
@@ -161,24 +167,47 @@ def write_csv_atomic(path: Path, rows: Sequence[dict]) -> None:
 
 
 def greedy_returns(
-    module, env_id: str, *, episodes: int, max_steps: int, seed: int, config=None
+    module,
+    env_id: str,
+    *,
+    episodes: int,
+    max_steps: int,
+    seed: int,
+    config=None,
+    make_env: Optional[Callable] = None,
+    frame_stack: int = 1,
 ):
-    """Returns of `episodes` greedy episodes of a fresh `env_id` env (Box
-    actions mapped to the env's bounds as `config`'s EnvRunner does)."""
+    """Returns of `episodes` greedy episodes of a fresh env (`make_env()`, or
+    `gym.make(env_id)`). Box actions are mapped to the env's bounds as `config`'s
+    EnvRunner does; with `frame_stack > 1` the module sees the last that many
+    frames on the last axis, zeros before the episode's first frame (as RLlib's
+    frame stacking connector builds them)."""
     import gymnasium as gym
+    import numpy as np
 
     from rllib_ners.cli.evaluate import _greedy_action
 
-    env = gym.make(env_id)
+    env = make_env() if make_env is not None else gym.make(env_id)
     returns = []
     try:
         for episode in range(episodes):
             observation, _ = env.reset(seed=seed + episode)
+            frames = None
+            if frame_stack > 1:
+                frames = [np.zeros_like(observation)] * (frame_stack - 1)
+                frames.append(observation)
             total = 0.0
             for _ in range(max_steps):
-                observation, reward, terminated, truncated, _ = env.step(
-                    _greedy_action(module, observation, env.action_space, config)
+                model_input = (
+                    np.concatenate(frames[-frame_stack:], axis=-1)
+                    if frames is not None
+                    else observation
                 )
+                observation, reward, terminated, truncated, _ = env.step(
+                    _greedy_action(module, model_input, env.action_space, config)
+                )
+                if frames is not None:
+                    frames = frames[1:] + [observation]
                 total += float(reward)
                 if terminated or truncated:
                     break
@@ -268,6 +297,8 @@ def run_one(task: Task, arm: Arm, seed: int, results_dir: Path) -> Path:
                     max_steps=task.eval_max_steps,
                     seed=10_000 * seed + 100 * eval_index,
                     config=algo.config,
+                    make_env=task.eval_env,
+                    frame_stack=task.eval_frame_stack,
                 )
                 study_eval_time += time.perf_counter() - t0
                 study_eval_cpu += time.process_time() - c0

@@ -77,7 +77,8 @@ def test_every_arm_builds_a_valid_config(task_name):
         config = runs.build_config(task, arm, seed=100)
         config.validate()
         configs[arm.name] = config
-        assert config.env == task.env
+        # Atari tasks train on this package's preprocessed env.
+        assert config.env == ("rllib_ners.atari" if task.eval_env else task.env)
         assert config.seed == 100
         assert config.num_env_runners == 0
         assert config.replay_buffer_config["capacity"] == task.capacity
@@ -462,6 +463,6 @@ def test_rllib_ners_study_is_the_study_cli(capsys):
     from rllib_ners.cli import main
 
     assert main(["study", "list"]) == 0
-    assert "cartpole" in capsys.readouterr().out
+    assert "hopper_100k" in capsys.readouterr().out
     assert main(["study", "run", "--results-dir", "x", "--arms", "nope"]) == 2
     assert "rllib-ners study: error: --arms: unknown 'nope'" in capsys.readouterr().err
