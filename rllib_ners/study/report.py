@@ -47,9 +47,10 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from rllib_ners.study.declarations import ARMS, SUITE, TASKS, Task
+from rllib_ners.study.declarations import ARMS, DEFAULT_SEEDS, TASKS, Task
 
-BASELINE = "per"
+# Arms every other arm is compared with (probability of improvement, cost).
+BASELINES = ("uniform", "per")
 BOOTSTRAP_REPS = 5000
 CURVE_BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
@@ -195,6 +196,32 @@ def aggregate_matrix(
     return np.array([[table[task][arm][s] for task in tasks] for s in seeds])
 
 
+def aggregate_groups(task_names: Sequence[str], tasks: Dict[str, Task]):
+    """The groups of tasks the report aggregates over: all tasks, and one group
+    per algorithm (e.g. SAC on MuJoCo, Rainbow on Atari) when there are several.
+    """
+    groups = {"all tasks": list(task_names)}
+    algos = sorted({tasks[name].algo for name in task_names})
+    if len(algos) > 1:
+        for algo in algos:
+            groups[f"all {algo} tasks"] = [
+                name for name in task_names if tasks[name].algo == algo
+            ]
+    return groups
+
+
+def _with_intervals(points, intervals, sizes=None):
+    return {
+        key: (
+            float(points[key][0]),
+            float(intervals[key][0, 0]),
+            float(intervals[key][1, 0]),
+        )
+        + ((sizes[key],) if sizes is not None else ())
+        for key in points
+    }
+
+
 def compute(
     runs: Sequence[Run], tasks: Dict[str, Task] = TASKS, reps: int = BOOTSTRAP_REPS
 ) -> dict:
@@ -202,89 +229,65 @@ def compute(
 
     Returns a dict with, for kind in ("final", "auc"):
       `iqm[kind][scope][arm] = (point, low, high, n_runs)` and
-      `poi[kind][scope][arm] = (point, low, high)` (arm vs PER), where scope is a
-      task name or "all tasks" (tasks every arm present has two or more runs on);
-      `throughput[task][arm] = (median env steps/s, ratio to PER)`;
+      `poi[kind][baseline][scope][arm] = (point, low, high)` (arm vs each of
+      `BASELINES` that has runs), where scope is a task name or a group of
+      `aggregate_groups` (an arm is aggregated over a group when it has 2+ runs
+      on every task of it, on the seeds it finished on all of them);
+      `throughput[task][arm] = (median env steps/s, {baseline: ratio})`;
       `diagnostics[task][arm] = {key: median final value}`; `curves`.
     """
     scores, curves = score_tables(runs, tasks)
     arms = _ordered_arms({r.arm for r in runs})
     task_names = [t for t in tasks if t in scores["final"]]
-    out = {"arms": arms, "tasks": task_names, "iqm": {}, "poi": {}}
-    complete = [
-        t
-        for t in task_names
-        if all(len(scores["final"][t].get(a, {})) >= 2 for a in arms)
-    ]
-    out["aggregate_tasks"] = complete
+    groups = aggregate_groups(task_names, tasks)
+    baselines = [b for b in BASELINES if b in arms]
+    out = {
+        "arms": arms,
+        "tasks": task_names,
+        "groups": groups,
+        "baselines": baselines,
+        "iqm": {},
+        "poi": {},
+    }
     for kind in ("final", "auc"):
         table = scores[kind]
-        iqm, poi = defaultdict(dict), defaultdict(dict)
+        iqm = defaultdict(dict)
+        poi = {baseline: defaultdict(dict) for baseline in baselines}
+        samples = {}  # scope -> {arm: matrix [runs x tasks]}
         for task in task_names:
-            per_arm = {
-                arm: np.array(list(table[task][arm].values()))[:, None]
-                for arm in arms
-                if len(table[task].get(arm, {})) >= 2
-            }
             for arm in arms:
                 if len(table[task].get(arm, {})) == 1:
                     # One run: its score, no interval (nothing to resample).
                     (value,) = table[task][arm].values()
                     iqm[task][arm] = (float(value), float("nan"), float("nan"), 1)
-            if per_arm:
-                points, intervals = _estimates(per_arm, _iqm, reps)
-                for arm in per_arm:
-                    iqm[task][arm] = (
-                        float(points[arm][0]),
-                        float(intervals[arm][0, 0]),
-                        float(intervals[arm][1, 0]),
-                        per_arm[arm].shape[0],
-                    )
-            if BASELINE in per_arm:
+            samples[task] = {
+                arm: np.array(list(table[task][arm].values()))[:, None]
+                for arm in arms
+                if len(table[task].get(arm, {})) >= 2
+            }
+        for group, group_tasks in groups.items():
+            samples[group] = {
+                arm: matrix
+                for arm in arms
+                if (matrix := aggregate_matrix(table, arm, group_tasks)) is not None
+            }
+        for scope, per_arm in samples.items():
+            if not per_arm:
+                continue
+            points, intervals = _estimates(per_arm, _iqm, reps)
+            sizes = {arm: matrix.shape[0] for arm, matrix in per_arm.items()}
+            iqm[scope].update(_with_intervals(points, intervals, sizes))
+            for baseline in baselines:
                 pairs = {
-                    arm: (per_arm[arm], per_arm[BASELINE])
+                    arm: (per_arm[arm], per_arm[baseline])
                     for arm in per_arm
-                    if arm != BASELINE
+                    if arm != baseline and baseline in per_arm
                 }
                 if pairs:
                     points, intervals = _estimates(pairs, _poi, reps)
-                    for arm in pairs:
-                        poi[task][arm] = (
-                            float(points[arm][0]),
-                            float(intervals[arm][0, 0]),
-                            float(intervals[arm][1, 0]),
-                        )
-        if len(complete) >= 1:
-            matrices = {
-                arm: m
-                for arm in arms
-                if (m := aggregate_matrix(table, arm, complete)) is not None
-            }
-            if matrices:
-                points, intervals = _estimates(matrices, _iqm, reps)
-                for arm, m in matrices.items():
-                    iqm["all tasks"][arm] = (
-                        float(points[arm][0]),
-                        float(intervals[arm][0, 0]),
-                        float(intervals[arm][1, 0]),
-                        m.shape[0],
-                    )
-                if BASELINE in matrices:
-                    pairs = {
-                        arm: (matrices[arm], matrices[BASELINE])
-                        for arm in matrices
-                        if arm != BASELINE
-                    }
-                    if pairs:
-                        points, intervals = _estimates(pairs, _poi, reps)
-                        for arm in pairs:
-                            poi["all tasks"][arm] = (
-                                float(points[arm][0]),
-                                float(intervals[arm][0, 0]),
-                                float(intervals[arm][1, 0]),
-                            )
+                    poi[baseline][scope].update(_with_intervals(points, intervals))
         out["iqm"][kind] = dict(iqm)
-        out["poi"][kind] = dict(poi)
+        out["poi"][kind] = {b: dict(p) for b, p in poi.items()}
 
     by = defaultdict(lambda: defaultdict(list))
     for run in runs:
@@ -295,9 +298,11 @@ def compute(
             arm: float(np.median([r.env_steps_per_s for r in by[task][arm]]))
             for arm in by[task]
         }
-        base = medians.get(BASELINE)
         throughput[task] = {
-            arm: (value, value / base if base else float("nan"))
+            arm: (
+                value,
+                {b: value / medians[b] for b in baselines if medians.get(b)},
+            )
             for arm, value in medians.items()
         }
         diagnostics[task] = {}
@@ -340,8 +345,10 @@ def render_markdown(
     png_name="report.png",
     command: str = STUDY_REPORT_COMMAND,
 ) -> str:
-    arms, scopes = result["arms"], result["tasks"] + ["all tasks"]
+    arms, baselines = result["arms"], result["baselines"]
+    scopes = result["tasks"] + list(result["groups"])
     partial = result["n_runs"] < expected_runs
+    names = {"uniform": "uniform", "per": "PER"}
     lines = [
         "# Sample-efficiency study" + (" (PARTIAL)" if partial else ""),
         "",
@@ -353,8 +360,9 @@ def render_markdown(
         ),
         f"Generated by `{command}` from the committed CSVs. Scores: greedy "
         "evaluation return, min-max normalised per task; IQM with 95% "
-        "stratified-bootstrap intervals and probability of "
-        f"improvement over PER, from rliable ({BOOTSTRAP_REPS} bootstrap samples).",
+        "stratified-bootstrap intervals and probabilities of improvement over "
+        + " and over ".join(names[b] for b in baselines)
+        + f", from rliable ({BOOTSTRAP_REPS} bootstrap samples, seeded).",
         "",
         "| task | env | budget (env steps) | normalisation anchors (0 / 1) |",
         "|---|---|---|---|",
@@ -365,13 +373,11 @@ def render_markdown(
             f"| {name} | {t.env} | {t.budget} | {t.random_return:g} / "
             f"{t.max_return:g} ({t.anchor_note}) |"
         )
-    if result["aggregate_tasks"]:
-        lines += [
-            "",
-            "'all tasks' aggregates "
-            + ", ".join(result["aggregate_tasks"])
-            + " (the tasks where every arm has 2+ runs).",
-        ]
+    lines += [""] + [
+        f"'{group}' aggregates {', '.join(group_tasks)} (an arm counts where it "
+        "has 2+ runs on each, over the seeds it finished on all of them)."
+        for group, group_tasks in result["groups"].items()
+    ]
     for kind, title in (
         ("final", "Final score (evaluation at the budget)"),
         ("auc", "Area under the curve (mean over evaluations)"),
@@ -389,23 +395,24 @@ def render_markdown(
                 est = result["iqm"][kind].get(scope, {}).get(arm)
                 cells.append("-" if est is None else f"{_fmt(est)} ({est[3]})")
             lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-        lines += [
-            "",
-            f"Probability of improvement over PER, {kind} score:",
-            "",
-            "| arm | " + " | ".join(scopes) + " |",
-            "|---|" + "---|" * len(scopes),
-        ]
-        for arm in arms:
-            if arm == BASELINE:
-                continue
-            cells = [
-                _fmt(result["poi"][kind].get(scope, {}).get(arm)) for scope in scopes
+        for baseline in baselines:
+            lines += [
+                "",
+                f"Probability of improvement over {names[baseline]}, {kind} score:",
+                "",
+                "| arm | " + " | ".join(scopes) + " |",
+                "|---|" + "---|" * len(scopes),
             ]
-            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+            table = result["poi"][kind][baseline]
+            for arm in arms:
+                if arm == baseline:
+                    continue
+                cells = [_fmt(table.get(scope, {}).get(arm)) for scope in scopes]
+                lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "## Throughput: env steps per CPU second (median over runs), relative to PER",
+        "## Throughput: env steps per CPU second (median over runs), relative to "
+        + " and to ".join(names[b] for b in baselines),
         "",
         "| arm | " + " | ".join(result["tasks"]) + " |",
         "|---|" + "---|" * len(result["tasks"]),
@@ -416,10 +423,11 @@ def render_markdown(
             value = result["throughput"][task].get(arm)
             if value is None:
                 cells.append("-")
-            elif value[1] != value[1]:  # no PER run on this task yet
-                cells.append(f"{value[0]:.0f}")
-            else:
-                cells.append(f"{value[0]:.0f} ({value[1]:.2f}x)")
+                continue
+            ratios = ", ".join(
+                f"{ratio:.2f}x {names[b]}" for b, ratio in value[1].items()
+            )
+            cells.append(f"{value[0]:.0f}" + (f" ({ratios})" if ratios else ""))
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     diag_rows = [
         (task, arm, values)
@@ -457,11 +465,14 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
     colors = {arm: f"C{i}" for i, arm in enumerate(arms)}
     ncols = max(3, len(tasks))
     fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 8.0), squeeze=False)
-    scopes = tasks + ["all tasks"]
+    scopes = tasks + list(result["groups"])
+    baseline = (
+        "per" if "per" in result["baselines"] else next(iter(result["baselines"]), None)
+    )
     panels = [
         ("final", "IQM final normalised score"),
         ("auc", "IQM normalised AUC"),
-        (None, "P(arm > PER), final score"),
+        (None, f"P(arm > {baseline}), final score"),
     ]
     for ax, (kind, title) in zip(axes[0], panels):
         y = 0
@@ -469,7 +480,8 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
         for scope in scopes:
             for arm in arms:
                 if kind is None:
-                    est = result["poi"]["final"].get(scope, {}).get(arm)
+                    table = result["poi"]["final"].get(baseline, {})
+                    est = table.get(scope, {}).get(arm)
                 else:
                     est = result["iqm"][kind].get(scope, {}).get(arm)
                 if est is None:
@@ -525,6 +537,19 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
     plt.close(fig)
 
 
+def planned_runs(runs: Sequence[Run], tasks: Optional[Sequence[str]] = None) -> int:
+    """The runs a study plans: on each task (the given ones, else those with
+    runs), every arm that has runs on a task of the same algorithm, times the
+    report seeds (`DEFAULT_SEEDS`)."""
+    planned = set(tasks) if tasks is not None else {r.task for r in runs}
+    arms_by_algo = defaultdict(set)
+    for run in runs:
+        arms_by_algo[TASKS[run.task].algo].add(run.arm)
+    return sum(
+        len(arms_by_algo[TASKS[task].algo]) for task in planned if task in TASKS
+    ) * len(DEFAULT_SEEDS)
+
+
 def write_report(
     results_dir: Path,
     *,
@@ -564,11 +589,7 @@ def write_report(
             + ("" if arms is None and tasks is None else " for the given arms/tasks")
         )
     if expected_runs is None:
-        # The planned study: the arms present x the tasks (the suite's, or the
-        # ones given, and any on-demand task with runs) x 5 report seeds.
-        planned = set(SUITE) if tasks is None else set(tasks)
-        planned |= {r.task for r in runs}
-        expected_runs = len({r.arm for r in runs}) * len(planned) * 5
+        expected_runs = planned_runs(runs, tasks)
     result = compute(runs, reps=reps)
     plot(result, results_dir / "report.png", reps=min(reps, CURVE_BOOTSTRAP_REPS))
     text = render_markdown(

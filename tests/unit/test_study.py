@@ -218,13 +218,15 @@ def test_report_numbers_on_known_cases(tmp_path):
     runs, notes = report.load_runs(tmp_path)
     assert not notes and len(runs) == 24
     result = report.compute(runs, reps=REPS)
-    assert result["aggregate_tasks"] == ["cartpole", "acrobot"]
+    assert result["groups"] == {"all tasks": ["cartpole", "acrobot"]}
+    assert result["baselines"] == ["per"]  # no uniform runs here
+    per = {kind: result["poi"][kind]["per"] for kind in ("final", "auc")}
     for scope in ("cartpole", "acrobot", "all tasks"):
         # Identical arms: probability of improvement exactly 0.5; an arm whose
         # every run beats every PER run: 1.
-        assert result["poi"]["final"][scope]["same"][0] == 0.5
-        assert result["poi"]["final"][scope]["better"][0] == 1.0
-        assert result["poi"]["auc"][scope]["better"][0] == 1.0
+        assert per["final"][scope]["same"][0] == 0.5
+        assert per["final"][scope]["better"][0] == 1.0
+        assert per["auc"][scope]["better"][0] == 1.0
     # Final normalised scores of per: 0.2, 0.3, 0.4, 0.5 -> IQM = mean of the
     # middle two = 0.35, inside its interval; `better` is 0.5 higher.
     point, low, high, n_runs = result["iqm"]["final"]["cartpole"]["per"]
@@ -234,7 +236,7 @@ def test_report_numbers_on_known_cases(tmp_path):
     # AUC: the mean of a straight line from 0 to the final score.
     assert result["iqm"]["auc"]["acrobot"]["per"][0] == pytest.approx(0.175)
     # Same CPU time per step for every arm: throughput ratio 1.
-    assert result["throughput"]["cartpole"]["better"][1] == pytest.approx(1.0)
+    assert result["throughput"]["cartpole"]["better"][1]["per"] == pytest.approx(1.0)
     assert result["throughput"]["cartpole"]["per"][0] == pytest.approx(200.0)
 
 
@@ -242,7 +244,8 @@ def test_report_regenerates_from_csvs_alone(tmp_path):
     _fixture(tmp_path)
     path = report.write_report(tmp_path, reps=REPS)
     text = path.read_text()
-    assert "(PARTIAL)" in text  # 3 arms x 2 of 4 tasks x 4 seeds < planned
+    assert "(PARTIAL)" in text  # 3 arms x 2 tasks x 4 of 5 seeds
+    assert "24 finished runs of the 30 planned" in text
     assert "| same |" in text and "0.50 [" in text
     png = tmp_path / "report.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -290,8 +293,47 @@ def test_a_single_run_shows_its_score_without_an_interval(tmp_path):
     point, low, high, n_runs = result["iqm"]["final"]["cartpole"]["uniform"]
     assert (point, n_runs) == (1.0, 1) and np.isnan(low) and np.isnan(high)
     assert report._fmt((point, low, high)) == "1.00 [no CI]"
-    assert "uniform" not in result["poi"]["final"].get("cartpole", {})
-    assert result["aggregate_tasks"] == []
+    assert "uniform" not in result["poi"]["final"]["per"].get("cartpole", {})
+    assert "uniform" not in result["iqm"]["final"].get("all tasks", {})
+
+
+def test_domains_are_aggregated_apart_and_compared_with_uniform_and_per(tmp_path):
+    """A study with SAC and DQN tasks: each algorithm's tasks are aggregated on
+    their own as well as together; an arm run on one domain only (the paper's
+    sampler on MuJoCo) is aggregated there and not over all tasks; every arm is
+    compared with uniform and with PER, and its cost shown relative to both."""
+    for task_name in ("pendulum", "cartpole"):
+        task = decl.TASKS[task_name]
+        n = task.budget // task.eval_every
+        lo, hi = task.random_return, task.max_return
+        for seed in (100, 101, 102):
+            base = np.linspace(lo, lo + 0.3 * (hi - lo), n)
+            _write_run(tmp_path, task_name, "uniform", seed, base)
+            _write_run(tmp_path, task_name, "per", seed, base)
+            _write_run(tmp_path, task_name, "ners", seed, base + 0.4 * (hi - lo))
+            if task_name == "pendulum":
+                _write_run(tmp_path, task_name, "ners_reference", seed, base)
+    result = report.compute(report.load_runs(tmp_path)[0], reps=REPS)
+    assert result["groups"] == {
+        "all tasks": ["cartpole", "pendulum"],
+        "all dqn tasks": ["cartpole"],
+        "all sac tasks": ["pendulum"],
+    }
+    assert result["baselines"] == ["uniform", "per"]
+    final = result["iqm"]["final"]
+    assert "ners_reference" in final["all sac tasks"]
+    assert "ners_reference" not in final["all tasks"]
+    for baseline in ("uniform", "per"):
+        table = result["poi"]["final"][baseline]
+        assert table["all tasks"]["ners"][0] == 1.0
+        assert table["all sac tasks"]["ners_reference"][0] == 0.5
+    ratios = result["throughput"]["pendulum"]["ners"][1]
+    assert set(ratios) == {"uniform", "per"}
+    text = report.render_markdown(result, [], expected_runs=99)
+    assert "Probability of improvement over uniform, final score" in text
+    assert "Probability of improvement over PER, auc score" in text
+    assert "(1.00x uniform, 1.00x PER)" in text
+    assert report.planned_runs(report.load_runs(tmp_path)[0]) == (4 + 3) * 5
 
 
 def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
