@@ -309,8 +309,15 @@ def atari_floor_update(config):
     from rllib_ners.env.atari import make_atari_env
     from rllib_ners.utils.deferred_metrics import DeferredMetrics
 
+    import gymnasium as gym
+
     env = make_atari_env({"game": ATARI_GAME})
-    learner = config.build_learner(env=env)
+    frames = env.observation_space
+    # The module sees 4 stacked frames (the EnvRunner's frame stacking).
+    stacked = gym.spaces.Box(0, 255, frames.shape[:-1] + (4,), frames.dtype)
+    learner = config.build_learner(
+        spaces={DEFAULT_MODULE_ID: (stacked, env.action_space)}
+    )
     learner.metrics = DeferredMetrics()
     shape = (ATARI_BATCH, 84, 84, 4)
     batch = {
