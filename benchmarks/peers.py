@@ -303,13 +303,12 @@ def dqn_floor_update(obs_dim: int, num_actions: int, batch: int = DQN_BATCH):
 def atari_floor_update(config):
     """The Learner's own update (`_update`: the RLModule's forward pass, the C51
     loss, backward, Adam) on a fixed random batch of stacked frames."""
+    import gymnasium as gym
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rllib_ners.env.atari import make_atari_env
     from rllib_ners.utils.deferred_metrics import DeferredMetrics
-
-    import gymnasium as gym
 
     env = make_atari_env({"game": ATARI_GAME})
     frames = env.observation_space

@@ -15,10 +15,12 @@ How to run this script
 Results to expect
 -----------------
 Published SAC reaches a return of about 3000 on Hopper within 1M env steps.
-Not run to the end here: with one update per env step RLlib's SAC networks
-ran at a few env steps per second on this project's shared 2-core CPU
-(`benchmarks/sac.py`), so 1M steps take days there; use a GPU
-Learner (`--num-gpus-per-learner=1`) for full runs.
+Not run to the end here. On this project's 2-core CPU, one process and one
+torch thread, the loop runs about 81 env steps/s with NERS and 105 with PER on
+Hopper (`python benchmarks/peers.py --suite sac`, 2026-11-25), so 1M steps take
+3-4 hours; `rllib-ners study run --tasks hopper_100k` runs the first 100k steps
+with NERS, PER and uniform replay side by side (docs/results.md). A GPU Learner
+(`--num-gpus-per-learner=1`) takes the network updates off the CPU.
 """
 
 from ray.rllib.examples.utils import add_rllib_example_script_args

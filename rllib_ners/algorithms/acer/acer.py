@@ -99,35 +99,35 @@ def _type_name(buffer_type) -> str:
 class ACERConfig(NERSConfigMixin, AlgorithmConfig):
     """Configuration of `ACER`.
 
-    .. code-block:: python
+    ```python
+    from rllib_ners import ACERConfig
 
-        from rllib_ners import ACERConfig
-
-        config = (
-            ACERConfig()
-            .environment("CartPole-v1")
-            .training(lr=5e-4, sequence_length=20, replay_ratio=4.0)
-        )
-        algo = config.build_algo()
-        algo.train()
+    config = (
+        ACERConfig()
+        .environment("CartPole-v1")
+        .training(lr=5e-4, sequence_length=20, replay_ratio=4.0)
+    )
+    algo = config.build_algo()
+    algo.train()
+    ```
 
     With NERS, replayed sequence starts are drawn by the learned sampler:
 
-    .. code-block:: python
-
-        config = (
-            ACERConfig()
-            .environment("CartPole-v1")
-            .training(
-                replay_buffer_config={
-                    "type": "rllib_ners.NERSEpisodeReplayBuffer",
-                    "capacity": 50000,
-                    "alpha": 0.6,
-                    "beta": 0.4,
-                }
-            )
-            .ners(objective="log_prob", train_size=256)
+    ```python
+    config = (
+        ACERConfig()
+        .environment("CartPole-v1")
+        .training(
+            replay_buffer_config={
+                "type": "rllib_ners.NERSEpisodeReplayBuffer",
+                "capacity": 50000,
+                "alpha": 0.6,
+                "beta": 0.4,
+            }
         )
+        .ners(objective="log_prob", train_size=256)
+    )
+    ```
     """
 
     def __init__(self, algo_class=None):

@@ -8,8 +8,9 @@ Per training step this is DQN's own step, with two changes:
     `NERSDQNTorchLearner`, so priorities are learned scores `sigma^alpha`, not TD
     errors, and the buffer keeps the latest TD error / target value per transition;
   * after the step, once `min_episodes_per_update` training episodes have finished,
-    the replay reward `r_re` (mean return of this window of episodes minus the
-    previous window's) drives one REINFORCE step of the sampler on every Learner.
+    the replay reward `r_re` (the mean return of this window of episodes against
+    the `baseline`, by default an exponential moving average) drives one
+    REINFORCE step of the sampler on every Learner.
 
 Two routes lead here: `NERSDQNConfig` (below), or a stock `DQNConfig` passed to
 `enable_ners(config)`, which sets the NERS buffer, learner and `NERSCallback`.
@@ -60,18 +61,18 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
     `sigma0`, `adam_epsilon` and C51/dueling all work (defaults give RLlib's own
     dueling DQN network).
 
-    .. code-block:: python
+    ```python
+    from rllib_ners import NERSDQNConfig
 
-        from rllib_ners import NERSDQNConfig
-
-        config = (
-            NERSDQNConfig()
-            .environment("CartPole-v1")
-            .training(n_step=3, replay_buffer_config={"capacity": 50000})
-            .ners(objective="log_prob", train_size=256)
-        )
-        algo = config.build_algo()
-        algo.train()
+    config = (
+        NERSDQNConfig()
+        .environment("CartPole-v1")
+        .training(n_step=3, replay_buffer_config={"capacity": 50000})
+        .ners(objective="log_prob", train_size=256)
+    )
+    algo = config.build_algo()
+    algo.train()
+    ```
     """
 
     def __init__(self, algo_class=None):

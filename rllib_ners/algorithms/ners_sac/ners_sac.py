@@ -61,31 +61,31 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
     Defaults are `SACConfig`'s, except the replay buffer: the NERS buffer
     (capacity 1M, alpha 0.6, beta 0.4), part of checkpoints.
 
-    .. code-block:: python
+    ```python
+    from rllib_ners import NERSSACConfig
 
-        from rllib_ners import NERSSACConfig
-
-        config = (
-            NERSSACConfig()
-            .environment("Pendulum-v1")
-            .training(replay_buffer_config={"capacity": 100000})
-            .ners(hidden_size=128, lr=1e-4)
-        )
-        algo = config.build_algo()
-        algo.train()
+    config = (
+        NERSSACConfig()
+        .environment("Pendulum-v1")
+        .training(replay_buffer_config={"capacity": 100000})
+        .ners(hidden_size=128, lr=1e-4)
+    )
+    algo = config.build_algo()
+    algo.train()
+    ```
 
     Prioritised or uniform replay through our fast buffer instead:
 
-    .. code-block:: python
-
-        config.training(
-            replay_buffer_config={
-                "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
-                "capacity": 100000,
-                "alpha": 0.6,  # 0.0: uniform
-                "beta": 0.4,
-            }
-        )
+    ```python
+    config.training(
+        replay_buffer_config={
+            "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+            "capacity": 100000,
+            "alpha": 0.6,  # 0.0: uniform
+            "beta": 0.4,
+        }
+    )
+    ```
     """
 
     def __init__(self, algo_class=None):

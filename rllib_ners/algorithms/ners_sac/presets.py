@@ -38,8 +38,9 @@ def sac_config(
     config=None,
 ):
     """SAC's usual settings on `env`: twin critics and a squashed Gaussian
-    policy, each a ReLU MLP with `hiddens` (256, 256) (RLlib's SAC module: the
-    critics encode observation and action in two streams); Adam with `lr`
+    policy, each a ReLU MLP with `hiddens` (256, 256) (with `NERSSACConfig`,
+    `SACTorchRLModule`'s critics on the concatenated `[s, a]`; a stock
+    `SACConfig` keeps RLlib's two-stream critics); Adam with `lr`
     (3e-4) for actor, critics and temperature; batch 256; gamma 0.99; Polyak
     tau 0.005 after every update; 1-step targets; learned temperature from
     alpha 1 towards the target entropy -dim(A); `learning_starts` env steps

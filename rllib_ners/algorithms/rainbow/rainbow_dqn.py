@@ -66,33 +66,33 @@ class RainbowDQNConfig(FastPathsConfigMixin, DQNConfig):
     Defaults are DQNConfig's (double Q and dueling on, the rest off); switch the
     other extensions on as with stock DQN. Full Rainbow on CartPole:
 
-    .. code-block:: python
+    ```python
+    from rllib_ners import RainbowDQNConfig
 
-        from rllib_ners import RainbowDQNConfig
-
-        config = (
-            RainbowDQNConfig()
-            .environment("CartPole-v1")
-            .training(
-                n_step=3,
-                double_q=True,
-                dueling=True,
-                noisy=True,
-                sigma0=0.5,
-                num_atoms=51,
-                v_min=0.0,
-                v_max=100.0,
-                adam_epsilon=1.5e-4,
-                replay_buffer_config={
-                    "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
-                    "capacity": 50000,
-                    "alpha": 0.5,
-                    "beta": 0.4,
-                },
-            )
+    config = (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            n_step=3,
+            double_q=True,
+            dueling=True,
+            noisy=True,
+            sigma0=0.5,
+            num_atoms=51,
+            v_min=0.0,
+            v_max=100.0,
+            adam_epsilon=1.5e-4,
+            replay_buffer_config={
+                "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+                "capacity": 50000,
+                "alpha": 0.5,
+                "beta": 0.4,
+            },
         )
-        algo = config.build_algo()
-        algo.train()
+    )
+    algo = config.build_algo()
+    algo.train()
+    ```
 
     Model config keys of `RainbowTorchRLModule` beyond RLlib's: `cnn_encoder`
     ("nature", "data_efficient" or "small", for `[H, W, C]` image observations;

@@ -69,21 +69,21 @@ NEXT_OBS_ENCODER_OUT = "next_obs_encoder_out"
 class RainbowTorchRLModule(DefaultDQNTorchRLModule):
     """Dueling / C51 / noisy Q-network (see the module docstring).
 
-    .. code-block:: python
+    ```python
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+    from rllib_ners import RainbowDQNConfig, RainbowTorchRLModule
 
-        from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-        from rllib_ners import RainbowDQNConfig, RainbowTorchRLModule
-
-        config = (
-            RainbowDQNConfig()
-            .environment("CartPole-v1")
-            .training(noisy=True, sigma0=0.5, num_atoms=51, v_min=0, v_max=500)
-        )
-        # RainbowTorchRLModule is already the default module of this config;
-        # with a stock DQNConfig use
-        # config.rl_module(rl_module_spec=RLModuleSpec(
-        #     module_class=RainbowTorchRLModule))
-        # plus model_config={"noisy": True} (stock DQN does not pass `noisy`).
+    config = (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .training(noisy=True, sigma0=0.5, num_atoms=51, v_min=0, v_max=500)
+    )
+    # RainbowTorchRLModule is already the default module of this config;
+    # with a stock DQNConfig use
+    # config.rl_module(rl_module_spec=RLModuleSpec(
+    #     module_class=RainbowTorchRLModule))
+    # plus model_config={"noisy": True} (stock DQN does not pass `noisy`).
+    ```
     """
 
     def __init__(self, *args, **kwargs):

@@ -30,17 +30,17 @@ from rllib_ners.rl_modules.sac.sac_catalog import SACConcatCriticCatalog
 class SACTorchRLModule(DefaultSACTorchRLModule):
     """`DefaultSACTorchRLModule` with critics on the concatenated `[s, a]`.
 
-    .. code-block:: python
+    ```python
+    from ray.rllib.algorithms.sac import SACConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+    from rllib_ners.rl_modules.sac import SACTorchRLModule
 
-        from ray.rllib.algorithms.sac import SACConfig
-        from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-        from rllib_ners.rl_modules.sac import SACTorchRLModule
-
-        config = (
-            SACConfig()
-            .environment("Pendulum-v1")
-            .rl_module(rl_module_spec=RLModuleSpec(module_class=SACTorchRLModule))
-        )
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=SACTorchRLModule))
+    )
+    ```
     """
 
     def __init__(self, *args, **kwargs):
