@@ -4,7 +4,7 @@ The package is pinned to `ray[rllib]>=2.60,<2.61`. Where RLlib 2.60 has no publi
 route for what we need, we use a private name; each such use has a test here that
 fails with a message saying what changed in RLlib and which of our modules to
 adapt. After a Ray upgrade, run `python -m pytest tests/rllib_contract` first: it
-is the upgrade check (see the README's "Supported Ray versions").
+is the upgrade check (see docs/contributing.md, "Upgrading Ray").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ replay reward is the share of marked ones among them. A sampler that learns puts
 more sampling mass on the marked transitions.
 
 Measured, not wished for (`python benchmarks/sampler_oracle.py --steps 500
---seeds 10 11 12`, README; the defaults were chosen on seeds 0-2): with the
+--seeds 10 11 12`, docs/ners.md; the defaults were chosen on seeds 0-2): with the
 defaults (log-probability objective, PER-residual priorities, the linear path at
 its own learning rate) the mass rises from 0.10 past 0.30 within 500 REINFORCE
 steps; the paper's objective leaves it where it started.

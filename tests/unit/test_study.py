@@ -124,7 +124,7 @@ def test_every_arm_builds_a_valid_config(task_name):
 def test_the_ners_arm_writes_its_settings_out():
     """The `ners` arm's settings are an explicit dict in the declaration, so a
     change of the `.ners()` defaults cannot silently change the arm; and they
-    are today's defaults (the README calls the arm "the recommended variant"),
+    are today's defaults (docs/ners.md calls the arm "the recommended variant"),
     so changing a default means deciding what happens to the arm's runs."""
     from rllib_ners import NERSSettings
 
