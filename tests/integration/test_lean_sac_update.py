@@ -47,11 +47,13 @@ def _batch(seed: int, obs_dim: int, act_dim: int):
     return MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=BATCH)
 
 
-def _learners(module_class, twin_q):
+def _learners(module_class, twin_q, critic_loss="huber"):
+    """Ours and RLlib's SACTorchLearner from one config, with the same weights.
+    RLlib's critics regress with its Huber loss whatever `critic_loss` says."""
     env = gym.make("Hopper-v5")
     config = sac_config(
         "Hopper-v5", replay="uniform", capacity=1000, hiddens=(64, 64)
-    ).training(twin_q=twin_q)
+    ).training(twin_q=twin_q, critic_loss=critic_loss)
     if module_class is not None:
         config = config.rl_module(
             rl_module_spec=RLModuleSpec(module_class=module_class)
@@ -109,6 +111,70 @@ def test_lean_update_equals_rllibs_sac_learner(module_class, twin_q, one_torch_t
             rtol=1e-5,
             atol=1e-7,
         )
+
+
+class _HalfSquaredError(torch.nn.Module):
+    """Stands in for `torch.nn.HuberLoss` inside RLlib's SAC loss: the SAC
+    paper's `0.5 (Q - y)^2`, so RLlib's own code computes the MSE oracle."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, prediction, target):
+        loss = 0.5 * (prediction - target) ** 2
+        return loss if self.reduction == "none" else loss.mean()
+
+
+@pytest.mark.parametrize("update", ["lean", "rllibs"])
+def test_mse_critic_loss_is_rllibs_loss_with_squared_errors(
+    update, monkeypatch, one_torch_thread
+):
+    """`critic_loss="mse"`: losses and gradients equal RLlib's SAC loss with its
+    Huber terms replaced by squared errors, in the lean update and in RLlib's
+    four-backward update alike; policy and temperature losses are RLlib's."""
+    ours, theirs = _learners(None, True, critic_loss="mse")
+    if update == "rllibs":
+        ours._lean_update_blocker = "RLlib's update is under test"
+    ours_params = dict(ours.module[DEFAULT_MODULE_ID].named_parameters())
+    theirs_params = dict(theirs.module[DEFAULT_MODULE_ID].named_parameters())
+    timesteps = {"num_env_steps_sampled_lifetime": 1000}
+    huber_losses = []
+    for step in range(2):
+        batch = _batch(step, 11, 3)
+        torch.manual_seed(100 + step)
+        ours_losses = _losses(ours.update(batch=batch, timesteps=timesteps))
+        with monkeypatch.context() as patch:
+            patch.setattr(torch.nn, "HuberLoss", _HalfSquaredError)
+            torch.manual_seed(100 + step)
+            theirs_losses = _losses(theirs.update(batch=batch, timesteps=timesteps))
+        assert set(ours_losses) == set(LOSS_KEYS) == set(theirs_losses)
+        for key in LOSS_KEYS:
+            assert ours_losses[key] == pytest.approx(theirs_losses[key], rel=1e-5), key
+        for name, param in ours_params.items():
+            if name.startswith("target"):
+                continue
+            if step == 0:  # same weights, batch and draws: the same bits
+                assert torch.equal(param.grad, theirs_params[name].grad), name
+            else:
+                torch.testing.assert_close(
+                    param.grad, theirs_params[name].grad, rtol=1e-4, atol=1e-6
+                )
+        huber_losses.append(ours_losses["qf_loss"])
+    # The test batches' TD errors exceed 1, where the two losses differ: the
+    # squared error of the first step is far above what Huber would give.
+    _, huber_learner = _learners(None, True, critic_loss="huber")
+    torch.manual_seed(100)
+    huber = _losses(huber_learner.update(batch=_batch(0, 11, 3), timesteps=timesteps))
+    assert huber_losses[0] > 1.5 * huber["qf_loss"]
+
+
+def test_the_presets_use_the_sac_papers_critic_loss_and_bad_values_fail():
+    assert sac_config("Pendulum-v1", replay="uniform").critic_loss == "mse"
+    with pytest.raises(ValueError, match=r"critic_loss='l1'.*critic_loss='mse'"):
+        sac_config("Pendulum-v1", replay="uniform").training(
+            critic_loss="l1"
+        ).validate()
 
 
 def test_deferred_updates_train_the_same_weights(one_torch_thread):

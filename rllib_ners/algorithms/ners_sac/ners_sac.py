@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.algorithms.dqn.dqn import DQN
 from ray.rllib.algorithms.sac.sac import SAC, SACConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -53,6 +53,9 @@ from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 # A buffer name `SACConfig.validate()` accepts; it stands in for ours while
 # RLlib's own checks run.
 _RLLIB_ACCEPTED_TYPE = "PrioritizedEpisodeReplayBuffer"
+# The critics' regression loss: RLlib's Huber loss (delta 1) or the SAC paper's
+# squared error.
+CRITIC_LOSSES = ("huber", "mse")
 
 
 class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
@@ -99,7 +102,26 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         }
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
+        self.critic_loss = "huber"
         self._init_fast_paths()
+
+    @override(SACConfig)
+    def training(self, *, critic_loss=NotProvided, **kwargs) -> NERSSACConfig:
+        """`SACConfig.training()`, plus:
+
+        Args:
+            critic_loss: The critics' regression loss on the soft TD target `y`,
+                weighted by the importance weights: "huber" (RLlib's SAC, the
+                default: Huber with delta 1) or "mse" (the SAC paper's, and
+                Stable-Baselines3's and CleanRL's: `0.5 (Q(s, a) - y)^2`). With
+                returns of hundreds (MuJoCo), TD errors far exceed 1 and the
+                Huber loss caps their gradient; `sac_config()` (the presets)
+                uses "mse".
+        """
+        super().training(**kwargs)
+        if critic_loss is not NotProvided:
+            self.critic_loss = critic_loss
+        return self
 
     @property
     def uses_ners_replay(self) -> bool:
@@ -161,6 +183,12 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
             self._value_error(
                 f"NERSSAC supports framework 'torch' only, got "
                 f"{self.framework_str!r}. Use config.framework('torch')."
+            )
+        if self.critic_loss not in CRITIC_LOSSES:
+            self._value_error(
+                f"critic_loss={self.critic_loss!r} is not a SAC critic loss; use "
+                f"config.training(critic_loss='mse') (the SAC paper's) or 'huber' "
+                f"(RLlib's)."
             )
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")

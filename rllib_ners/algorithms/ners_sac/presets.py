@@ -43,8 +43,10 @@ def sac_config(
     `SACConfig` keeps RLlib's two-stream critics); Adam with `lr`
     (3e-4) for actor, critics and temperature; batch 256; gamma 0.99; Polyak
     tau 0.005 after every update; 1-step targets; learned temperature from
-    alpha 1 towards the target entropy -dim(A); `learning_starts` env steps
-    before the first update, then one update per env step.
+    alpha 1 towards the target entropy -dim(A); the critics regress on the
+    squared error (`critic_loss="mse"`, the SAC paper's; a stock `SACConfig`
+    keeps RLlib's Huber loss); `learning_starts` env steps before the first
+    update, then one update per env step.
 
     The EnvRunner acts `rollout_fragment_length` steps between updates (1: a
     fresh policy every step), then that many updates run (`training_intensity`
@@ -96,6 +98,10 @@ def sac_config(
         )
         .reporting(min_sample_timesteps_per_iteration=1000)
     )
+    if isinstance(config, NERSSACConfig):
+        # The SAC paper's critic loss (and SB3's and CleanRL's); RLlib's SAC
+        # regresses with a Huber loss, whose gradient MuJoCo's TD errors exceed.
+        config.training(critic_loss="mse")
     # replay="ners" keeps the `.ners()` defaults (see NERSSettings).
     return config
 

@@ -1,7 +1,9 @@
 """SAC torch learner that scores every training batch with the NERS sampler.
 
 RLlib's SAC loss (twin critics, squashed Gaussian actor, learned temperature) is
-left as it is. With the NERS buffer, after the loss of each update:
+left as it is, except that `config.training(critic_loss="mse")` swaps the critics'
+Huber loss for the SAC paper's squared error. With the NERS buffer, after the
+loss of each update:
   1. fresh `delta_i` and `q_i` come from the forward pass already made for the
      loss (see `soft_td_error_and_target`);
   2. the scorer scores the whole batch at once (so each score sees the batch's
@@ -31,13 +33,16 @@ from typing import Any, Dict
 import torch
 import torch.distributed as dist
 from ray.rllib.algorithms.sac.sac_learner import (
+    QF_LOSS_KEY,
     QF_PREDS,
     QF_TARGET_NEXT,
+    QF_TWIN_LOSS_KEY,
     QF_TWIN_PREDS,
 )
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import ALL_MODULES
@@ -155,6 +160,10 @@ class NERSSACTorchLearner(
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        if getattr(config, "critic_loss", "huber") == "mse":
+            loss = self._with_squared_error_critic_losses(
+                module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+            )
         if self.ners_scorer is None:
             return loss  # PER or uniform replay: RLlib's TD errors stay
         with torch.no_grad():
@@ -168,6 +177,41 @@ class NERSSACTorchLearner(
             # [score, delta, q, position] rows replace SAC's plain TD errors.
             self.report_transition_scores(module_id, batch, delta, target)
         return loss
+
+    def _with_squared_error_critic_losses(
+        self,
+        *,
+        module_id: ModuleID,
+        config: Any,
+        batch: Dict[str, Any],
+        fwd_out: Dict[str, TensorType],
+    ) -> TensorType:
+        """RLlib's SAC loss with the SAC paper's critic losses: each critic's
+        `mean(w * 0.5 (Q_k(s, a) - y)^2)` replaces RLlib's Huber loss (delta 1).
+
+        RLlib's `compute_loss_for_module` has just computed the policy and
+        temperature losses and kept them for its per-optimizer backward passes;
+        the critics' entries are replaced there too, so RLlib's update and the
+        lean one both step on the squared errors.
+        """
+        alpha = torch.exp(self.curr_log_alpha[module_id]).detach()
+        _, target = soft_td_error_and_target(
+            batch=batch, fwd_out=fwd_out, alpha=alpha, gamma=config.gamma, twin_q=False
+        )
+        target = target.detach()
+        weights = batch["weights"]
+        critic_keys = [(QF_LOSS_KEY, QF_PREDS)]
+        if config.twin_q:
+            critic_keys.append((QF_TWIN_LOSS_KEY, QF_TWIN_PREDS))
+        losses = self._temp_losses
+        total = losses[(module_id, POLICY_LOSS_KEY)] + losses[(module_id, "alpha_loss")]
+        for loss_key, prediction_key in critic_keys:
+            squared_error = 0.5 * (fwd_out[prediction_key] - target) ** 2
+            critic_loss = torch.mean(weights * squared_error)
+            losses[(module_id, loss_key)] = critic_loss
+            self.metrics.log_value((module_id, loss_key), critic_loss, window=1)
+            total = total + critic_loss
+        return total
 
     @override(SACTorchLearner)
     def compute_gradients(
