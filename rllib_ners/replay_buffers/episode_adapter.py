@@ -10,7 +10,7 @@ metaclass that lets the buffer class pass RLlib's `type` check.
 from __future__ import annotations
 
 from abc import ABCMeta
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -48,6 +48,23 @@ class EpisodeReplayBufferMeta(ABCMeta):
 
 
 # ------------------------------------------------------------ episodes -> chunks
+def single_agent_episodes(episodes, buffer_class: type) -> List[SingleAgentEpisode]:
+    """`add()`'s argument as a list of `SingleAgentEpisode`s; raises a ValueError
+    naming the multi-agent buffer for `MultiAgentEpisode`s (a multi-agent
+    config given the single-agent buffer type)."""
+    if not isinstance(episodes, (list, tuple)):
+        episodes = [episodes]
+    for episode in episodes:
+        if not isinstance(episode, SingleAgentEpisode):
+            raise ValueError(
+                f"{buffer_class.__name__}.add() takes SingleAgentEpisodes, got a "
+                f"{type(episode).__name__}. For a multi-agent config set "
+                f"replay_buffer_config['type'] to "
+                f"'rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer'."
+            )
+    return list(episodes)
+
+
 def read_chunk(episode: SingleAgentEpisode) -> dict:
     """The fields of a non-empty episode fragment (see `writer` for the keys).
 
@@ -98,6 +115,63 @@ def read_extra_columns(chunk: dict, columns: Dict[str, np.ndarray]) -> None:
             # may carry none, and those steps get zeros (see `sample()`).
             values = np.zeros((n,) + column.shape[1:], dtype=column.dtype)
         chunk["extra"][key] = values
+
+
+# ------------------------------------------------------------ storage -> episodes
+def stored_fragments(storage: RingStorage) -> List[Tuple[int, np.ndarray]]:
+    """`(uid, obs slots in time order)` of every stored episode, oldest first.
+
+    Each episode's slots are its stored transitions followed by its tail (the
+    last observation). Grouped with one sort over the occupied slots.
+    """
+    uids = np.fromiter(storage.steps_per_episode, dtype=np.int64)
+    if uids.size == 0:
+        return []
+    slots = np.flatnonzero(storage.occupied & np.isin(storage.episode_uid, uids))
+    # Grouped by episode, each in write order (the stamp grows with every write).
+    slots = slots[np.lexsort((storage.stamp[slots], storage.episode_uid[slots]))]
+    slot_uids = storage.episode_uid[slots]
+    starts = np.flatnonzero(np.r_[True, slot_uids[1:] != slot_uids[:-1]])
+    ends = np.r_[starts[1:], slots.size]
+    oldest_first = np.argsort(storage.stamp[slots[starts]], kind="stable")
+    return [
+        (int(slot_uids[starts[k]]), slots[starts[k] : ends[k]]) for k in oldest_first
+    ]
+
+
+def stored_episodes(storage: RingStorage, **identity) -> List[SingleAgentEpisode]:
+    """Every stored episode as a `SingleAgentEpisode` (its stored steps only),
+    oldest first; `identity` (e.g. `agent_id`) goes to every episode."""
+    return [e for e, _ in stored_episodes_with_slots(storage, **identity)]
+
+
+def stored_episodes_with_slots(
+    storage: RingStorage, **identity
+) -> List[Tuple[SingleAgentEpisode, np.ndarray]]:
+    """`stored_episodes()`, each with the slots of its steps."""
+    episodes = []
+    for uid, slots in stored_fragments(storage):
+        steps = slots[:-1]
+        last = steps[-1]
+        episode = SingleAgentEpisode(
+            id_=storage.episode_ids[uid],
+            observations=list(storage.obs[slots]),
+            observation_space=storage.observation_space,
+            infos=list(storage.infos[slots]),
+            actions=list(storage.actions[steps]),
+            action_space=storage.action_space,
+            rewards=storage.rewards[steps].tolist(),
+            terminated=bool(storage.terminated[last]),
+            truncated=bool(storage.truncated[last]),
+            extra_model_outputs={
+                key: list(column[steps]) for key, column in storage.extra.items()
+            },
+            len_lookback_buffer=0,
+            t_started=int(storage.ts[slots[0]]),
+            **identity,
+        )
+        episodes.append((episode, steps))
+    return episodes
 
 
 # ------------------------------------------------------------ batches -> episodes

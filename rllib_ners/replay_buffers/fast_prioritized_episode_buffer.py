@@ -22,9 +22,12 @@ priorities passed to `update_priorities` belong to the items of the last sample.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+import logging
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
 import numpy as np
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
@@ -70,6 +73,8 @@ from rllib_ners.replay_buffers.ring_storage import RingStorage, copy_if_array, s
 from rllib_ners.replay_buffers.sequences import chunk_pieces, sequence_columns
 from rllib_ners.utils.checks import check_positive_int
 
+logger = logging.getLogger(__name__)
+
 # Metric keys of our own (RLlib's constants are used where one exists).
 NUM_PRIORITIES_STALE_LIFETIME = "num_priorities_stale_skipped_lifetime"
 MAX_PRIORITY = "max_priority"
@@ -79,6 +84,16 @@ SAMPLE_BETA = "beta"
 
 def _check_setting(name: str, value) -> int:
     return check_positive_int(name, value, fix=SETTING_FIX)
+
+
+def _check_single_agent_module(module_id: Optional[str]) -> None:
+    """RLlib's counters take a `module_id`; a single-agent buffer has one."""
+    if module_id not in (None, DEFAULT_MODULE_ID):
+        raise ValueError(
+            f"This single-agent buffer stores module {DEFAULT_MODULE_ID!r} only, got "
+            f"module_id={module_id!r}. For multi-agent replay use "
+            f"rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer."
+        )
 
 
 class _PartAttribute:
@@ -205,6 +220,9 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._num_steps_added_lifetime = 0
         self._num_steps_sampled_lifetime = 0
         self._sampled_n_step_mean = 0.0
+        self._warned_overflow = False
+        # `episodes`, built on first access after a change (None: stale).
+        self._episodes_view: Optional[Deque[SingleAgentEpisode]] = None
 
     # The parts' attributes under the buffer's pre-split names.
     _next = _PartAttribute("_storage", "next")
@@ -224,25 +242,87 @@ class FastPrioritizedEpisodeReplayBuffer(
     _sum_tree = _PartAttribute("_sampler", "sum_tree")
     _min_tree = _PartAttribute("_sampler", "min_tree")
     _num_nonfinite_priorities = _PartAttribute("_sampler", "num_nonfinite_priorities")
+    # RLlib's counters under RLlib's names (its `__init__` sets them to 0).
+    _num_timesteps = _PartAttribute("_storage", "num_transitions")
+    _num_episodes_evicted = _PartAttribute("_storage", "num_episodes_evicted_lifetime")
 
     # ------------------------------------------------------------------ sizes
+    # RLlib's counters, with RLlib's meanings. An episode counts as stored while
+    # at least one of its transitions is, and as evicted once the last one is
+    # overwritten (RLlib evicts whole episodes, so it has no partly evicted
+    # ones; ours keep their newest steps, see `ring_storage`).
     @override(EpisodeReplayBuffer)
     def __len__(self) -> int:
         return self._storage.num_transitions
 
     @override(EpisodeReplayBuffer)
-    def get_num_timesteps(self) -> int:
-        """Number of stored transitions that can be sampled."""
+    def get_num_timesteps(self, module_id: Optional[str] = None) -> int:
+        """Number of stored transitions (the steps `sample()` can draw)."""
+        _check_single_agent_module(module_id)
         return self._storage.num_transitions
 
     @override(EpisodeReplayBuffer)
-    def get_num_episodes(self) -> int:
-        """Number of stored episode fragments (each has exactly one tail slot)."""
-        return self._storage.num_tails
+    def get_num_episodes(self, module_id: Optional[str] = None) -> int:
+        """Number of stored episodes (each with at least one stored step)."""
+        _check_single_agent_module(module_id)
+        return self._storage.num_episodes
 
     @override(EpisodeReplayBuffer)
-    def get_added_timesteps(self) -> int:
+    def get_num_episodes_evicted(self, module_id: Optional[str] = None) -> int:
+        """Number of episodes whose last stored step was evicted, lifetime."""
+        _check_single_agent_module(module_id)
+        return self._storage.num_episodes_evicted_lifetime
+
+    @override(EpisodeReplayBuffer)
+    def get_added_timesteps(self, module_id: Optional[str] = None) -> int:
+        """Number of steps ever given to `add()` (kept or not)."""
+        _check_single_agent_module(module_id)
         return self._num_steps_added_lifetime
+
+    @override(EpisodeReplayBuffer)
+    def get_sampled_timesteps(self, module_id: Optional[str] = None) -> int:
+        """Number of items ever sampled."""
+        _check_single_agent_module(module_id)
+        return self.sampled_timesteps
+
+    # -------------------------------------------------------------- episodes
+    @property
+    def episodes(self) -> Deque[SingleAgentEpisode]:
+        """The stored episodes, oldest first, as RLlib's `episodes` deque.
+
+        Built from the ring on first access after an `add()` (O(stored steps);
+        then cached until the next change), so a copy: changing these episodes
+        does not change the buffer. A partly evicted episode holds its stored
+        steps only (`t_started` > 0). Observations are the stored frames (one
+        per step, also with `frame_stack` > 1).
+        """
+        if self._episodes_view is None:
+            self._episodes_view = deque(episode_adapter.stored_episodes(self._storage))
+        return deque(self._episodes_view)
+
+    @episodes.setter
+    def episodes(self, value) -> None:
+        # RLlib's `EpisodeReplayBuffer.__init__` starts with an empty deque;
+        # anything else would be silently lost here.
+        if len(value):
+            raise ValueError(
+                f"{type(self).__name__}.episodes is a view of the stored data and "
+                f"cannot be assigned; add episodes with add()."
+            )
+
+    @property
+    def episode_id_to_index(self) -> Dict[str, int]:
+        """Episode id -> its position in `episodes` (RLlib's mapping, without
+        RLlib's offset by the number of evicted episodes)."""
+        return {episode.id_: i for i, episode in enumerate(self.episodes)}
+
+    @episode_id_to_index.setter
+    def episode_id_to_index(self, value) -> None:
+        if len(value):
+            raise ValueError(
+                f"{type(self).__name__}.episode_id_to_index is derived from the "
+                f"stored data and cannot be assigned."
+            )
 
     @property
     def alpha(self) -> float:
@@ -268,39 +348,51 @@ class FastPrioritizedEpisodeReplayBuffer(
     ) -> None:
         """Stores episode chunks; chunks continuing a stored episode are joined.
 
+        A call bringing more observations than `capacity` (a long episode, or
+        many episodes at once) keeps the newest `capacity` of them: the oldest
+        are overwritten first, as ever. The dropped steps count as added and
+        evicted.
+
         Args:
             episodes: One `SingleAgentEpisode` or a list of them (complete episodes
                 or chunks as EnvRunners send them).
             weight: Priority for the new transitions; defaults to the running max
                 priority, so new data is sampled at least once soon.
         """
-        if isinstance(episodes, SingleAgentEpisode):
-            episodes = [episodes]
+        episodes = episode_adapter.single_agent_episodes(episodes, type(self))
         if weight is not None and not (np.isfinite(weight) and weight > 0):
             raise ValueError(f"`weight` must be a finite number > 0, got {weight!r}.")
         chunks = [episode_adapter.read_chunk(e) for e in episodes if len(e) > 0]
+        self._add_chunks(chunks, weight)
+
+    def _add_chunks(
+        self, chunks: List[dict], weight: Optional[float]
+    ) -> Tuple[List[dict], np.ndarray]:
+        """Writes chunks (see `writer`); returns the kept chunks and their step
+        slots (in chunk order)."""
+        no_steps = np.zeros(0, np.int64)
         if not chunks:
-            self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-            return
+            self._last_added_steps = (no_steps, no_steps)
+            return [], no_steps
         storage = self._storage
         if not storage.allocated:
             episode_adapter.allocate_storage(storage, chunks[0], self._frame_stack)
         for chunk in chunks:
             episode_adapter.read_extra_columns(chunk, storage.extra)
-        continuing = writer.plan_continuations(storage, chunks)
-        num_new = writer.num_new_slots(chunks, continuing)
+        kept = chunks
+        continuing = writer.plan_continuations(storage, kept)
+        num_new = writer.num_new_slots(kept, continuing)
         if num_new > self.capacity:
-            raise ValueError(
-                f"add() got {num_new} new observations, more than the buffer's "
-                f"capacity={self.capacity}. Increase `capacity` in "
-                f"`replay_buffer_config`."
-            )
+            kept = writer.newest_that_fit(chunks, self.capacity)
+            self._count_dropped(chunks, kept)
+            continuing = writer.plan_continuations(storage, kept)
+            num_new = writer.num_new_slots(kept, continuing)
         new_slots = storage.head_slots(num_new)
-        evicted = storage.evict(new_slots)
+        evicted, finished_episodes = storage.evict(new_slots)
         if evicted.size:
             self._on_evict(evicted)
         obs_slots, step_slots = writer.write_chunks(
-            storage, chunks, continuing, new_slots
+            storage, kept, continuing, new_slots
         )
         # Written slots plus the reused tails of continued episodes.
         touched = np.union1d(obs_slots, step_slots)
@@ -311,15 +403,49 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._num_timesteps_added += num_steps
         self._last_added_steps = (
             step_slots,
-            np.array([c["len"] for c in chunks], dtype=np.int64),
+            np.array([c["len"] for c in kept], dtype=np.int64),
         )
+        self._episodes_view = None
+        new_episodes = [c["id"] for c, cont in zip(kept, continuing) if not cont]
+        self._on_episodes_changed(finished_episodes, new_episodes)
         self._after_add(step_slots, chunks)
+        return kept, step_slots
+
+    def _count_dropped(self, chunks: List[dict], kept: List[dict]) -> None:
+        """Counts the steps of `chunks` that `kept` lacks as added and evicted,
+        and so are episodes of which nothing was kept nor stored before."""
+        storage = self._storage
+        dropped = sum(c["len"] for c in chunks) - sum(c["len"] for c in kept)
+        storage.num_steps_evicted_lifetime += dropped
+        kept_ids = {c["id"] for c in kept}
+        lost = {
+            c["id"]
+            for c in chunks
+            if c["id"] not in kept_ids and c["id"] not in storage.open_episodes
+        }
+        storage.num_episodes_added_lifetime += len(lost)
+        storage.num_episodes_evicted_lifetime += len(lost)
+        if not self._warned_overflow:
+            logger.warning(
+                "add() got more observations than the replay buffer's capacity=%d; "
+                "it keeps the newest %d steps (the oldest are overwritten first). "
+                "Increase `capacity` in `replay_buffer_config` to keep whole "
+                "episodes. This warning is shown once.",
+                self.capacity,
+                sum(c["len"] for c in kept),
+            )
+            self._warned_overflow = True
 
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
         """Hook for subclasses: `step_slots` just became (or were reset as) steps."""
 
     def _on_evict(self, slots: np.ndarray) -> None:
         """Hook for subclasses: `slots` are being overwritten."""
+
+    def _on_episodes_changed(self, evicted: List[str], added: List[str]) -> None:
+        """Hook for subclasses: the ids of the episodes that were just evicted
+        (their last transition overwritten), then of those just stored anew
+        (a first chunk, or the first after the episode's eviction)."""
 
     # ----------------------------------------------------------------- sample
     def _draw(self, num_items: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -576,7 +702,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         m.log_value(
             NUM_ENV_STEPS_STORED, storage.num_transitions, reduce="mean", window=1
         )
-        m.log_value(NUM_EPISODES_STORED, storage.num_tails, reduce="mean", window=1)
+        m.log_value(NUM_EPISODES_STORED, storage.num_episodes, reduce="mean", window=1)
         m.log_value(MAX_PRIORITY, sampler.max_priority, reduce="mean", window=1)
         m.log_value(SAMPLE_BETA, self.current_beta(), reduce="mean", window=1)
         m.log_value(
@@ -639,7 +765,10 @@ class FastPrioritizedEpisodeReplayBuffer(
     @override(PrioritizedEpisodeReplayBuffer)
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
         """Restores `get_state()`'s output; `copy=False` adopts its arrays (for a
-        state just loaded from a checkpoint that nothing else holds)."""
+        state just loaded from a checkpoint that nothing else holds).
+
+        """
+        self._episodes_view = None
         if int(state["capacity"]) != self.capacity:
             raise ValueError(
                 f"Cannot restore a buffer of capacity {state['capacity']} into one of "
