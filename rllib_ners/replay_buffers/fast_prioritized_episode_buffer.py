@@ -27,16 +27,9 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
 import numpy as np
-from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core import DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import (
-    NUM_ENV_STEPS_ADDED_LIFETIME,
-    NUM_ENV_STEPS_EVICTED_LIFETIME,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    NUM_ENV_STEPS_STORED,
-    NUM_EPISODES_STORED,
-)
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
     PrioritizedEpisodeReplayBuffer,
@@ -94,6 +87,45 @@ def _check_single_agent_module(module_id: Optional[str]) -> None:
             f"module_id={module_id!r}. For multi-agent replay use "
             f"rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer."
         )
+
+
+class _SampleTally:
+    """What `sample()` calls drew since the last `get_metrics()`: items, the
+    distinct steps and episodes per call (summed over calls, as RLlib's
+    `num_env_steps_per_sample` is), and the sum of the items' n."""
+
+    def __init__(self):
+        self.steps = self.distinct_steps = self.distinct_episodes = 0
+        self.n_step_sum = 0
+
+    def count(self, slots: np.ndarray, episode_uid: np.ndarray) -> None:
+        self.steps += slots.shape[0]
+        # The priority sampler returns sorted slots: distinct ones differ from
+        # their predecessor.
+        self.distinct_steps += 1 + int(np.count_nonzero(slots[1:] != slots[:-1]))
+        self.distinct_episodes += np.unique(episode_uid[slots]).shape[0]
+
+
+def _rllib_counts(kind: str, *, episodes: int, steps: int) -> Dict[str, Any]:
+    """The episode and step counts of RLlib's `_update_add_metrics`, whole-buffer
+    and per (default) agent and module, for `kind` "added" or "evicted"."""
+    return {
+        f"num_episodes_{kind}": episodes,
+        f"num_env_steps_{kind}": steps,
+        f"agent_to_num_episodes_{kind}": {DEFAULT_AGENT_ID: episodes},
+        f"agent_to_num_steps_{kind}": {DEFAULT_AGENT_ID: steps},
+        f"module_to_num_episodes_{kind}": {DEFAULT_MODULE_ID: episodes},
+        f"module_to_num_steps_{kind}": {DEFAULT_MODULE_ID: steps},
+    }
+
+
+def _per_agent_and_module(**values) -> Dict[str, Dict[str, Any]]:
+    """RLlib's `agent_to_<name>` and `module_to_<name>` dicts for one agent."""
+    out = {}
+    for name, value in values.items():
+        out[f"agent_to_{name}"] = {DEFAULT_AGENT_ID: value}
+        out[f"module_to_{name}"] = {DEFAULT_MODULE_ID: value}
+    return out
 
 
 class _PartAttribute:
@@ -221,6 +253,9 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._num_steps_sampled_lifetime = 0
         self._sampled_n_step_mean = 0.0
         self._warned_overflow = False
+        # What get_metrics() reported last, and what was sampled since.
+        self._reported = self._lifetime_counts()
+        self._tally = _SampleTally()
         # `episodes`, built on first access after a change (None: stale).
         self._episodes_view: Optional[Deque[SingleAgentEpisode]] = None
 
@@ -460,6 +495,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._last_sampled_stamps = self._storage.stamp[slots]
         self._num_steps_sampled_lifetime += num_items
         self.sampled_timesteps += num_items
+        self._tally.count(slots, self._storage.episode_uid)
         return slots, weights
 
     def _resolve_beta(self, beta: Optional[float]) -> float:
@@ -500,7 +536,9 @@ class FastPrioritizedEpisodeReplayBuffer(
         slots, weights = self._draw(num_items, beta)
         batch = self._transition_columns(slots, n_steps, gamma)
         batch[WEIGHTS] = weights
-        self._sampled_n_step_mean = float(batch[N_STEP].mean())
+        n_step_sum = int(batch[N_STEP].sum())
+        self._sampled_n_step_mean = n_step_sum / num_items
+        self._tally.n_step_sum += n_step_sum
         if include_extra_model_outputs:
             for key, column in self._storage.extra.items():
                 batch[key] = column[slots]
@@ -608,6 +646,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         T = _check_setting("batch_length_T", batch_length_T)
         beta = self._resolve_beta(beta)
         starts, weights = self._draw(B, beta)
+        self._tally.n_step_sum += B  # each row's start is a 1-step transition
         return sequence_columns(
             self._storage,
             starts,
@@ -697,21 +736,53 @@ class FastPrioritizedEpisodeReplayBuffer(
     # ---------------------------------------------------------------- metrics
     @override(EpisodeReplayBuffer)
     def get_metrics(self) -> Dict[str, Any]:
+        """RLlib's buffer metrics (same keys, meanings and reductions), plus ours.
+
+        RLlib logs them on every `add()` and `sample()`; ours tallies counts
+        there and logs them here, once, through RLlib's own
+        `_update_add_metrics` / `_update_sample_metrics`. `num_resamples` is
+        always 0: n-step returns are truncated at episode ends, never redrawn.
+        """
         m = self.metrics
-        storage, sampler = self._storage, self._sampler
-        m.log_value(
-            NUM_ENV_STEPS_STORED, storage.num_transitions, reduce="mean", window=1
+        sampler = self._sampler
+        now = self._lifetime_counts()
+        delta = {key: now[key] - self._reported.get(key, 0) for key in now}
+        self._reported = now
+        self._update_add_metrics(
+            **_rllib_counts(
+                "added",
+                episodes=delta["episodes_added"],
+                steps=delta["steps_added"],
+            ),
+            **_rllib_counts(
+                "evicted",
+                episodes=delta["episodes_evicted"],
+                steps=delta["steps_evicted"],
+            ),
         )
-        m.log_value(NUM_EPISODES_STORED, storage.num_episodes, reduce="mean", window=1)
+        tally, self._tally = self._tally, _SampleTally()
+        if tally.steps:
+            n_step_mean = tally.n_step_sum / tally.steps if tally.n_step_sum else None
+            self._update_sample_metrics(
+                num_env_steps_sampled=tally.steps,
+                num_episodes_per_sample=tally.distinct_episodes,
+                num_env_steps_per_sample=tally.distinct_steps,
+                sampled_n_step=n_step_mean,
+                num_resamples=0,
+                **_per_agent_and_module(
+                    num_steps_sampled=tally.steps,
+                    num_episodes_per_sample=tally.distinct_episodes,
+                    num_steps_per_sample=tally.distinct_steps,
+                    sampled_n_step=n_step_mean,
+                    num_resamples=0,
+                ),
+            )
         m.log_value(MAX_PRIORITY, sampler.max_priority, reduce="mean", window=1)
         m.log_value(SAMPLE_BETA, self.current_beta(), reduce="mean", window=1)
         m.log_value(
             SAMPLED_N_STEP_MEAN, self._sampled_n_step_mean, reduce="mean", window=1
         )
         for key, value in (
-            (NUM_ENV_STEPS_ADDED_LIFETIME, self._num_steps_added_lifetime),
-            (NUM_ENV_STEPS_EVICTED_LIFETIME, storage.num_steps_evicted_lifetime),
-            (NUM_ENV_STEPS_SAMPLED_LIFETIME, self._num_steps_sampled_lifetime),
             (NUM_PRIORITIES_NONFINITE_LIFETIME, sampler.num_nonfinite_priorities),
             (NUM_PRIORITIES_STALE_LIFETIME, sampler.num_stale_priorities),
         ):
@@ -719,6 +790,22 @@ class FastPrioritizedEpisodeReplayBuffer(
             m.log_value(key, value, reduce="max", window=1)
         self._log_extra_metrics(m)
         return m.reduce()
+
+    def _lifetime_counts(self) -> Dict[str, int]:
+        storage = self._storage
+        return {
+            "steps_added": self._num_steps_added_lifetime,
+            "steps_evicted": storage.num_steps_evicted_lifetime,
+            "episodes_added": storage.num_episodes_added_lifetime,
+            "episodes_evicted": storage.num_episodes_evicted_lifetime,
+        }
+
+    def _restart_metrics(self) -> None:
+        """After `set_state()`: report only what happens from now on, as
+        RLlib's buffers do (their metrics are not part of their state; the
+        Algorithm's restored metrics hold the totals)."""
+        self._reported = self._lifetime_counts()
+        self._tally = _SampleTally()
 
     def _log_extra_metrics(self, metrics) -> None:
         """Hook for subclasses to add their metrics."""
@@ -788,6 +875,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state["rng"]
         self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self._restart_metrics()
 
     # ------------------------------------------------------------- invariants
     def check_invariants(self) -> None:

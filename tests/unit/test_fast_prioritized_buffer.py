@@ -864,3 +864,29 @@ def test_single_agent_buffer_names_the_multi_agent_one_for_multi_agent_episodes(
         buf.add(MultiAgentEpisode())
     with pytest.raises(ValueError, match="FastMultiAgent"):
         buf.get_num_timesteps("module_1")
+
+
+def test_metrics_use_rllibs_keys_and_lifetime_counts_survive_a_restore():
+    buf = FastPrioritizedEpisodeReplayBuffer(20, seed=0)
+    buf.add([chunk(1, 0, 3, terminated=True), chunk(2, 0, 12, terminated=True)])
+    buf.add(chunk(3, 0, 5, terminated=True))  # evicts ep1's 3 steps
+    buf.sample_batch(8, n_step=2)
+    metrics = buf.get_metrics()
+    assert peek(metrics["num_env_steps_added"]) == 20
+    assert peek(metrics["num_env_steps_evicted_lifetime"]) == 20 - len(buf) == 3
+    assert peek(metrics["num_episodes_evicted_lifetime"]) == 1
+    assert peek(metrics["num_episodes_stored"]) == 2
+    assert peek(metrics["num_env_steps_sampled"]) == 8
+    assert peek(metrics["num_resamples"]) == 0  # truncated n-steps: no redraws
+    assert peek(metrics["num_module_steps_added"]["default_policy"]) == 20
+    # As RLlib's buffers (non-root metrics loggers), each report holds what
+    # happened since the last one; the Algorithm's metrics add them up. A
+    # restored buffer reports what happens after the restore.
+    buf.add(chunk(3, 0, 2, terminated=True))
+    restored = FastPrioritizedEpisodeReplayBuffer(20)
+    restored.set_state(buf.get_state())
+    assert peek(buf.get_metrics()["num_env_steps_added_lifetime"]) == 2
+    assert peek(restored.get_metrics()["num_env_steps_added_lifetime"]) == 0
+    restored.add(chunk(4, 0, 3, terminated=True))
+    assert peek(restored.get_metrics()["num_env_steps_added_lifetime"]) == 3
+    assert restored.get_added_timesteps() == 25
