@@ -35,7 +35,7 @@ from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
     PrioritizedEpisodeReplayBuffer,
 )
 
-from rllib_ners.replay_buffers import episode_adapter, writer
+from rllib_ners.replay_buffers import episode_adapter, rllib_states, writer
 from rllib_ners.replay_buffers.buffer_names import (  # noqa: F401 (re-exported)
     ACTIONS,
     INDICES,
@@ -854,8 +854,17 @@ class FastPrioritizedEpisodeReplayBuffer(
         """Restores `get_state()`'s output; `copy=False` adopts its arrays (for a
         state just loaded from a checkpoint that nothing else holds).
 
+        Also takes the state of RLlib's `PrioritizedEpisodeReplayBuffer` or
+        `EpisodeReplayBuffer`, so a run checkpointed with RLlib's buffer goes on
+        with this one: the episodes (newest kept if they exceed `capacity`),
+        each step's priority leaf, the max priority and the lifetime counters
+        carry over (see `rllib_states`).
         """
         self._episodes_view = None
+        if rllib_states.is_rllib_state(state):
+            rllib_states.load_rllib_state(self, state)
+            self._restart_metrics()
+            return
         if int(state["capacity"]) != self.capacity:
             raise ValueError(
                 f"Cannot restore a buffer of capacity {state['capacity']} into one of "
@@ -876,6 +885,32 @@ class FastPrioritizedEpisodeReplayBuffer(
         self.rng.bit_generator.state = state["rng"]
         self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._restart_metrics()
+
+    # With RLlib's state, its steps' priorities replace the new-step priority
+    # (subclasses whose priorities mean something else set this to False).
+    _takes_rllib_priorities = True
+
+    def to_rllib_state(self, rllib_class: Optional[type] = None) -> Dict[str, Any]:
+        """This buffer's memory as the state of one of RLlib's buffers.
+
+        For `rllib_buffer.set_state(...)` with `rllib_class` RLlib's
+        `PrioritizedEpisodeReplayBuffer` (default: stored episodes, priority
+        leaves, max priority, counters) or `EpisodeReplayBuffer` (episodes and
+        counters). A one-off conversion through RLlib's own `add()`.
+        """
+        return rllib_states.rllib_state(self, rllib_class)
+
+    def _clear(self) -> None:
+        """Forgets every stored step and counter; keeps the settings and RNG."""
+        self._storage = RingStorage(self.capacity)
+        self._sampler = self._sampler.emptied()
+        self._last_sampled_indices = np.zeros(0, dtype=np.int64)
+        self._last_sampled_stamps = np.zeros(0, dtype=np.int64)
+        self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self._num_steps_added_lifetime = self._num_timesteps_added = 0
+        self._num_steps_sampled_lifetime = self.sampled_timesteps = 0
+        self._sampled_n_step_mean = 0.0
+        self._episodes_view = None
 
     # ------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
