@@ -322,6 +322,7 @@ class FastPrioritizedEpisodeReplayBuffer(
 
     # -------------------------------------------------------------- episodes
     @property
+    @override(EpisodeReplayBuffer)
     def episodes(self) -> Deque[SingleAgentEpisode]:
         """The stored episodes, oldest first, as RLlib's `episodes` deque.
 
@@ -336,6 +337,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         return deque(self._episodes_view)
 
     @episodes.setter
+    @override(EpisodeReplayBuffer)
     def episodes(self, value) -> None:
         # RLlib's `EpisodeReplayBuffer.__init__` starts with an empty deque;
         # anything else would be silently lost here.
@@ -346,12 +348,14 @@ class FastPrioritizedEpisodeReplayBuffer(
             )
 
     @property
+    @override(EpisodeReplayBuffer)
     def episode_id_to_index(self) -> Dict[str, int]:
         """Episode id -> its position in `episodes` (RLlib's mapping, without
         RLlib's offset by the number of evicted episodes)."""
         return {episode.id_: i for i, episode in enumerate(self.episodes)}
 
     @episode_id_to_index.setter
+    @override(EpisodeReplayBuffer)
     def episode_id_to_index(self, value) -> None:
         if len(value):
             raise ValueError(
