@@ -10,7 +10,7 @@ metaclass that lets the buffer class pass RLlib's `type` check.
 from __future__ import annotations
 
 from abc import ABCMeta
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -199,12 +199,15 @@ def transitions_to_episodes(
     include_extra: bool,
     observation_space,
     to_numpy: bool,
+    identities: Optional[Dict[str, list]] = None,
 ) -> List[SingleAgentEpisode]:
     """One single-step episode `(o_t, a_t, R_t^n, o_{t+n})` per sampled item.
 
     `weights`, `n_step`, the `item_columns` and (with `include_extra`) the
     stored extra model outputs go to each episode's extra model outputs; with
     `include_infos` its infos are `(info_t, info_{t+n})` from the storage.
+    `identities` maps `SingleAgentEpisode` arguments (`id_`, `agent_id`,
+    `module_id`, `multi_agent_episode_id`) to one value per item.
     """
     infos = None
     if include_infos:
@@ -224,6 +227,7 @@ def transitions_to_episodes(
         batch[TRUNCATEDS].tolist(),
     )
     ts = batch[TIMESTEPS].tolist()
+    identities = identities or {}
     for i in range(len(batch[INDICES])):
         extra = {"weights": [weights[i]], "n_step": [n_steps[i]]}
         for name, column in item_columns.items():
@@ -242,6 +246,7 @@ def transitions_to_episodes(
             extra_model_outputs=extra,
             len_lookback_buffer=0,
             t_started=ts[i],
+            **{name: values[i] for name, values in identities.items()},
         )
         if to_numpy:
             episode.to_numpy()
@@ -255,9 +260,12 @@ def sequences_to_episodes(
     *,
     include_infos: bool,
     observation_space,
+    identities: Optional[Dict[str, list]] = None,
 ) -> List[SingleAgentEpisode]:
     """One episode of `lengths[b]` steps per row of `sequence_columns()`, with
-    every stored extra model output and per-step `weights`."""
+    every stored extra model output and per-step `weights`; `identities` as in
+    `transitions_to_episodes`."""
+    identities = identities or {}
     episodes = []
     for b in range(len(batch[INDICES])):
         L = int(batch["lengths"][b])
@@ -276,6 +284,7 @@ def sequences_to_episodes(
                 extra_model_outputs={k: list(v) for k, v in extra.items()},
                 len_lookback_buffer=0,
                 t_started=int(batch[TIMESTEPS][b, 0]),
+                **{name: values[b] for name, values in identities.items()},
             )
         )
     return episodes

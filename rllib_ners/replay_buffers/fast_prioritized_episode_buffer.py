@@ -79,6 +79,12 @@ def _check_setting(name: str, value) -> int:
     return check_positive_int(name, value, fix=SETTING_FIX)
 
 
+def check_weight(weight: Optional[float]) -> None:
+    """`add()`'s starting priority: None (the max priority) or a number > 0."""
+    if weight is not None and not (np.isfinite(weight) and weight > 0):
+        raise ValueError(f"`weight` must be a finite number > 0, got {weight!r}.")
+
+
 def _check_single_agent_module(module_id: Optional[str]) -> None:
     """RLlib's counters take a `module_id`; a single-agent buffer has one."""
     if module_id not in (None, DEFAULT_MODULE_ID):
@@ -399,8 +405,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 priority, so new data is sampled at least once soon.
         """
         episodes = episode_adapter.single_agent_episodes(episodes, type(self))
-        if weight is not None and not (np.isfinite(weight) and weight > 0):
-            raise ValueError(f"`weight` must be a finite number > 0, got {weight!r}.")
+        check_weight(weight)
         chunks = [episode_adapter.read_chunk(e) for e in episodes if len(e) > 0]
         self._add_chunks(chunks, weight)
 
@@ -606,6 +611,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 storage,
                 include_infos=include_infos,
                 observation_space=self.sampled_observation_space,
+                identities=self._episode_identities(batch[INDICES]),
             )
 
         num_items = num_items or batch_size_B or self.batch_size_B
@@ -624,7 +630,13 @@ class FastPrioritizedEpisodeReplayBuffer(
             include_extra=include_extra_model_outputs,
             observation_space=self.sampled_observation_space,
             to_numpy=to_numpy,
+            identities=self._episode_identities(batch[INDICES]),
         )
+
+    def _episode_identities(self, slots: np.ndarray) -> Optional[Dict[str, list]]:
+        """Per sampled item, arguments for its `SingleAgentEpisode` (such as
+        `agent_id`); none here (RLlib's single-agent buffer sets none)."""
+        return None
 
     def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """Per-item values that `sample()` adds to each episode's extra model
@@ -749,9 +761,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         """
         m = self.metrics
         sampler = self._sampler
-        now = self._lifetime_counts()
-        delta = {key: now[key] - self._reported.get(key, 0) for key in now}
-        self._reported = now
+        delta = self._take_lifetime_deltas()
         self._update_add_metrics(
             **_rllib_counts(
                 "added",
@@ -764,7 +774,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 steps=delta["steps_evicted"],
             ),
         )
-        tally, self._tally = self._tally, _SampleTally()
+        tally = self._take_sample_tally()
         if tally.steps:
             n_step_mean = tally.n_step_sum / tally.steps if tally.n_step_sum else None
             self._update_sample_metrics(
@@ -803,6 +813,18 @@ class FastPrioritizedEpisodeReplayBuffer(
             "episodes_added": storage.num_episodes_added_lifetime,
             "episodes_evicted": storage.num_episodes_evicted_lifetime,
         }
+
+    def _take_lifetime_deltas(self) -> Dict[str, int]:
+        """The lifetime counts' growth since the last call."""
+        now = self._lifetime_counts()
+        delta = {key: now[key] - self._reported.get(key, 0) for key in now}
+        self._reported = now
+        return delta
+
+    def _take_sample_tally(self) -> _SampleTally:
+        """What was sampled since the last call."""
+        tally, self._tally = self._tally, _SampleTally()
+        return tally
 
     def _restart_metrics(self) -> None:
         """After `set_state()`: report only what happens from now on, as
