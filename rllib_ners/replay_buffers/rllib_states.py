@@ -219,3 +219,67 @@ def _write_rllib_trees(buffer, target, step_slots: List[np.ndarray]) -> None:
     last = buffer._last_sampled_indices.tolist()
     if all(slot in tree_of_slot for slot in last):
         target._last_sampled_indices = [tree_of_slot[slot] for slot in last]
+
+
+def load_rllib_multi_agent_state(buffer, state: Dict[str, Any]) -> None:
+    """Replaces a `FastMultiAgentPrioritizedEpisodeReplayBuffer`'s memory with
+    that of RLlib's `MultiAgentPrioritizedEpisodeReplayBuffer` (or
+    `MultiAgentEpisodeReplayBuffer`) state.
+
+    Carried over as in `load_rllib_state`, module by module: the agents'
+    steps, each module's priority leaves and max priority, the counters (env
+    and agent steps added, steps sampled per module, episodes evicted). Not
+    carried over: unanswered last samples (RLlib keeps tree indices per
+    module that `update_priorities` would need), metrics, RNG.
+    """
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    if not is_rllib_multi_agent_state(state):
+        raise ValueError(
+            f"This is the state of one of RLlib's single-agent buffers; load it into "
+            f"rllib_ners.FastPrioritizedEpisodeReplayBuffer, not "
+            f"{type(buffer).__name__}."
+        )
+    episodes = [MultiAgentEpisode.from_state(s) for s in state["episodes"]]
+    buffer._clear()
+    slots_of = buffer._add_episodes(episodes, {})
+    evicted_before = int(state["_num_episodes_evicted"])
+    trees = dict(state.get("_module_to_sum_segment", []))
+    max_priorities = dict(state.get("_module_to_max_priority", []))
+    for module_id, indices in state["_module_to_indices"]:
+        module = buffer._module_buffers.get(module_id)
+        if module is None or module_id not in trees or not indices:
+            continue
+        if not module._takes_rllib_priorities:
+            continue
+        # (multi-agent episode index, agent id, agent step, tree index) per step.
+        slots, tree_indices = [], []
+        for episode_index, agent_id, step, tree_index in indices:
+            chunk_slots = slots_of.get((episode_index - evicted_before, agent_id))
+            slot = -1 if chunk_slots is None else chunk_slots[step]
+            slots.append(slot)
+            tree_indices.append(tree_index)
+        slots = np.asarray(slots, dtype=np.int64)
+        tree = trees[module_id]
+        values = np.asarray(tree.value, dtype=np.float64)
+        leaves = values[tree.capacity + np.asarray(tree_indices, dtype=np.int64)]
+        kept = slots >= 0
+        module._sampler.set_leaves(slots[kept], np.maximum(leaves[kept], _MIN_LEAF))
+        if module_id in max_priorities:
+            module._sampler.max_priority = float(max_priorities[module_id])
+    buffer._num_episodes_evicted_total += evicted_before
+    buffer._num_episodes_added += evicted_before
+    buffer._num_env_steps_added = max(
+        int(state["_num_timesteps_added"]), buffer._num_env_steps_added
+    )
+    buffer._num_agent_steps_added = max(
+        int(state["_num_agent_timesteps_added"]), buffer._num_agent_steps_added
+    )
+    buffer.sampled_timesteps = int(state["sampled_timesteps"])
+    for module_id, sampled in dict(state["sampled_timesteps_per_module"]).items():
+        buffer.sampled_timesteps_per_module[module_id] = sampled
+    for module_id, evicted in dict(state["_num_module_episodes_evicted"]).items():
+        if module_id in buffer._module_buffers:
+            storage = buffer._module_buffers[module_id]._storage
+            storage.num_episodes_evicted_lifetime += evicted
+            storage.num_episodes_added_lifetime += evicted
