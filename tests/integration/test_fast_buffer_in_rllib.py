@@ -6,7 +6,11 @@ import ray
 from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.algorithms.sac import SACConfig
 
-from rllib_ners import FastPrioritizedEpisodeReplayBuffer, with_replay_buffer
+from rllib_ners import (
+    FastMultiAgentPrioritizedEpisodeReplayBuffer,
+    FastPrioritizedEpisodeReplayBuffer,
+    with_replay_buffer,
+)
 
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 
@@ -93,5 +97,91 @@ def test_class_object_type_survives_tunes_dict_round_trip():
     try:
         assert type(algo.local_replay_buffer) is FastPrioritizedEpisodeReplayBuffer
         assert algo.local_replay_buffer.capacity == 2000
+    finally:
+        algo.stop()
+
+
+# ---------------------------------------------------------------- multi-agent
+MULTI_AGENT_FAST = "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer"
+
+
+def _two_agents(config, env_class):
+    from ray.tune.registry import register_env
+
+    name = f"rllib_ners_test_{env_class.__name__}"
+    register_env(name, lambda cfg: env_class({"num_agents": 2}))
+    return (
+        config.environment(name)
+        .env_runners(num_env_runners=0, rollout_fragment_length=4)
+        .multi_agent(
+            policies={"p0", "p1"},
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: f"p{agent_id}",
+        )
+        .rl_module(model_config={"fcnet_hiddens": [32]})
+        .reporting(min_sample_timesteps_per_iteration=100)
+    )
+
+
+def _check_trained_per_module(algo, result):
+    buffer = algo.local_replay_buffer
+    assert type(buffer) is FastMultiAgentPrioritizedEpisodeReplayBuffer
+    buffer.check_invariants()
+    for module_id in ("p0", "p1"):
+        assert np.isfinite(result["learners"][module_id]["total_loss"])
+        module = buffer.module_buffer(module_id)
+        # This module's TD errors reached its own tree.
+        leaves = module.get_priorities(np.flatnonzero(module._is_transition))
+        assert np.any(np.abs(leaves - 1.0) > 1e-6), module_id
+
+
+def test_stock_multi_agent_dqn_trains_with_the_fast_multi_agent_buffer():
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    config = _two_agents(DQNConfig(), MultiAgentCartPole).training(
+        replay_buffer_config={
+            "type": MULTI_AGENT_FAST,
+            "capacity": 2000,
+            "alpha": 0.6,
+            "beta": 0.4,
+        },
+        n_step=2,
+        num_steps_sampled_before_learning_starts=60,
+        train_batch_size_per_learner=16,
+    )
+    algo = config.build_algo()
+    try:
+        _check_trained_per_module(algo, algo.train())
+    finally:
+        algo.stop()
+
+
+def test_stock_multi_agent_sac_trains_with_the_fast_multi_agent_buffer():
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentPendulum
+
+    config = _two_agents(SACConfig(), MultiAgentPendulum).training(
+        replay_buffer_config={"capacity": 2000, "alpha": 0.6, "beta": 0.4},
+        num_steps_sampled_before_learning_starts=60,
+        train_batch_size_per_learner=16,
+    )
+    algo = with_replay_buffer(
+        config, FastMultiAgentPrioritizedEpisodeReplayBuffer
+    ).build_algo()
+    try:
+        _check_trained_per_module(algo, algo.train())
+    finally:
+        algo.stop()
+
+
+def test_stock_multi_agent_dqn_given_the_single_agent_type_says_which_to_use():
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    config = _two_agents(DQNConfig(), MultiAgentCartPole).training(
+        replay_buffer_config={"type": FAST, "capacity": 2000},
+        num_steps_sampled_before_learning_starts=60,
+    )
+    algo = config.build_algo()
+    try:
+        with pytest.raises(ValueError, match=MULTI_AGENT_FAST):
+            algo.train()
     finally:
         algo.stop()
