@@ -28,6 +28,7 @@ from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
 FAST_BUFFER_TYPE = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+MULTI_AGENT_FAST_BUFFER_TYPE = "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer"
 BUFFER_STATE = "replay_buffer"
 NERS_UPDATE_STATE = "ners_sampler_update"
 RNG_STATE = "global_rng"
@@ -121,6 +122,7 @@ def check_replay_buffer_config(config) -> None:
         config._value_error(str(error))
     if not _is_fast_buffer(buffer_class):
         return
+    _check_agents_fit_buffer(config, buffer_class)
     capacity = buffer_config.get("capacity")
     if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 2:
         buffer_config["capacity"] = min(capacity, _PROBE_CAPACITY)
@@ -132,6 +134,35 @@ def check_replay_buffer_config(config) -> None:
         config._value_error(
             f"Bad replay_buffer_config for {buffer_class.__name__}: {error} Fix it "
             f"with config.training(replay_buffer_config={{...}})."
+        )
+
+
+def _check_agents_fit_buffer(config, buffer_class: type) -> None:
+    """A multi-agent config needs the multi-agent buffer, a single-agent config
+    the single-agent one; NERS replay is single-agent only."""
+    from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
+        MultiAgentEpisodeReplayBuffer,
+    )
+
+    multi_agent_buffer = issubclass(buffer_class, MultiAgentEpisodeReplayBuffer)
+    if config.is_multi_agent and _is_ners_buffer(buffer_class):
+        config._value_error(
+            f"{buffer_class.__name__} (NERS replay) supports single-agent setups "
+            f"only; remove the multi_agent() policies, or for prioritized replay "
+            f"per module set replay_buffer_config['type'] to "
+            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'."
+        )
+    if config.is_multi_agent and not multi_agent_buffer:
+        config._value_error(
+            f"This multi-agent config needs a multi-agent replay buffer, got "
+            f"{buffer_class.__name__}; set replay_buffer_config['type'] to "
+            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'."
+        )
+    if not config.is_multi_agent and multi_agent_buffer:
+        config._value_error(
+            f"{buffer_class.__name__} replays multi-agent episodes, but this config "
+            f"is single-agent; set replay_buffer_config['type'] to "
+            f"'{FAST_BUFFER_TYPE}' (or add config.multi_agent(...) policies)."
         )
 
 
@@ -164,12 +195,22 @@ def _logged_arrays(stats) -> List[np.ndarray]:
 
 
 def _is_fast_buffer(obj_or_class: Any) -> bool:
+    """One of this package's buffers (single- or multi-agent)."""
+    from rllib_ners.replay_buffers.fast_multi_agent_episode_buffer import (
+        FastMultiAgentPrioritizedEpisodeReplayBuffer,
+    )
     from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
         FastPrioritizedEpisodeReplayBuffer,
     )
 
     cls = obj_or_class if isinstance(obj_or_class, type) else type(obj_or_class)
-    return issubclass(cls, FastPrioritizedEpisodeReplayBuffer)
+    return issubclass(
+        cls,
+        (
+            FastPrioritizedEpisodeReplayBuffer,
+            FastMultiAgentPrioritizedEpisodeReplayBuffer,
+        ),
+    )
 
 
 def _is_ners_buffer(cls: type) -> bool:
