@@ -185,3 +185,56 @@ def test_stock_multi_agent_dqn_given_the_single_agent_type_says_which_to_use():
             algo.train()
     finally:
         algo.stop()
+
+
+def test_multi_agent_rainbow_replays_columns_per_module_in_its_fast_loop():
+    """RainbowDQN's training loop serves multi-agent configs with the
+    multi-agent buffer: numpy columns per module, the very batch RLlib's
+    learner connector builds from the sampled episodes, each module's
+    priorities back to its own tree."""
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    from rllib_ners import RainbowDQNConfig
+    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+
+    config = _two_agents(RainbowDQNConfig(), MultiAgentCartPole).training(
+        replay_buffer_config={
+            "type": MULTI_AGENT_FAST,
+            "capacity": 2000,
+            "alpha": 0.6,
+            "beta": 0.4,
+        },
+        n_step=(1, 3),
+        num_steps_sampled_before_learning_starts=60,
+        train_batch_size_per_learner=16,
+    )
+    algo = config.build_algo()
+    try:
+        assert algo.uses_fast_loop, algo.fast_loop_blocker
+        _check_trained_per_module(algo, algo.train())
+        buffer, config = algo.local_replay_buffer, algo.config
+        kwargs = {"n_step": config.n_step, "gamma": config.gamma, "beta": 0.4}
+        states = {
+            m: buffer.module_buffer(m).rng.bit_generator.state for m in "p0 p1".split()
+        }
+        episodes = buffer.sample(num_items=8, sample_episodes=True, **kwargs)
+        for module_id, state in states.items():  # draw the same items again
+            buffer.module_buffer(module_id).rng.bit_generator.state = state
+        ours = replay_train_batch(buffer, buffer.sample_batch(8, **kwargs))
+        learner = algo.learner_group._learner
+        expected = learner._learner_connector(
+            rl_module=learner.module,
+            batch={},
+            episodes=episodes,
+            shared_data={},
+            metrics=learner.metrics,
+        )
+        assert set(ours.policy_batches) == set(expected) == {"p0", "p1"}
+        for module_id, want in expected.items():
+            got = ours.policy_batches[module_id]
+            assert set(got) == set(want), module_id
+            for key in want:
+                np.testing.assert_array_equal(got[key], np.asarray(want[key]), key)
+                assert np.asarray(got[key]).dtype == np.asarray(want[key]).dtype, key
+    finally:
+        algo.stop()
