@@ -254,10 +254,32 @@ def test_our_buffer_answers_every_public_method_of_rllibs_prioritized_buffer():
         "the base class of rllib_ners/replay_buffers/fast_prioritized_episode_"
         "buffer.py",
     )
-    buffer = FastPrioritizedEpisodeReplayBuffer(100)
+    _check_public_methods(
+        PrioritizedEpisodeReplayBuffer, FastPrioritizedEpisodeReplayBuffer(100)
+    )
+
+
+def test_our_multi_agent_buffer_answers_every_public_method_of_rllibs():
+    """The same for the multi-agent buffer, which skips the `__init__`s of
+    RLlib's multi-agent buffers."""
+    from ray.rllib.utils.replay_buffers import (
+        MultiAgentPrioritizedEpisodeReplayBuffer,
+    )
+
+    from rllib_ners import FastMultiAgentPrioritizedEpisodeReplayBuffer
+
+    _check_public_methods(
+        MultiAgentPrioritizedEpisodeReplayBuffer,
+        FastMultiAgentPrioritizedEpisodeReplayBuffer(100),
+    )
+
+
+def _check_public_methods(rllib_class, buffer) -> None:
+    """Every public method of `rllib_class` callable without arguments works on
+    our (empty) `buffer`."""
     no_argument_methods = [
         name
-        for name, member in inspect.getmembers(PrioritizedEpisodeReplayBuffer)
+        for name, member in inspect.getmembers(rllib_class)
         if not name.startswith("_")
         and callable(member)
         and all(
@@ -275,9 +297,8 @@ def test_our_buffer_answers_every_public_method_of_rllibs_prioritized_buffer():
         except Exception as error:  # noqa: BLE001 - report them all at once
             broken[name] = f"{type(error).__name__}: {error}"
     assert not broken, _fail(
-        f"these public methods of PrioritizedEpisodeReplayBuffer fail on our "
-        f"buffer: {broken}",
-        "FastPrioritizedEpisodeReplayBuffer (override them)",
+        f"these public methods of {rllib_class.__name__} fail on our buffer: {broken}",
+        f"{type(buffer).__name__} (override them)",
     )
 
 
