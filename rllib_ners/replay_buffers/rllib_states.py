@@ -16,7 +16,8 @@ ring arrays (see `ring_storage`). Their `get_state()`s share nothing, so:
 * `rllib_state(buffer, rllib_class)` is the way back: the state an RLlib buffer's
   `set_state()` takes, built by adding our stored episodes to a fresh RLlib
   buffer (RLlib's own O(N) Python bookkeeping; a one-off conversion) and
-  writing our leaves into its segment trees.
+  writing our leaves into its segment trees; `rllib_state_from_ours()` does
+  the same from a saved state of ours.
 """
 
 from __future__ import annotations
@@ -159,13 +160,20 @@ def rllib_state(buffer, rllib_class: Optional[type] = None) -> Dict[str, Any]:
         at least `buffer.get_num_timesteps()` capacity (RLlib's state does not
         hold it).
     """
+    from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
+        MultiAgentEpisodeReplayBuffer,
+    )
+
     rllib_class = rllib_class or PrioritizedEpisodeReplayBuffer
     if not (
-        isinstance(rllib_class, type) and issubclass(rllib_class, EpisodeReplayBuffer)
+        isinstance(rllib_class, type)
+        and issubclass(rllib_class, EpisodeReplayBuffer)
+        and not issubclass(rllib_class, MultiAgentEpisodeReplayBuffer)
     ):
         raise ValueError(
             f"rllib_class must be RLlib's PrioritizedEpisodeReplayBuffer or "
-            f"EpisodeReplayBuffer, got {rllib_class!r}."
+            f"EpisodeReplayBuffer (single-agent states go to single-agent "
+            f"buffers), got {rllib_class!r}."
         )
     prioritized = issubclass(rllib_class, PrioritizedEpisodeReplayBuffer)
     stored = episode_adapter.stored_episodes_with_slots(buffer._storage)
@@ -191,6 +199,31 @@ def rllib_state(buffer, rllib_class: Optional[type] = None) -> Dict[str, Any]:
     state["_num_timesteps_added"] = buffer.get_added_timesteps()
     state["sampled_timesteps"] = buffer.get_sampled_timesteps()
     return state
+
+
+def rllib_state_from_ours(state: Dict[str, Any], rllib_class: type) -> Dict[str, Any]:
+    """The `get_state()` of one of our single-agent buffers as the state of
+    `rllib_class` (see `rllib_state`), for a checkpoint of ours resumed with
+    RLlib's buffer. Priorities go over as stored (NERS scores for a NERS
+    buffer's state)."""
+    from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+        FastPrioritizedEpisodeReplayBuffer,
+    )
+
+    if "module_buffers" in state:
+        raise ValueError(
+            "RLlib's buffers cannot take the state of "
+            "FastMultiAgentPrioritizedEpisodeReplayBuffer (no conversion to "
+            "RLlib's multi-agent layout); resume this run with our multi-agent "
+            "buffer type."
+        )
+    buffer = FastPrioritizedEpisodeReplayBuffer(
+        int(state["capacity"]),
+        alpha=float(state["_alpha"]),
+        frame_stack=int(state.get("frame_stack", 1)),
+    )
+    buffer.set_state(state)
+    return rllib_state(buffer, rllib_class)
 
 
 def _write_rllib_trees(buffer, target, step_slots: List[np.ndarray]) -> None:

@@ -238,3 +238,52 @@ def test_multi_agent_rainbow_replays_columns_per_module_in_its_fast_loop():
                 assert np.asarray(got[key]).dtype == np.asarray(want[key]).dtype, key
     finally:
         algo.stop()
+
+
+def test_a_run_moves_between_rllibs_buffer_and_ours_on_a_checkpoint(tmp_path):
+    """A Rainbow DQN run checkpointed with RLlib's PER resumes with ours, and
+    the other way round: the replay memory goes with it."""
+    from rllib_ners import RainbowDQNConfig
+
+    def rainbow(buffer_type, capacity):
+        return (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .env_runners(num_env_runners=0, rollout_fragment_length=8)
+            .training(
+                replay_buffer_config={
+                    "type": buffer_type,
+                    "capacity": capacity,
+                    "alpha": 0.6,
+                    "beta": 0.4,
+                },
+                store_buffer_in_checkpoints=True,
+                num_steps_sampled_before_learning_starts=64,
+                train_batch_size_per_learner=16,
+            )
+            .reporting(min_sample_timesteps_per_iteration=96)
+            .debugging(seed=0)
+        )
+
+    def memory(buffer):
+        return buffer.get_num_timesteps(), buffer.get_num_episodes()
+
+    # Ours holds RLlib's steps plus one slot per episode.
+    for first, second in (
+        (("PrioritizedEpisodeReplayBuffer", 2000), (FAST, 3000)),
+        ((FAST, 3000), ("PrioritizedEpisodeReplayBuffer", 3000)),
+    ):
+        before = rainbow(*first).build_algo()
+        try:
+            before.train()
+            path = before.save_to_path(tmp_path / first[0])
+            stored = memory(before.local_replay_buffer)
+        finally:
+            before.stop()
+        after = rainbow(*second).build_algo()
+        try:
+            after.restore_from_path(path)
+            assert memory(after.local_replay_buffer) == stored
+            after.train()
+        finally:
+            after.stop()

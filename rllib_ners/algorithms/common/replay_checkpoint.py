@@ -5,9 +5,11 @@ RLlib 2.60 builds an algorithm's replay buffer from `replay_buffer_config` but
 classes on every trial), (2) never seeds the buffer, and (3) never puts the
 buffer into checkpoints, whatever `store_buffer_in_checkpoints` says.
 `ReplayStateMixin` fixes all three for our algorithms (Rainbow DQN, NERS-DQN,
-ACER) and adds what exact resume also needs: this process's global RNGs, the
-NERS sampler update's state (`self._ners_update`, when the algorithm has one)
-and any extra state an algorithm lists in `_extra_checkpoint_state()`.
+ACER), lets a run move between RLlib's buffers and ours on a checkpoint (each
+takes the other's state, see `rllib_states`), and adds what exact resume also
+needs: this process's global RNGs, the NERS sampler update's state
+(`self._ners_update`, when the algorithm has one) and any extra state an
+algorithm lists in `_extra_checkpoint_state()`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.replay_buffers import ReplayBuffer
 
+from rllib_ners.replay_buffers import rllib_states
 from rllib_ners.replay_buffers.ners_episode_buffer import SUPPORTS_NERS_REPLAY_ATTR
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
@@ -316,7 +319,13 @@ class ReplayStateMixin:
                     state[BUFFER_STATE], copy=not self._checkpoint_io
                 )
             else:
-                self.local_replay_buffer.set_state(state[BUFFER_STATE])
+                buffer_state = state[BUFFER_STATE]
+                if not rllib_states.is_rllib_state(buffer_state):
+                    # A checkpoint made with our buffer, resumed with RLlib's.
+                    buffer_state = rllib_states.rllib_state_from_ours(
+                        buffer_state, type(self.local_replay_buffer)
+                    )
+                self.local_replay_buffer.set_state(buffer_state)
         if RNG_STATE in state:
             set_global_rng_state(state[RNG_STATE])
         if EXTRA_STATE in state:
