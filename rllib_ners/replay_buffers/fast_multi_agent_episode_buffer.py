@@ -44,6 +44,7 @@ from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
 from ray.rllib.utils.replay_buffers.multi_agent_prioritized_episode_buffer import (
     MultiAgentPrioritizedEpisodeReplayBuffer,
 )
+from ray.rllib.utils.typing import ModuleID
 
 from rllib_ners.replay_buffers import episode_adapter, rllib_states
 from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
@@ -53,24 +54,11 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     FastPrioritizedEpisodeReplayBuffer,
     check_weight,
 )
-
-ModuleID = str
+from rllib_ners.utils.checks import is_positive_int
 
 # `replay_mode`s: the one served, and RLlib's other names for lockstep replay.
 INDEPENDENT = "independent"
 _LOCKSTEP_MODES = ("lockstep", "synchronized")
-
-# Settings every module buffer is built with (besides capacity and seed).
-_MODULE_SETTINGS = (
-    "batch_size_B",
-    "batch_length_T",
-    "alpha",
-    "beta",
-    "frame_stack",
-    "beta_final",
-    "beta_annealing_timesteps",
-    "metrics_num_episodes_for_smoothing",
-)
 
 
 def check_replay_mode(replay_mode: Any) -> None:
@@ -206,8 +194,11 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             "beta_annealing_timesteps": beta_annealing_timesteps,
             "metrics_num_episodes_for_smoothing": metrics_num_episodes_for_smoothing,
         }
-        # Checks every setting now (a module's buffer is built with its data).
-        FastPrioritizedEpisodeReplayBuffer(capacity, **self._module_settings)
+        # Checks every setting now (a module's buffer is built with its data),
+        # on a small probe: a large capacity is checked, not allocated.
+        probe_capacity = min(capacity, 16) if is_positive_int(capacity) else capacity
+        FastPrioritizedEpisodeReplayBuffer(probe_capacity, **self._module_settings)
+        capacity = int(capacity)
         self._module_buffers: Dict[ModuleID, _ModuleReplayBuffer] = {}
         # Deliberately skip RLlib's multi-agent `__init__`s: they build Python
         # segment trees and index lists none of which we use.
