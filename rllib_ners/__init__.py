@@ -17,6 +17,7 @@ from rllib_ners.algorithms.rainbow import RainbowDQN, RainbowDQNConfig
 from rllib_ners.env.atari_rllib import register_atari_env, with_atari
 from rllib_ners.ners import NERSScorer, NERSSettings
 from rllib_ners.replay_buffers import (
+    FastMultiAgentPrioritizedEpisodeReplayBuffer,
     FastPrioritizedEpisodeReplayBuffer,
     NERSEpisodeReplayBuffer,
     with_replay_buffer,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ACER",
     "ACERConfig",
+    "FastMultiAgentPrioritizedEpisodeReplayBuffer",
     "FastPrioritizedEpisodeReplayBuffer",
     "NERSCallback",
     "NERSDQN",

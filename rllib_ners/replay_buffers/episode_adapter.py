@@ -9,11 +9,17 @@ metaclass that lets the buffer class pass RLlib's `type` check.
 
 from __future__ import annotations
 
+import uuid
 from abc import ABCMeta
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+from ray.rllib.env.single_agent_episode import (
+    _REWARDS_BOX_SPACE as REWARDS_SPACE,  # the rewards' space in every episode
+)
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
+from ray.rllib.utils.spaces.space_utils import get_base_struct_from_space
 
 from rllib_ners.replay_buffers.buffer_names import (
     ACTIONS,
@@ -48,6 +54,23 @@ class EpisodeReplayBufferMeta(ABCMeta):
 
 
 # ------------------------------------------------------------ episodes -> chunks
+def single_agent_episodes(episodes, buffer_class: type) -> List[SingleAgentEpisode]:
+    """`add()`'s argument as a list of `SingleAgentEpisode`s; raises a ValueError
+    naming the multi-agent buffer for `MultiAgentEpisode`s (a multi-agent
+    config given the single-agent buffer type)."""
+    if not isinstance(episodes, (list, tuple)):
+        episodes = [episodes]
+    for episode in episodes:
+        if not isinstance(episode, SingleAgentEpisode):
+            raise ValueError(
+                f"{buffer_class.__name__}.add() takes SingleAgentEpisodes, got a "
+                f"{type(episode).__name__}. For a multi-agent config set "
+                f"replay_buffer_config['type'] to "
+                f"'rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer'."
+            )
+    return list(episodes)
+
+
 def read_chunk(episode: SingleAgentEpisode) -> dict:
     """The fields of a non-empty episode fragment (see `writer` for the keys).
 
@@ -100,6 +123,63 @@ def read_extra_columns(chunk: dict, columns: Dict[str, np.ndarray]) -> None:
         chunk["extra"][key] = values
 
 
+# ------------------------------------------------------------ storage -> episodes
+def stored_fragments(storage: RingStorage) -> List[Tuple[int, np.ndarray]]:
+    """`(uid, obs slots in time order)` of every stored episode, oldest first.
+
+    Each episode's slots are its stored transitions followed by its tail (the
+    last observation). Grouped with one sort over the occupied slots.
+    """
+    uids = np.fromiter(storage.steps_per_episode, dtype=np.int64)
+    if uids.size == 0:
+        return []
+    slots = np.flatnonzero(storage.occupied & np.isin(storage.episode_uid, uids))
+    # Grouped by episode, each in write order (the stamp grows with every write).
+    slots = slots[np.lexsort((storage.stamp[slots], storage.episode_uid[slots]))]
+    slot_uids = storage.episode_uid[slots]
+    starts = np.flatnonzero(np.r_[True, slot_uids[1:] != slot_uids[:-1]])
+    ends = np.r_[starts[1:], slots.size]
+    oldest_first = np.argsort(storage.stamp[slots[starts]], kind="stable")
+    return [
+        (int(slot_uids[starts[k]]), slots[starts[k] : ends[k]]) for k in oldest_first
+    ]
+
+
+def stored_episodes(storage: RingStorage, **identity) -> List[SingleAgentEpisode]:
+    """Every stored episode as a `SingleAgentEpisode` (its stored steps only),
+    oldest first; `identity` (e.g. `agent_id`) goes to every episode."""
+    return [e for e, _ in stored_episodes_with_slots(storage, **identity)]
+
+
+def stored_episodes_with_slots(
+    storage: RingStorage, **identity
+) -> List[Tuple[SingleAgentEpisode, np.ndarray]]:
+    """`stored_episodes()`, each with the slots of its steps."""
+    episodes = []
+    for uid, slots in stored_fragments(storage):
+        steps = slots[:-1]
+        last = steps[-1]
+        episode = SingleAgentEpisode(
+            id_=storage.episode_ids[uid],
+            observations=list(storage.obs[slots]),
+            observation_space=storage.observation_space,
+            infos=list(storage.infos[slots]),
+            actions=list(storage.actions[steps]),
+            action_space=storage.action_space,
+            rewards=storage.rewards[steps].tolist(),
+            terminated=bool(storage.terminated[last]),
+            truncated=bool(storage.truncated[last]),
+            extra_model_outputs={
+                key: list(column[steps]) for key, column in storage.extra.items()
+            },
+            len_lookback_buffer=0,
+            t_started=int(storage.ts[slots[0]]),
+            **identity,
+        )
+        episodes.append((episode, steps))
+    return episodes
+
+
 # ------------------------------------------------------------ batches -> episodes
 def check_sample_kwargs(kwargs: dict) -> None:
     """Accepts the `sample()` arguments RLlib passes to other buffers
@@ -125,54 +205,161 @@ def transitions_to_episodes(
     include_extra: bool,
     observation_space,
     to_numpy: bool,
+    identities: Optional[Dict[str, list]] = None,
 ) -> List[SingleAgentEpisode]:
     """One single-step episode `(o_t, a_t, R_t^n, o_{t+n})` per sampled item.
 
     `weights`, `n_step`, the `item_columns` and (with `include_extra`) the
     stored extra model outputs go to each episode's extra model outputs; with
     `include_infos` its infos are `(info_t, info_{t+n})` from the storage.
+    `identities` maps `SingleAgentEpisode` arguments (`id_`, `agent_id`,
+    `module_id`, `multi_agent_episode_id`) to one value per item.
     """
-    infos = None
+    num_items = len(batch[INDICES])
     if include_infos:
-        infos = list(
-            zip(storage.infos[batch[INDICES]], storage.infos[batch[NEXT_INDICES]])
-        )
-    extra_keys = list(storage.extra) if include_extra else []
-    episodes = []
-    obs, new_obs, actions = batch[OBS], batch[NEXT_OBS], batch[ACTIONS]
-    rewards, weights, n_steps = (
-        batch[REWARDS].tolist(),
-        batch[WEIGHTS],
-        batch[N_STEP],
+        infos = [
+            list(pair)
+            for pair in zip(
+                storage.infos[batch[INDICES]], storage.infos[batch[NEXT_INDICES]]
+            )
+        ]
+    else:
+        infos = [[{}, {}] for _ in range(num_items)]
+    # Extra model outputs per item: columns split into per-item values once
+    # (numpy scalars and row views, as indexing item by item would give).
+    extra_columns = {"weights": batch[WEIGHTS], "n_step": batch[N_STEP]}
+    extra_columns.update(item_columns)
+    if include_extra:
+        extra_columns.update({key: batch[key] for key in storage.extra})
+    extra_values = {key: list(column) for key, column in extra_columns.items()}
+    episodes = OneStepEpisodes(observation_space, storage.action_space).build(
+        observations=list(batch[OBS]),
+        next_observations=list(batch[NEXT_OBS]),
+        infos=infos,
+        actions=list(batch[ACTIONS]),
+        rewards=batch[REWARDS].tolist(),
+        terminateds=batch[TERMINATEDS].tolist(),
+        truncateds=batch[TRUNCATEDS].tolist(),
+        t_starteds=batch[TIMESTEPS].tolist(),
+        extra_model_outputs=extra_values,
+        identities=identities or {},
     )
-    terminateds, truncateds = (
-        batch[TERMINATEDS].tolist(),
-        batch[TRUNCATEDS].tolist(),
-    )
-    ts = batch[TIMESTEPS].tolist()
-    for i in range(len(batch[INDICES])):
-        extra = {"weights": [weights[i]], "n_step": [n_steps[i]]}
-        for name, column in item_columns.items():
-            extra[name] = [column[i]]
-        for key in extra_keys:
-            extra[key] = [batch[key][i]]
-        episode = SingleAgentEpisode(
-            observations=[obs[i], new_obs[i]],
-            observation_space=observation_space,
-            infos=list(infos[i]) if infos is not None else None,
-            actions=[actions[i]],
-            action_space=storage.action_space,
-            rewards=[rewards[i]],
-            terminated=terminateds[i],
-            truncated=truncateds[i],
-            extra_model_outputs=extra,
-            len_lookback_buffer=0,
-            t_started=ts[i],
-        )
-        if to_numpy:
+    if to_numpy:
+        for episode in episodes:
             episode.to_numpy()
-        episodes.append(episode)
     return episodes
+
+
+class OneStepEpisodes:
+    """Builds the 1-step `SingleAgentEpisode`s of `sample()`, cheaply.
+
+    `SingleAgentEpisode(...)` spends ~20 us per call on argument handling,
+    space lookups and validation, most of a drop-in `sample()`'s time. This
+    sets the same slots to the same values directly (the episode equals the
+    one the constructor builds, lookback buffers included: a contract test
+    compares them and the slot list), with each space's struct looked up once
+    per call of `sample()`.
+    """
+
+    def __init__(self, observation_space, action_space):
+        self._spaces = {
+            "obs": (observation_space, get_base_struct_from_space(observation_space)),
+            "actions": (action_space, get_base_struct_from_space(action_space)),
+            "rewards": (REWARDS_SPACE, get_base_struct_from_space(REWARDS_SPACE)),
+            None: (None, get_base_struct_from_space(None)),
+        }
+
+    def build(
+        self,
+        *,
+        observations: list,
+        next_observations: list,
+        infos: list,
+        actions: list,
+        rewards: list,
+        terminateds: list,
+        truncateds: list,
+        t_starteds: list,
+        extra_model_outputs: Dict[str, list],
+        identities: Dict[str, list],
+    ) -> List[SingleAgentEpisode]:
+        """One episode per item: `(o, o')`, infos `[i, i']`, one action and
+        reward, the flags, `t_started`, each extra model output's value and
+        each identity (`id_`, `agent_id`, `module_id`,
+        `multi_agent_episode_id`; `id_` defaults to a new uuid as in RLlib)."""
+        new_episode = SingleAgentEpisode.__new__
+        new_buffer = InfiniteLookbackBuffer.__new__
+        obs_space, obs_struct = self._spaces["obs"]
+        action_space, action_struct = self._spaces["actions"]
+        reward_space, reward_struct = self._spaces["rewards"]
+        no_struct = self._spaces[None][1]
+
+        def buffer(data, space=None, struct=no_struct):
+            # What InfiniteLookbackBuffer(data=data, lookback=0, space=...) sets.
+            b = new_buffer(InfiniteLookbackBuffer)
+            b.data, b.lookback, b.finalized = data, 0, False
+            b._space, b._space_struct = space, struct
+            return b
+
+        ids = identities.get("id_")
+        agent_ids = identities.get("agent_id")
+        module_ids = identities.get("module_id")
+        multi_agent_ids = identities.get("multi_agent_episode_id")
+        extras = list(extra_model_outputs.items())
+        episodes = []
+        for i, t_started in enumerate(t_starteds):
+            e = new_episode(SingleAgentEpisode)
+            e.id_ = ids[i] if ids is not None else uuid.uuid4().hex
+            e.agent_id = agent_ids[i] if agent_ids is not None else None
+            e.module_id = module_ids[i] if module_ids is not None else None
+            e.multi_agent_episode_id = (
+                multi_agent_ids[i] if multi_agent_ids is not None else None
+            )
+            e.observations = buffer(
+                [observations[i], next_observations[i]], obs_space, obs_struct
+            )
+            e._observation_space = obs_space
+            e.infos = buffer(infos[i])
+            e.actions = buffer([actions[i]], action_space, action_struct)
+            e._action_space = action_space
+            e.rewards = buffer([rewards[i]], reward_space, reward_struct)
+            e.is_terminated = terminateds[i]
+            e.is_truncated = truncateds[i]
+            e.extra_model_outputs = {key: buffer([values[i]]) for key, values in extras}
+            e.t_started = t_started
+            e.t = t_started + 1
+            e._custom_data = {}
+            e._start_time = e._last_step_time = None
+            e._last_added_observation = e._last_added_infos = None
+            episodes.append(e)
+        return episodes
+
+
+# The slots `OneStepEpisodes` sets (a contract test checks RLlib's list).
+ONE_STEP_EPISODE_SLOTS = frozenset(
+    (
+        "actions",
+        "agent_id",
+        "extra_model_outputs",
+        "id_",
+        "infos",
+        "is_terminated",
+        "is_truncated",
+        "module_id",
+        "multi_agent_episode_id",
+        "observations",
+        "rewards",
+        "t",
+        "t_started",
+        "_action_space",
+        "_last_added_observation",
+        "_last_added_infos",
+        "_last_step_time",
+        "_observation_space",
+        "_start_time",
+        "_custom_data",
+    )
+)
 
 
 def sequences_to_episodes(
@@ -181,9 +368,12 @@ def sequences_to_episodes(
     *,
     include_infos: bool,
     observation_space,
+    identities: Optional[Dict[str, list]] = None,
 ) -> List[SingleAgentEpisode]:
     """One episode of `lengths[b]` steps per row of `sequence_columns()`, with
-    every stored extra model output and per-step `weights`."""
+    every stored extra model output and per-step `weights`; `identities` as in
+    `transitions_to_episodes`."""
+    identities = identities or {}
     episodes = []
     for b in range(len(batch[INDICES])):
         L = int(batch["lengths"][b])
@@ -202,6 +392,7 @@ def sequences_to_episodes(
                 extra_model_outputs={k: list(v) for k, v in extra.items()},
                 len_lookback_buffer=0,
                 t_started=int(batch[TIMESTEPS][b, 0]),
+                **{name: values[b] for name, values in identities.items()},
             )
         )
     return episodes

@@ -22,24 +22,20 @@ priorities passed to `update_priorities` belong to the items of the last sample.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+import logging
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
 import numpy as np
+from ray.rllib.core import DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import (
-    NUM_ENV_STEPS_ADDED_LIFETIME,
-    NUM_ENV_STEPS_EVICTED_LIFETIME,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    NUM_ENV_STEPS_STORED,
-    NUM_EPISODES_STORED,
-)
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
     PrioritizedEpisodeReplayBuffer,
 )
 
-from rllib_ners.replay_buffers import episode_adapter, writer
+from rllib_ners.replay_buffers import episode_adapter, rllib_states, writer
 from rllib_ners.replay_buffers.buffer_names import (  # noqa: F401 (re-exported)
     ACTIONS,
     INDICES,
@@ -70,6 +66,8 @@ from rllib_ners.replay_buffers.ring_storage import RingStorage, copy_if_array, s
 from rllib_ners.replay_buffers.sequences import chunk_pieces, sequence_columns
 from rllib_ners.utils.checks import check_positive_int
 
+logger = logging.getLogger(__name__)
+
 # Metric keys of our own (RLlib's constants are used where one exists).
 NUM_PRIORITIES_STALE_LIFETIME = "num_priorities_stale_skipped_lifetime"
 MAX_PRIORITY = "max_priority"
@@ -79,6 +77,61 @@ SAMPLE_BETA = "beta"
 
 def _check_setting(name: str, value) -> int:
     return check_positive_int(name, value, fix=SETTING_FIX)
+
+
+def check_weight(weight: Optional[float]) -> None:
+    """`add()`'s starting priority: None (the max priority) or a number > 0."""
+    if weight is not None and not (np.isfinite(weight) and weight > 0):
+        raise ValueError(f"`weight` must be a finite number > 0, got {weight!r}.")
+
+
+def _check_single_agent_module(module_id: Optional[str]) -> None:
+    """RLlib's counters take a `module_id`; a single-agent buffer has one."""
+    if module_id not in (None, DEFAULT_MODULE_ID):
+        raise ValueError(
+            f"This single-agent buffer stores module {DEFAULT_MODULE_ID!r} only, got "
+            f"module_id={module_id!r}. For multi-agent replay use "
+            f"rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer."
+        )
+
+
+class _SampleTally:
+    """What `sample()` calls drew since the last `get_metrics()`: items, the
+    distinct steps and episodes per call (summed over calls, as RLlib's
+    `num_env_steps_per_sample` is), and the sum of the items' n."""
+
+    def __init__(self):
+        self.steps = self.distinct_steps = self.distinct_episodes = 0
+        self.n_step_sum = 0
+
+    def count(self, slots: np.ndarray, episode_uid: np.ndarray) -> None:
+        self.steps += slots.shape[0]
+        # The priority sampler returns sorted slots: distinct ones differ from
+        # their predecessor.
+        self.distinct_steps += 1 + int(np.count_nonzero(slots[1:] != slots[:-1]))
+        self.distinct_episodes += np.unique(episode_uid[slots]).shape[0]
+
+
+def _rllib_counts(kind: str, *, episodes: int, steps: int) -> Dict[str, Any]:
+    """The episode and step counts of RLlib's `_update_add_metrics`, whole-buffer
+    and per (default) agent and module, for `kind` "added" or "evicted"."""
+    return {
+        f"num_episodes_{kind}": episodes,
+        f"num_env_steps_{kind}": steps,
+        f"agent_to_num_episodes_{kind}": {DEFAULT_AGENT_ID: episodes},
+        f"agent_to_num_steps_{kind}": {DEFAULT_AGENT_ID: steps},
+        f"module_to_num_episodes_{kind}": {DEFAULT_MODULE_ID: episodes},
+        f"module_to_num_steps_{kind}": {DEFAULT_MODULE_ID: steps},
+    }
+
+
+def _per_agent_and_module(**values) -> Dict[str, Dict[str, Any]]:
+    """RLlib's `agent_to_<name>` and `module_to_<name>` dicts for one agent."""
+    out = {}
+    for name, value in values.items():
+        out[f"agent_to_{name}"] = {DEFAULT_AGENT_ID: value}
+        out[f"module_to_{name}"] = {DEFAULT_MODULE_ID: value}
+    return out
 
 
 class _PartAttribute:
@@ -205,6 +258,12 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._num_steps_added_lifetime = 0
         self._num_steps_sampled_lifetime = 0
         self._sampled_n_step_mean = 0.0
+        self._warned_overflow = False
+        # What get_metrics() reported last, and what was sampled since.
+        self._reported = self._lifetime_counts()
+        self._tally = _SampleTally()
+        # `episodes`, built on first access after a change (None: stale).
+        self._episodes_view: Optional[Deque[SingleAgentEpisode]] = None
 
     # The parts' attributes under the buffer's pre-split names.
     _next = _PartAttribute("_storage", "next")
@@ -224,25 +283,91 @@ class FastPrioritizedEpisodeReplayBuffer(
     _sum_tree = _PartAttribute("_sampler", "sum_tree")
     _min_tree = _PartAttribute("_sampler", "min_tree")
     _num_nonfinite_priorities = _PartAttribute("_sampler", "num_nonfinite_priorities")
+    # RLlib's counters under RLlib's names (its `__init__` sets them to 0).
+    _num_timesteps = _PartAttribute("_storage", "num_transitions")
+    _num_episodes_evicted = _PartAttribute("_storage", "num_episodes_evicted_lifetime")
 
     # ------------------------------------------------------------------ sizes
+    # RLlib's counters, with RLlib's meanings. An episode counts as stored while
+    # at least one of its transitions is, and as evicted once the last one is
+    # overwritten (RLlib evicts whole episodes, so it has no partly evicted
+    # ones; ours keep their newest steps, see `ring_storage`).
     @override(EpisodeReplayBuffer)
     def __len__(self) -> int:
         return self._storage.num_transitions
 
     @override(EpisodeReplayBuffer)
-    def get_num_timesteps(self) -> int:
-        """Number of stored transitions that can be sampled."""
+    def get_num_timesteps(self, module_id: Optional[str] = None) -> int:
+        """Number of stored transitions (the steps `sample()` can draw)."""
+        _check_single_agent_module(module_id)
         return self._storage.num_transitions
 
     @override(EpisodeReplayBuffer)
-    def get_num_episodes(self) -> int:
-        """Number of stored episode fragments (each has exactly one tail slot)."""
-        return self._storage.num_tails
+    def get_num_episodes(self, module_id: Optional[str] = None) -> int:
+        """Number of stored episodes (each with at least one stored step)."""
+        _check_single_agent_module(module_id)
+        return self._storage.num_episodes
 
     @override(EpisodeReplayBuffer)
-    def get_added_timesteps(self) -> int:
+    def get_num_episodes_evicted(self, module_id: Optional[str] = None) -> int:
+        """Number of episodes whose last stored step was evicted, lifetime."""
+        _check_single_agent_module(module_id)
+        return self._storage.num_episodes_evicted_lifetime
+
+    @override(EpisodeReplayBuffer)
+    def get_added_timesteps(self, module_id: Optional[str] = None) -> int:
+        """Number of steps ever given to `add()` (kept or not)."""
+        _check_single_agent_module(module_id)
         return self._num_steps_added_lifetime
+
+    @override(EpisodeReplayBuffer)
+    def get_sampled_timesteps(self, module_id: Optional[str] = None) -> int:
+        """Number of items ever sampled."""
+        _check_single_agent_module(module_id)
+        return self.sampled_timesteps
+
+    # -------------------------------------------------------------- episodes
+    @property
+    @override(EpisodeReplayBuffer)
+    def episodes(self) -> Deque[SingleAgentEpisode]:
+        """The stored episodes, oldest first, as RLlib's `episodes` deque.
+
+        Built from the ring on first access after an `add()` (O(stored steps);
+        then cached until the next change), so a copy: changing these episodes
+        does not change the buffer. A partly evicted episode holds its stored
+        steps only (`t_started` > 0). Observations are the stored frames (one
+        per step, also with `frame_stack` > 1).
+        """
+        if self._episodes_view is None:
+            self._episodes_view = deque(episode_adapter.stored_episodes(self._storage))
+        return deque(self._episodes_view)
+
+    @episodes.setter
+    @override(EpisodeReplayBuffer)
+    def episodes(self, value) -> None:
+        # RLlib's `EpisodeReplayBuffer.__init__` starts with an empty deque;
+        # anything else would be silently lost here.
+        if len(value):
+            raise ValueError(
+                f"{type(self).__name__}.episodes is a view of the stored data and "
+                f"cannot be assigned; add episodes with add()."
+            )
+
+    @property
+    @override(EpisodeReplayBuffer)
+    def episode_id_to_index(self) -> Dict[str, int]:
+        """Episode id -> its position in `episodes` (RLlib's mapping, without
+        RLlib's offset by the number of evicted episodes)."""
+        return {episode.id_: i for i, episode in enumerate(self.episodes)}
+
+    @episode_id_to_index.setter
+    @override(EpisodeReplayBuffer)
+    def episode_id_to_index(self, value) -> None:
+        if len(value):
+            raise ValueError(
+                f"{type(self).__name__}.episode_id_to_index is derived from the "
+                f"stored data and cannot be assigned."
+            )
 
     @property
     def alpha(self) -> float:
@@ -268,39 +393,50 @@ class FastPrioritizedEpisodeReplayBuffer(
     ) -> None:
         """Stores episode chunks; chunks continuing a stored episode are joined.
 
+        A call bringing more observations than `capacity` (a long episode, or
+        many episodes at once) keeps the newest `capacity` of them: the oldest
+        are overwritten first, as ever. The dropped steps count as added and
+        evicted.
+
         Args:
             episodes: One `SingleAgentEpisode` or a list of them (complete episodes
                 or chunks as EnvRunners send them).
             weight: Priority for the new transitions; defaults to the running max
                 priority, so new data is sampled at least once soon.
         """
-        if isinstance(episodes, SingleAgentEpisode):
-            episodes = [episodes]
-        if weight is not None and not (np.isfinite(weight) and weight > 0):
-            raise ValueError(f"`weight` must be a finite number > 0, got {weight!r}.")
+        episodes = episode_adapter.single_agent_episodes(episodes, type(self))
+        check_weight(weight)
         chunks = [episode_adapter.read_chunk(e) for e in episodes if len(e) > 0]
+        self._add_chunks(chunks, weight)
+
+    def _add_chunks(
+        self, chunks: List[dict], weight: Optional[float]
+    ) -> Tuple[List[dict], np.ndarray]:
+        """Writes chunks (see `writer`); returns the kept chunks and their step
+        slots (in chunk order)."""
+        no_steps = np.zeros(0, np.int64)
         if not chunks:
-            self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-            return
+            self._last_added_steps = (no_steps, no_steps)
+            return [], no_steps
         storage = self._storage
         if not storage.allocated:
             episode_adapter.allocate_storage(storage, chunks[0], self._frame_stack)
         for chunk in chunks:
             episode_adapter.read_extra_columns(chunk, storage.extra)
-        continuing = writer.plan_continuations(storage, chunks)
-        num_new = writer.num_new_slots(chunks, continuing)
+        kept = chunks
+        continuing = writer.plan_continuations(storage, kept)
+        num_new = writer.num_new_slots(kept, continuing)
         if num_new > self.capacity:
-            raise ValueError(
-                f"add() got {num_new} new observations, more than the buffer's "
-                f"capacity={self.capacity}. Increase `capacity` in "
-                f"`replay_buffer_config`."
-            )
+            kept = writer.newest_that_fit(chunks, self.capacity)
+            self._count_dropped(chunks, kept)
+            continuing = writer.plan_continuations(storage, kept)
+            num_new = writer.num_new_slots(kept, continuing)
         new_slots = storage.head_slots(num_new)
-        evicted = storage.evict(new_slots)
+        evicted, finished_episodes = storage.evict(new_slots)
         if evicted.size:
             self._on_evict(evicted)
         obs_slots, step_slots = writer.write_chunks(
-            storage, chunks, continuing, new_slots
+            storage, kept, continuing, new_slots
         )
         # Written slots plus the reused tails of continued episodes.
         touched = np.union1d(obs_slots, step_slots)
@@ -311,15 +447,49 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._num_timesteps_added += num_steps
         self._last_added_steps = (
             step_slots,
-            np.array([c["len"] for c in chunks], dtype=np.int64),
+            np.array([c["len"] for c in kept], dtype=np.int64),
         )
+        self._episodes_view = None
+        new_episodes = [c["id"] for c, cont in zip(kept, continuing) if not cont]
+        self._on_episodes_changed(finished_episodes, new_episodes)
         self._after_add(step_slots, chunks)
+        return kept, step_slots
+
+    def _count_dropped(self, chunks: List[dict], kept: List[dict]) -> None:
+        """Counts the steps of `chunks` that `kept` lacks as added and evicted,
+        and so are episodes of which nothing was kept nor stored before."""
+        storage = self._storage
+        dropped = sum(c["len"] for c in chunks) - sum(c["len"] for c in kept)
+        storage.num_steps_evicted_lifetime += dropped
+        kept_ids = {c["id"] for c in kept}
+        lost = {
+            c["id"]
+            for c in chunks
+            if c["id"] not in kept_ids and c["id"] not in storage.open_episodes
+        }
+        storage.num_episodes_added_lifetime += len(lost)
+        storage.num_episodes_evicted_lifetime += len(lost)
+        if not self._warned_overflow:
+            logger.warning(
+                "add() got more observations than the replay buffer's capacity=%d; "
+                "it keeps the newest %d steps (the oldest are overwritten first). "
+                "Increase `capacity` in `replay_buffer_config` to keep whole "
+                "episodes. This warning is shown once.",
+                self.capacity,
+                sum(c["len"] for c in kept),
+            )
+            self._warned_overflow = True
 
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
         """Hook for subclasses: `step_slots` just became (or were reset as) steps."""
 
     def _on_evict(self, slots: np.ndarray) -> None:
         """Hook for subclasses: `slots` are being overwritten."""
+
+    def _on_episodes_changed(self, evicted: List[str], added: List[str]) -> None:
+        """Hook for subclasses: the ids of the episodes that were just evicted
+        (their last transition overwritten), then of those just stored anew
+        (a first chunk, or the first after the episode's eviction)."""
 
     # ----------------------------------------------------------------- sample
     def _draw(self, num_items: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -334,6 +504,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         self._last_sampled_stamps = self._storage.stamp[slots]
         self._num_steps_sampled_lifetime += num_items
         self.sampled_timesteps += num_items
+        self._tally.count(slots, self._storage.episode_uid)
         return slots, weights
 
     def _resolve_beta(self, beta: Optional[float]) -> float:
@@ -374,7 +545,9 @@ class FastPrioritizedEpisodeReplayBuffer(
         slots, weights = self._draw(num_items, beta)
         batch = self._transition_columns(slots, n_steps, gamma)
         batch[WEIGHTS] = weights
-        self._sampled_n_step_mean = float(batch[N_STEP].mean())
+        n_step_sum = int(batch[N_STEP].sum())
+        self._sampled_n_step_mean = n_step_sum / num_items
+        self._tally.n_step_sum += n_step_sum
         if include_extra_model_outputs:
             for key, column in self._storage.extra.items():
                 batch[key] = column[slots]
@@ -438,6 +611,7 @@ class FastPrioritizedEpisodeReplayBuffer(
                 storage,
                 include_infos=include_infos,
                 observation_space=self.sampled_observation_space,
+                identities=self._episode_identities(batch[INDICES]),
             )
 
         num_items = num_items or batch_size_B or self.batch_size_B
@@ -456,7 +630,13 @@ class FastPrioritizedEpisodeReplayBuffer(
             include_extra=include_extra_model_outputs,
             observation_space=self.sampled_observation_space,
             to_numpy=to_numpy,
+            identities=self._episode_identities(batch[INDICES]),
         )
+
+    def _episode_identities(self, slots: np.ndarray) -> Optional[Dict[str, list]]:
+        """Per sampled item, arguments for its `SingleAgentEpisode` (such as
+        `agent_id`); none here (RLlib's single-agent buffer sets none)."""
+        return None
 
     def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """Per-item values that `sample()` adds to each episode's extra model
@@ -482,6 +662,7 @@ class FastPrioritizedEpisodeReplayBuffer(
         T = _check_setting("batch_length_T", batch_length_T)
         beta = self._resolve_beta(beta)
         starts, weights = self._draw(B, beta)
+        self._tally.n_step_sum += B  # each row's start is a 1-step transition
         return sequence_columns(
             self._storage,
             starts,
@@ -571,21 +752,51 @@ class FastPrioritizedEpisodeReplayBuffer(
     # ---------------------------------------------------------------- metrics
     @override(EpisodeReplayBuffer)
     def get_metrics(self) -> Dict[str, Any]:
+        """RLlib's buffer metrics (same keys, meanings and reductions), plus ours.
+
+        RLlib logs them on every `add()` and `sample()`; ours tallies counts
+        there and logs them here, once, through RLlib's own
+        `_update_add_metrics` / `_update_sample_metrics`. `num_resamples` is
+        always 0: n-step returns are truncated at episode ends, never redrawn.
+        """
         m = self.metrics
-        storage, sampler = self._storage, self._sampler
-        m.log_value(
-            NUM_ENV_STEPS_STORED, storage.num_transitions, reduce="mean", window=1
+        sampler = self._sampler
+        delta = self._take_lifetime_deltas()
+        self._update_add_metrics(
+            **_rllib_counts(
+                "added",
+                episodes=delta["episodes_added"],
+                steps=delta["steps_added"],
+            ),
+            **_rllib_counts(
+                "evicted",
+                episodes=delta["episodes_evicted"],
+                steps=delta["steps_evicted"],
+            ),
         )
-        m.log_value(NUM_EPISODES_STORED, storage.num_tails, reduce="mean", window=1)
+        tally = self._take_sample_tally()
+        if tally.steps:
+            n_step_mean = tally.n_step_sum / tally.steps if tally.n_step_sum else None
+            self._update_sample_metrics(
+                num_env_steps_sampled=tally.steps,
+                num_episodes_per_sample=tally.distinct_episodes,
+                num_env_steps_per_sample=tally.distinct_steps,
+                sampled_n_step=n_step_mean,
+                num_resamples=0,
+                **_per_agent_and_module(
+                    num_steps_sampled=tally.steps,
+                    num_episodes_per_sample=tally.distinct_episodes,
+                    num_steps_per_sample=tally.distinct_steps,
+                    sampled_n_step=n_step_mean,
+                    num_resamples=0,
+                ),
+            )
         m.log_value(MAX_PRIORITY, sampler.max_priority, reduce="mean", window=1)
         m.log_value(SAMPLE_BETA, self.current_beta(), reduce="mean", window=1)
         m.log_value(
             SAMPLED_N_STEP_MEAN, self._sampled_n_step_mean, reduce="mean", window=1
         )
         for key, value in (
-            (NUM_ENV_STEPS_ADDED_LIFETIME, self._num_steps_added_lifetime),
-            (NUM_ENV_STEPS_EVICTED_LIFETIME, storage.num_steps_evicted_lifetime),
-            (NUM_ENV_STEPS_SAMPLED_LIFETIME, self._num_steps_sampled_lifetime),
             (NUM_PRIORITIES_NONFINITE_LIFETIME, sampler.num_nonfinite_priorities),
             (NUM_PRIORITIES_STALE_LIFETIME, sampler.num_stale_priorities),
         ):
@@ -593,6 +804,34 @@ class FastPrioritizedEpisodeReplayBuffer(
             m.log_value(key, value, reduce="max", window=1)
         self._log_extra_metrics(m)
         return m.reduce()
+
+    def _lifetime_counts(self) -> Dict[str, int]:
+        storage = self._storage
+        return {
+            "steps_added": self._num_steps_added_lifetime,
+            "steps_evicted": storage.num_steps_evicted_lifetime,
+            "episodes_added": storage.num_episodes_added_lifetime,
+            "episodes_evicted": storage.num_episodes_evicted_lifetime,
+        }
+
+    def _take_lifetime_deltas(self) -> Dict[str, int]:
+        """The lifetime counts' growth since the last call."""
+        now = self._lifetime_counts()
+        delta = {key: now[key] - self._reported.get(key, 0) for key in now}
+        self._reported = now
+        return delta
+
+    def _take_sample_tally(self) -> _SampleTally:
+        """What was sampled since the last call."""
+        tally, self._tally = self._tally, _SampleTally()
+        return tally
+
+    def _restart_metrics(self) -> None:
+        """After `set_state()`: report only what happens from now on, as
+        RLlib's buffers do (their metrics are not part of their state; the
+        Algorithm's restored metrics hold the totals)."""
+        self._reported = self._lifetime_counts()
+        self._tally = _SampleTally()
 
     def _log_extra_metrics(self, metrics) -> None:
         """Hook for subclasses to add their metrics."""
@@ -639,7 +878,19 @@ class FastPrioritizedEpisodeReplayBuffer(
     @override(PrioritizedEpisodeReplayBuffer)
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
         """Restores `get_state()`'s output; `copy=False` adopts its arrays (for a
-        state just loaded from a checkpoint that nothing else holds)."""
+        state just loaded from a checkpoint that nothing else holds).
+
+        Also takes the state of RLlib's `PrioritizedEpisodeReplayBuffer` or
+        `EpisodeReplayBuffer`, so a run checkpointed with RLlib's buffer goes on
+        with this one: the episodes (newest kept if they exceed `capacity`),
+        each step's priority leaf, the max priority and the lifetime counters
+        carry over (see `rllib_states`).
+        """
+        self._episodes_view = None
+        if rllib_states.is_rllib_state(state):
+            rllib_states.load_rllib_state(self, state)
+            self._restart_metrics()
+            return
         if int(state["capacity"]) != self.capacity:
             raise ValueError(
                 f"Cannot restore a buffer of capacity {state['capacity']} into one of "
@@ -659,6 +910,33 @@ class FastPrioritizedEpisodeReplayBuffer(
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state["rng"]
         self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self._restart_metrics()
+
+    # With RLlib's state, its steps' priorities replace the new-step priority
+    # (subclasses whose priorities mean something else set this to False).
+    _takes_rllib_priorities = True
+
+    def to_rllib_state(self, rllib_class: Optional[type] = None) -> Dict[str, Any]:
+        """This buffer's memory as the state of one of RLlib's buffers.
+
+        For `rllib_buffer.set_state(...)` with `rllib_class` RLlib's
+        `PrioritizedEpisodeReplayBuffer` (default: stored episodes, priority
+        leaves, max priority, counters) or `EpisodeReplayBuffer` (episodes and
+        counters). A one-off conversion through RLlib's own `add()`.
+        """
+        return rllib_states.rllib_state(self, rllib_class)
+
+    def _clear(self) -> None:
+        """Forgets every stored step and counter; keeps the settings and RNG."""
+        self._storage = RingStorage(self.capacity)
+        self._sampler = self._sampler.emptied()
+        self._last_sampled_indices = np.zeros(0, dtype=np.int64)
+        self._last_sampled_stamps = np.zeros(0, dtype=np.int64)
+        self._last_added_steps = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self._num_steps_added_lifetime = self._num_timesteps_added = 0
+        self._num_steps_sampled_lifetime = self.sampled_timesteps = 0
+        self._sampled_n_step_mean = 0.0
+        self._episodes_view = None
 
     # ------------------------------------------------------------- invariants
     def check_invariants(self) -> None:

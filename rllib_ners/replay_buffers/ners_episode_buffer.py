@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.replay_buffers import rllib_states
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     ACTIONS,
     INDICES,
@@ -116,6 +117,10 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     ):
         _check_scored_by_ners_learner(scored_by_ners_learner, kwargs)
         super().__init__(capacity, **kwargs)
+        self._init_ners_memory()
+
+    def _init_ners_memory(self) -> None:
+        """The per-slot NERS cache, the sampled set and the episode returns."""
         self._delta = np.ones(self.capacity, dtype=np.float32)
         self._q = np.ones(self.capacity, dtype=np.float32)
         self._in_sampled_set = np.zeros(self.capacity, dtype=bool)
@@ -423,8 +428,20 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             state[name] = value.copy() if copy else value
         return state
 
+    # RLlib's priorities are TD errors, not scores: steps loaded from an RLlib
+    # state enter as new transitions do (the max score), until scored.
+    _takes_rllib_priorities = False
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def _clear(self) -> None:
+        super()._clear()
+        self._init_ners_memory()
+
     @override(FastPrioritizedEpisodeReplayBuffer)
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
+        if rllib_states.is_rllib_state(state):
+            super().set_state(state)
+            return
         # States saved before the replay counts or the scored mask existed:
         # every replayed transition counts once, and a stored transition whose
         # cached TD error left the new-transition value 1.0 was scored.

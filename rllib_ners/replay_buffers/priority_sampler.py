@@ -131,6 +131,7 @@ class PrioritySampler:
             )
         )
         self.alpha = float(alpha)
+        self.capacity = capacity
         self.sum_tree = SumTree(capacity)
         self.min_tree = MinTree(capacity)
         # The largest priority seen: new transitions get it (sampled soon).
@@ -140,6 +141,16 @@ class PrioritySampler:
         self.num_nonfinite_priorities = 0
         self.num_stale_priorities = 0
         self._warned_nonfinite = False
+
+    def emptied(self) -> PrioritySampler:
+        """A sampler with the same settings and no priorities."""
+        return PrioritySampler(
+            self.capacity,
+            alpha=self.alpha,
+            beta=self.default_beta,
+            beta_final=self.beta_final,
+            beta_annealing_timesteps=self.beta_annealing_timesteps,
+        )
 
     # ------------------------------------------------------------------ beta
     def resolve_beta(self, beta: Optional[float], num_added: int) -> float:

@@ -18,6 +18,12 @@ Eviction is first-in-first-out by slot. Because `next` pointers always point to
 slots written later, evicting the oldest slot can never leave a dangling
 pointer; an episode evicted from its start stays sampleable from its remaining
 steps.
+
+Episodes are counted as RLlib's buffers count them: each stored *fragment*
+(`uid`) is one episode, stored while at least one of its transitions is. Once
+its last transition is evicted the episode counts as evicted and is closed: a
+later chunk of it starts a new fragment, a new episode (RLlib likewise stores a
+chunk of an evicted episode as a new episode).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+
+# Counters that states saved by earlier versions lack (`set_state` rebuilds them).
+_COUNTERS_ADDED_LATER = ("num_episodes_added_lifetime", "num_episodes_evicted_lifetime")
 
 
 def copy_if_array(value):
@@ -68,6 +77,8 @@ class RingStorage:
         "num_tails",
         "next_uid",
         "num_steps_evicted_lifetime",
+        "num_episodes_added_lifetime",
+        "num_episodes_evicted_lifetime",
         "observation_space",
         "action_space",
     )
@@ -102,9 +113,16 @@ class RingStorage:
         self.num_tails = 0
         self.next_uid = 0
         self.num_steps_evicted_lifetime = 0
+        self.num_episodes_added_lifetime = 0
+        self.num_episodes_evicted_lifetime = 0
         # Episode id -> (uid, tail slot) for fragments that may still continue.
         self.open_episodes: Dict[str, Tuple[int, int]] = {}
         self.tail_slot_to_episode_id: Dict[int, str] = {}
+        # Stored fragments: uid -> number of stored transitions, and uid -> the
+        # episode id it belongs to. A fragment leaves both with its last
+        # transition.
+        self.steps_per_episode: Dict[int, int] = {}
+        self.episode_ids: Dict[int, str] = {}
 
     # ------------------------------------------------------------ allocation
     @property
@@ -144,11 +162,16 @@ class RingStorage:
         self.num_slots_written += num_new
         self.write_pos = (self.write_pos + num_new) % self.capacity
 
-    def evict(self, slots: np.ndarray) -> np.ndarray:
-        """Frees the occupied ones among `slots`; returns them (maybe empty)."""
+    def evict(self, slots: np.ndarray) -> Tuple[np.ndarray, List[str]]:
+        """Frees the occupied ones among `slots`.
+
+        Returns:
+            The freed slots (maybe none), and the ids of the episodes whose
+            last stored transition was among them (now counted as evicted).
+        """
         occupied = self.occupied[slots]
         if not occupied.any():
-            return slots[:0]
+            return slots[:0], []
         evicted = slots[occupied]
         was_step = self.is_transition[evicted]
         num_steps = int(was_step.sum())
@@ -159,12 +182,43 @@ class RingStorage:
             episode_id = self.tail_slot_to_episode_id.pop(int(tail), None)
             if episode_id is not None:
                 self.open_episodes.pop(episode_id, None)
+        finished = self._forget_steps(evicted[was_step])
         self.occupied[evicted] = False
         self.is_transition[evicted] = False
         self.episode_uid[evicted] = -1
         self.next[evicted] = -1
         self.prev[evicted] = -1
-        return evicted
+        return evicted, finished
+
+    def _forget_steps(self, steps: np.ndarray) -> List[str]:
+        """Counts evicted transitions off their fragments; closes and returns
+        (the ids of) the fragments left without any."""
+        if steps.size == 0:
+            return []
+        uids, counts = np.unique(self.episode_uid[steps], return_counts=True)
+        finished = []
+        # One iteration per episode touched by this eviction, not per step.
+        for uid, count in zip(uids.tolist(), counts.tolist()):
+            left = self.steps_per_episode[uid] - count
+            if left > 0:
+                self.steps_per_episode[uid] = left
+                continue
+            del self.steps_per_episode[uid]
+            episode_id = self.episode_ids.pop(uid)
+            finished.append(episode_id)
+            # A tail without transitions left is never continued: the next
+            # chunk of this episode starts a new fragment (a new episode).
+            entry = self.open_episodes.get(episode_id)
+            if entry is not None and entry[0] == uid:
+                del self.open_episodes[episode_id]
+                self.tail_slot_to_episode_id.pop(entry[1], None)
+        self.num_episodes_evicted_lifetime += len(finished)
+        return finished
+
+    @property
+    def num_episodes(self) -> int:
+        """Stored episodes: fragments with at least one stored transition."""
+        return len(self.steps_per_episode)
 
     def broken_invariants(self, leaves: np.ndarray) -> List[str]:
         """What is wrong (nothing: an empty list), given the priority leaves.
@@ -189,6 +243,11 @@ class RingStorage:
             problems.append("transition count is off")
         if int((self.occupied & ~is_step).sum()) != self.num_tails:
             problems.append("tail count is off")
+        uids, counts = np.unique(self.episode_uid[steps], return_counts=True)
+        if dict(zip(uids.tolist(), counts.tolist())) != self.steps_per_episode:
+            problems.append("per-episode transition counts are off")
+        if set(self.episode_ids) != set(self.steps_per_episode):
+            problems.append("episode ids are off")
         return problems
 
     # ------------------------------------------------------------------ state
@@ -206,13 +265,34 @@ class RingStorage:
         state["_extra"] = {key: take(column) for key, column in self.extra.items()}
         state["_open_episodes"] = dict(self.open_episodes)
         state["_tail_slot_to_episode_id"] = dict(self.tail_slot_to_episode_id)
+        state["_steps_per_episode"] = dict(self.steps_per_episode)
+        state["_episode_ids"] = dict(self.episode_ids)
         return state
 
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
-        """Restores `get_state()`'s output; `copy=False` adopts its arrays."""
+        """Restores `get_state()`'s output; `copy=False` adopts its arrays.
+
+        States saved before the episode counters existed restore them from the
+        slots: counts per fragment, ids of open fragments (others get their
+        uid as id), 0 episodes evicted.
+        """
         take = copy_if_array if copy else same
         for name in self.STATE_ARRAYS + self.STATE_SCALARS:
-            setattr(self, name, take(state[f"_{name}"]))
+            key = f"_{name}"
+            if key in state or name not in _COUNTERS_ADDED_LATER:
+                setattr(self, name, take(state[key]))
         self.extra = {k: take(v) for k, v in state["_extra"].items()}
         self.open_episodes = dict(state["_open_episodes"])
         self.tail_slot_to_episode_id = dict(state["_tail_slot_to_episode_id"])
+        if "_steps_per_episode" in state:
+            self.steps_per_episode = dict(state["_steps_per_episode"])
+            self.episode_ids = dict(state["_episode_ids"])
+            return
+        uids, counts = np.unique(
+            self.episode_uid[self.is_transition], return_counts=True
+        )
+        self.steps_per_episode = dict(zip(uids.tolist(), counts.tolist()))
+        id_of_open = {uid: key for key, (uid, _) in self.open_episodes.items()}
+        self.episode_ids = {uid: id_of_open.get(uid, str(uid)) for uid in uids.tolist()}
+        self.num_episodes_added_lifetime = len(self.steps_per_episode)
+        self.num_episodes_evicted_lifetime = 0

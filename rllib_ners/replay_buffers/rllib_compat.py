@@ -17,7 +17,6 @@ from typing import Type
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 _TARGET_KEY = "rllib_ners_buffer_class"
-_PLACEHOLDER_TYPE = "PrioritizedEpisodeReplayBuffer"
 
 
 def _swap_in_replay_buffer(algorithm, **kwargs) -> None:
@@ -30,20 +29,35 @@ def _swap_in_replay_buffer(algorithm, **kwargs) -> None:
     algorithm.local_replay_buffer = cls(**buffer_config)
 
 
+def _placeholder_type(buffer_class: Type) -> str:
+    """The RLlib buffer name SAC accepts that stands in for `buffer_class`."""
+    from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
+        MultiAgentEpisodeReplayBuffer,
+    )
+
+    if issubclass(buffer_class, MultiAgentEpisodeReplayBuffer):
+        return "MultiAgentPrioritizedEpisodeReplayBuffer"
+    return "PrioritizedEpisodeReplayBuffer"
+
+
 def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> AlgorithmConfig:
     """Makes `config` build its replay buffer as `buffer_class`.
 
     Args:
         config: A stock RLlib config with a `replay_buffer_config` (DQN, SAC, ...).
-        buffer_class: E.g. `rllib_ners.FastPrioritizedEpisodeReplayBuffer`; the
-            other keys of `replay_buffer_config` are its constructor arguments.
+        buffer_class: E.g. `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (or
+            `FastMultiAgentPrioritizedEpisodeReplayBuffer` for a multi-agent
+            config); the other keys of `replay_buffer_config` are its
+            constructor arguments.
     """
     if not isinstance(buffer_class, type):
         raise ValueError(
             f"with_replay_buffer() needs a buffer class, got {buffer_class!r}."
         )
     buffer_config = dict(config.replay_buffer_config or {})
-    buffer_config.update(type=_PLACEHOLDER_TYPE, **{_TARGET_KEY: buffer_class})
+    buffer_config.update(
+        type=_placeholder_type(buffer_class), **{_TARGET_KEY: buffer_class}
+    )
     # Fails now, not at build time, if the settings do not fit the class.
     probe = {k: v for k, v in buffer_config.items() if k not in ("type", _TARGET_KEY)}
     buffer_class(**dict(probe, capacity=2))

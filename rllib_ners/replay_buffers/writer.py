@@ -7,8 +7,13 @@ A *chunk* is a dict read from an episode fragment (see `episode_adapter`):
 
 A chunk whose episode has a stored tail (an earlier chunk of the same `id`)
 *continues* it: the tail becomes the chunk's first step in place, so the chunk
-takes `n` new slots instead of `n + 1` (see `ring_storage`). A whole `add()`
-call is written with one scatter per field.
+takes `n` new slots instead of `n + 1` (see `ring_storage`). A chunk marked
+`fresh` never continues a stored tail. A whole `add()` call is written with one
+scatter per field.
+
+A call that brings more observations than the ring holds keeps its newest
+steps (`newest_that_fit`): the same steps the ring would hold had the chunks
+arrived one by one, oldest slots overwritten first.
 """
 
 from __future__ import annotations
@@ -36,10 +41,12 @@ def num_new_slots(chunks: List[dict], continuing: List[bool]) -> int:
 def plan_continuations(storage: RingStorage, chunks: List[dict]) -> List[bool]:
     """Decides which chunks can reuse their episode's stored tail slot.
 
-    A tail counts only if it still belongs to that episode and is not among
-    the slots this very call will overwrite; dropping a continuation needs one
-    more slot, so the check repeats until it is stable (it only ever flips
-    chunks from continuing to fresh, so it ends).
+    A tail counts only if it still belongs to that episode and its fragment
+    keeps a transition: the newest one (`prev[tail]`, older than the tail) must
+    not be among the slots this very call will overwrite, or the fragment is
+    closed (see `ring_storage`). Dropping a continuation needs one more slot,
+    so the check repeats until it is stable (it only ever flips chunks from
+    continuing to fresh, so it ends).
     """
     continuing = []
     # A later chunk of an episode whose earlier chunk is in the same call
@@ -48,7 +55,8 @@ def plan_continuations(storage: RingStorage, chunks: List[dict]) -> List[bool]:
     for i, chunk in enumerate(chunks):
         entry = storage.open_episodes.get(chunk["id"])
         ok = (
-            entry is not None
+            not chunk.get("fresh", False)
+            and entry is not None
             and storage.occupied[entry[1]]
             and storage.episode_uid[entry[1]] == entry[0]
             and not storage.is_transition[entry[1]]
@@ -67,11 +75,67 @@ def plan_continuations(storage: RingStorage, chunks: List[dict]) -> List[bool]:
             # Only continuations of *stored* tails can be overwritten here.
             if continuing[i] and first_of_id[chunk["id"]] == i:
                 tail = storage.open_episodes[chunk["id"]][1]
-                if (tail - storage.write_pos) % storage.capacity < num_new:
+                newest_step = storage.prev[tail]
+                if (newest_step - storage.write_pos) % storage.capacity < num_new:
                     continuing[i] = False
                     changed = True
         if not changed:
             return continuing
+
+
+def newest_that_fit(chunks: List[dict], capacity: int) -> List[dict]:
+    """The newest steps of `chunks` that `capacity` fresh slots hold.
+
+    Walks the chunks from the newest back. A chunk costs its steps plus one
+    slot for its first observation, unless a later kept chunk of the same
+    episode continues it (that chunk then needs no slot for its first
+    observation). The chunk that no longer fits whole keeps its newest steps;
+    older chunks are dropped. Kept chunks never continue a stored tail (the
+    ring is overwritten to make room for them): each episode's first kept
+    chunk is marked `fresh`.
+
+    Returns:
+        The kept chunks, in order; a cut chunk is a new dict whose rows start
+        `first_step` steps into the original.
+    """
+    kept: List[dict] = []
+    budget = capacity
+    later_ids = set()
+    for chunk in reversed(chunks):
+        feeds_later = chunk["id"] in later_ids and not chunk["done"]
+        first_obs = 0 if feeds_later else 1
+        if chunk["len"] + first_obs <= budget:
+            kept.append(chunk)
+            budget -= chunk["len"] + first_obs
+            later_ids.add(chunk["id"])
+            continue
+        if budget - first_obs >= 1:
+            kept.append(newest_steps(chunk, budget - first_obs))
+        break
+    kept.reverse()
+    seen = set()
+    for chunk in kept:
+        if chunk["id"] not in seen:
+            chunk["fresh"] = True
+            seen.add(chunk["id"])
+    return kept
+
+
+def newest_steps(chunk: dict, num_steps: int) -> dict:
+    """A copy of `chunk` holding only its newest `num_steps` steps."""
+    first = chunk["len"] - num_steps
+    cut = dict(chunk)
+    cut.update(
+        len=num_steps,
+        first_step=first,
+        t_started=chunk["t_started"] + first,
+        obs=chunk["obs"][first:],
+        infos=chunk["infos"][first:],
+        actions=chunk["actions"][first:],
+        rewards=chunk["rewards"][first:],
+        extra={key: values[first:] for key, values in chunk["extra"].items()},
+    )
+    return cut
 
 
 def write_chunks(
@@ -83,8 +147,9 @@ def write_chunks(
     """Writes `chunks` into the (already evicted) `new_slots`.
 
     Links each chunk to its episode's stored tail where `continuing`, records
-    the open fragments, sets `chunk["uid"]` and `chunk["obs_ts"]`, updates the
-    storage counters and moves the ring's head.
+    the open fragments and each fragment's transition count, sets
+    `chunk["uid"]` and `chunk["obs_ts"]`, updates the storage counters and
+    moves the ring's head.
 
     Returns:
         `(obs_slots, step_slots)`: the slots that received an observation, and
@@ -112,9 +177,18 @@ def write_chunks(
             next_slots.append(mine)
             # The old tail stops being a tail.
             storage.num_tails -= 1
+            storage.steps_per_episode[uid] += n
         else:
             uid = storage.next_uid
             storage.next_uid += 1
+            # A stored fragment of this episode that is not continued stays as
+            # it is, but can no longer be continued.
+            stale = storage.open_episodes.pop(chunk["id"], None)
+            if stale is not None:
+                storage.tail_slot_to_episode_id.pop(stale[1], None)
+            storage.steps_per_episode[uid] = n
+            storage.episode_ids[uid] = chunk["id"]
+            storage.num_episodes_added_lifetime += 1
             mine = new_slots[offset : offset + n + 1]
             obs_slots.append(mine)
             obs_rows.append(np.arange(n + 1))

@@ -254,10 +254,32 @@ def test_our_buffer_answers_every_public_method_of_rllibs_prioritized_buffer():
         "the base class of rllib_ners/replay_buffers/fast_prioritized_episode_"
         "buffer.py",
     )
-    buffer = FastPrioritizedEpisodeReplayBuffer(100)
+    _check_public_methods(
+        PrioritizedEpisodeReplayBuffer, FastPrioritizedEpisodeReplayBuffer(100)
+    )
+
+
+def test_our_multi_agent_buffer_answers_every_public_method_of_rllibs():
+    """The same for the multi-agent buffer, which skips the `__init__`s of
+    RLlib's multi-agent buffers."""
+    from ray.rllib.utils.replay_buffers import (
+        MultiAgentPrioritizedEpisodeReplayBuffer,
+    )
+
+    from rllib_ners import FastMultiAgentPrioritizedEpisodeReplayBuffer
+
+    _check_public_methods(
+        MultiAgentPrioritizedEpisodeReplayBuffer,
+        FastMultiAgentPrioritizedEpisodeReplayBuffer(100),
+    )
+
+
+def _check_public_methods(rllib_class, buffer) -> None:
+    """Every public method of `rllib_class` callable without arguments works on
+    our (empty) `buffer`."""
     no_argument_methods = [
         name
-        for name, member in inspect.getmembers(PrioritizedEpisodeReplayBuffer)
+        for name, member in inspect.getmembers(rllib_class)
         if not name.startswith("_")
         and callable(member)
         and all(
@@ -275,9 +297,8 @@ def test_our_buffer_answers_every_public_method_of_rllibs_prioritized_buffer():
         except Exception as error:  # noqa: BLE001 - report them all at once
             broken[name] = f"{type(error).__name__}: {error}"
     assert not broken, _fail(
-        f"these public methods of PrioritizedEpisodeReplayBuffer fail on our "
-        f"buffer: {broken}",
-        "FastPrioritizedEpisodeReplayBuffer (override them)",
+        f"these public methods of {rllib_class.__name__} fail on our buffer: {broken}",
+        f"{type(buffer).__name__} (override them)",
     )
 
 
@@ -296,3 +317,75 @@ def test_item_series_stats_keep_the_logged_values_in_items():
     )
     np.testing.assert_array_equal(np.asarray(items[0]), rows.numpy())
     np.testing.assert_array_equal(np.asarray(stats.peek()[0]), rows.numpy())
+
+
+def test_one_step_episodes_equal_what_the_episode_constructor_builds():
+    """`OneStepEpisodes` sets SingleAgentEpisode's slots itself (the
+    constructor's argument handling is most of sample()'s time)."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from rllib_ners.replay_buffers.episode_adapter import (
+        ONE_STEP_EPISODE_SLOTS,
+        OneStepEpisodes,
+    )
+
+    assert set(SingleAgentEpisode.__slots__) == ONE_STEP_EPISODE_SLOTS, _fail(
+        "SingleAgentEpisode's __slots__",
+        "rllib_ners/replay_buffers/episode_adapter.py (OneStepEpisodes)",
+    )
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    act_space = gym.spaces.Discrete(4)
+    arguments = {
+        "observations": [np.zeros(3, np.float32), np.ones(3, np.float32)],
+        "infos": [{"a": 1}, {}],
+        "terminated": True,
+        "truncated": False,
+        "t_started": 7,
+        "id_": "x",
+        "agent_id": "a0",
+        "module_id": "m0",
+        "multi_agent_episode_id": "ma",
+    }
+    extra = {"weights": [np.float32(0.5)], "n_step": [np.int64(3)]}
+    (ours,) = OneStepEpisodes(obs_space, act_space).build(
+        observations=arguments["observations"][:1],
+        next_observations=arguments["observations"][1:],
+        infos=[arguments["infos"]],
+        actions=[np.int64(2)],
+        rewards=[1.5],
+        terminateds=[True],
+        truncateds=[False],
+        t_starteds=[7],
+        extra_model_outputs=extra,
+        identities={
+            key: [arguments[key]]
+            for key in ("id_", "agent_id", "module_id", "multi_agent_episode_id")
+        },
+    )
+    rllib = SingleAgentEpisode(
+        observation_space=obs_space,
+        action_space=act_space,
+        actions=[np.int64(2)],
+        rewards=[1.5],
+        extra_model_outputs=extra,
+        len_lookback_buffer=0,
+        **arguments,
+    )
+    for name in ONE_STEP_EPISODE_SLOTS - {"observations", "infos", "actions"}:
+        if name in ("rewards", "extra_model_outputs"):
+            continue
+        assert getattr(ours, name) == getattr(rllib, name), name
+    for name in ("observations", "infos", "actions", "rewards"):
+        a, b = getattr(ours, name), getattr(rllib, name)
+        assert a == b, _fail(
+            f"the InfiniteLookbackBuffer of `{name}` built by the constructor",
+            "rllib_ners/replay_buffers/episode_adapter.py (OneStepEpisodes)",
+        )
+    assert ours.extra_model_outputs.keys() == rllib.extra_model_outputs.keys()
+    for key, buffer in ours.extra_model_outputs.items():
+        assert buffer == rllib.extra_model_outputs[key], key
+    ours.validate()
+    assert len(ours) == 1 and ours.t == rllib.t
+    np.testing.assert_array_equal(
+        ours.to_numpy().get_observations(), rllib.to_numpy().get_observations()
+    )

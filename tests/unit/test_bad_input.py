@@ -14,6 +14,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_ners import (
     ACERConfig,
+    FastMultiAgentPrioritizedEpisodeReplayBuffer,
     FastPrioritizedEpisodeReplayBuffer,
     NERSDQNConfig,
     NERSEpisodeReplayBuffer,
@@ -51,6 +52,19 @@ NERS_BUFFER = {"type": "rllib_ners.NERSEpisodeReplayBuffer", "capacity": 5000}
 FAST_BUFFER = {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.6}
 
 
+def _two_policies(config):
+    return config.environment("CartPole-v1").multi_agent(
+        policies={"p0", "p1"},
+        policy_mapping_fn=lambda agent_id, *args, **kwargs: "p0",
+    )
+
+
+MULTI_AGENT_BUFFER = {
+    "type": "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer",
+    "capacity": 5000,
+}
+
+
 def _ners_sac(**training):
     return NERSSACConfig().environment("Pendulum-v1").training(**training)
 
@@ -86,6 +100,16 @@ BUFFER_CASES = [
     (
         "train_size",
         lambda: _filled(NERSEpisodeReplayBuffer).sample_sampler_training_batch(0),
+    ),
+    (
+        "replay_mode='lockstep'",
+        lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(
+            100, replay_mode="lockstep"
+        ),
+    ),
+    (
+        "Unknown replay buffer settings",
+        lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(100, mode="independent"),
     ),
 ]
 
@@ -161,6 +185,68 @@ CONFIG_CASES = [
             .training(replay_buffer_config={**NERS_BUFFER, "frame_stack": 4})
             .validate()
         ),
+    ),
+]
+
+# Settings RLlib's own validate() would choke on, and replay buffers that cannot
+# serve the config's agents.
+VALIDATION_CASES = [
+    (
+        "n_step.*reversed",
+        lambda: RainbowDQNConfig().training(n_step=(5, 2)).validate(),
+    ),
+    ("n_step", lambda: RainbowDQNConfig().training(n_step=0).validate()),
+    ("n_step", lambda: RainbowDQNConfig().training(n_step="3").validate()),
+    (
+        "rollout_fragment_length",
+        lambda: RainbowDQNConfig().env_runners(rollout_fragment_length=0).validate(),
+    ),
+    (
+        # The range's largest n does not fit in a rollout fragment of 4.
+        "rollout_fragment_length.*n_step",
+        lambda: (
+            RainbowDQNConfig()
+            .env_runners(rollout_fragment_length=4)
+            .training(n_step=(2, 5))
+            .validate()
+        ),
+    ),
+    (
+        "n_step",
+        lambda: (
+            _ners_sac(n_step=(0, 3)).env_runners(rollout_fragment_length=4).validate()
+        ),
+    ),
+    (
+        "multi-agent config needs a multi-agent replay buffer",
+        lambda: (
+            _two_policies(RainbowDQNConfig())
+            .training(replay_buffer_config=FAST_BUFFER)
+            .validate()
+        ),
+    ),
+    (
+        "this config is single-agent",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config=MULTI_AGENT_BUFFER)
+            .validate()
+        ),
+    ),
+    (
+        "Bad replay_buffer_config .*replay_mode='lockstep'",
+        lambda: (
+            _two_policies(RainbowDQNConfig())
+            .training(
+                replay_buffer_config={**MULTI_AGENT_BUFFER, "replay_mode": "lockstep"}
+            )
+            .validate()
+        ),
+    ),
+    (
+        "NERS replay\\) supports single-agent setups only",
+        lambda: _two_policies(NERSDQNConfig()).validate(),
     ),
 ]
 
@@ -312,6 +398,7 @@ SAC_CASES = [
     + SETTINGS_CASES
     + CONFIG_CASES
     + REPLAY_CONFIG_CASES
+    + VALIDATION_CASES
     + ACER_CASES
     + SAC_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
@@ -331,8 +418,12 @@ def test_every_setting_of_the_buffers_and_of_ners_has_a_bad_input_case():
     expected = " ".join(pattern for pattern, _ in cases + ACER_CASES)
     buffer_settings = [
         name
+        for buffer_class in (
+            FastPrioritizedEpisodeReplayBuffer,
+            FastMultiAgentPrioritizedEpisodeReplayBuffer,
+        )
         for name, parameter in inspect.signature(
-            FastPrioritizedEpisodeReplayBuffer.__init__
+            buffer_class.__init__
         ).parameters.items()
         if parameter.kind is parameter.KEYWORD_ONLY
         or parameter.kind is parameter.POSITIONAL_OR_KEYWORD
@@ -345,6 +436,19 @@ def test_every_setting_of_the_buffers_and_of_ners_has_a_bad_input_case():
         if name not in untested and name not in expected
     ]
     assert not missing, f"No bad-input case names these settings: {missing}"
+
+
+def test_an_n_step_range_with_an_explicit_rollout_fragment_length_validates():
+    """RLlib's DQNConfig.validate() raises a TypeError comparing the two (see
+    tests/rllib_contract/test_config_contract.py); ours compares the range's
+    largest n and keeps the range, which the buffer draws inclusively."""
+    for config in (RainbowDQNConfig(), NERSDQNConfig()):
+        config = config.env_runners(rollout_fragment_length=5).training(n_step=(2, 5))
+        config.validate()
+        assert config.n_step == (2, 5)
+    sac = _ners_sac(n_step=[1, 3]).env_runners(rollout_fragment_length=4)
+    sac.validate()
+    assert sac.n_step == (1, 3)  # a list (Tune's JSON round trip) -> a tuple
 
 
 def test_acer_takes_the_ners_buffer_type_alone_with_its_own_alpha():

@@ -130,7 +130,7 @@ def chunk(id_, rewards, *, t_started=0, done=True):
 def write(storage, chunks):
     continuing = writer.plan_continuations(storage, chunks)
     new_slots = storage.head_slots(writer.num_new_slots(chunks, continuing))
-    evicted = storage.evict(new_slots)
+    evicted, _ = storage.evict(new_slots)
     return writer.write_chunks(storage, chunks, continuing, new_slots), evicted
 
 

@@ -698,9 +698,6 @@ def test_sample_and_add_reject_bad_arguments():
         buf.sample_batch(4)
     with pytest.raises(ValueError, match="empty"):
         buf.sample(4)
-    with pytest.raises(ValueError, match="capacity"):
-        buf.add(chunk(1, 0, 20))  # 21 observations
-    assert len(buf) == 0
     buf.add(chunk(1, 0, 19))  # exactly 20 observations fit
     assert len(buf) == 19
     buf.check_invariants()
@@ -745,3 +742,151 @@ def test_subclass_without_parent_segment_trees():
     assert isinstance(buf, PrioritizedEpisodeReplayBuffer)
     assert not hasattr(buf, "_sum_segment")
     assert not hasattr(buf, "_min_segment")
+
+
+# ------------------------------------------------- episode counters and views
+def test_episode_counters_count_stored_and_fully_evicted_episodes():
+    """An episode is stored while one of its transitions is, evicted when the
+    last one goes; stored + evicted = added, at every step."""
+    buf = FastPrioritizedEpisodeReplayBuffer(20, seed=0)
+    buf.add([chunk(1, 0, 5, terminated=True), chunk(2, 0, 5, terminated=True)])
+    assert (buf.get_num_episodes(), buf.get_num_episodes_evicted()) == (2, 0)
+    buf.add(chunk(3, 0, 5, terminated=True))  # 18 slots used
+    buf.add(chunk(4, 0, 3, terminated=True))  # evicts ep1's first 2 steps
+    assert (buf.get_num_episodes(), buf.get_num_episodes_evicted()) == (4, 0)
+    assert buf.episodes[0].t_started == 2  # ep1, partly evicted
+    buf.add(chunk(5, 0, 4, terminated=True))  # the rest of ep1, ep2's first step
+    buf.check_invariants()
+    assert (buf.get_num_episodes(), buf.get_num_episodes_evicted()) == (4, 1)
+    assert [e.id_ for e in buf.episodes] == ["ep2", "ep3", "ep4", "ep5"]
+    assert buf.get_added_timesteps() == 22
+    assert len(buf) == buf.get_num_timesteps() == 22 - 5 - 1
+    metrics = buf.get_metrics()
+    assert peek(metrics["num_episodes_stored"]) == 4
+
+
+def test_an_open_episode_whose_steps_were_all_evicted_comes_back_as_a_new_one():
+    buf = FastPrioritizedEpisodeReplayBuffer(12, seed=0)
+    buf.add(chunk(1, 0, 3))  # slots 0-3, tail 3 stays open
+    buf.add(chunk(2, 0, 7, terminated=True))  # slots 4-11
+    buf.add(chunk(3, 0, 2, terminated=True))  # slots 0-2: ep1's steps, not its tail
+    assert buf.get_num_episodes_evicted() == 1
+    # ep1's tail is still stored but no longer continued: a new fragment.
+    buf.add(chunk(1, 3, 5, terminated=True))
+    buf.check_invariants()
+    assert buf.get_num_episodes() == 3
+    episodes = {e.id_: e for e in buf.episodes}
+    assert episodes["ep1"].t_started == 3 and len(episodes["ep1"]) == 2
+
+
+def test_an_episode_longer_than_the_capacity_keeps_its_newest_steps():
+    """RLlib stores such an episode whole (a temporary overflow); ours keeps
+    its newest `capacity - 1` steps: capacity counts observation slots."""
+    buf = FastPrioritizedEpisodeReplayBuffer(20, seed=0)
+    buf.add(chunk(1, 0, 6, terminated=True))
+    buf.add(chunk(2, 0, 30, terminated=True))  # 31 observations
+    buf.check_invariants()
+    assert len(buf) == 19 and buf.get_num_episodes() == 1
+    (episode,) = buf.episodes
+    assert episode.id_ == "ep2" and episode.t_started == 11
+    assert episode.is_terminated
+    assert buf.get_num_episodes_evicted() == 1
+    assert buf.get_added_timesteps() == 36
+    assert peek(buf.get_metrics()["num_env_steps_evicted_lifetime"]) == 36 - 19
+    ref = Reference()
+    ref.set(2, 11, 30, terminated=True)
+    batch = buf.sample_batch(500, n_step=3, gamma=GAMMA)
+    assert check_columnar(batch, ref, 3) == all_steps(ref)
+
+
+def test_one_add_of_many_episodes_beyond_the_capacity_keeps_the_newest_steps():
+    buf = FastPrioritizedEpisodeReplayBuffer(20, seed=0)
+    buf.add(chunk(9, 0, 4))  # open episode, entirely overwritten below
+    buf.add(
+        [
+            chunk(1, 0, 8, terminated=True),
+            chunk(2, 0, 6),
+            chunk(3, 0, 9, terminated=True),
+            chunk(2, 6, 10, terminated=True),
+        ]
+    )
+    buf.check_invariants()
+    # Newest first: ep2's second chunk (4 steps, continuing its first), ep3
+    # (9 steps + 1 obs), then what fits of ep2's first chunk (5 slots: 5 steps
+    # as the continuation brings none of its own first observation).
+    episodes = {e.id_: e for e in buf.episodes}
+    assert sorted(episodes) == ["ep2", "ep3"]
+    assert (episodes["ep2"].t_started, len(episodes["ep2"])) == (1, 9)
+    assert len(buf) == 9 + 9
+    # ep9 and ep1 are gone (ep1 was never stored: added and evicted at once).
+    assert buf.get_num_episodes_evicted() == 2
+    assert buf.get_num_episodes() + buf.get_num_episodes_evicted() == 4
+    # A later chunk of the cut episode continues it.
+    buf.add(chunk(9, 4, 6, terminated=True))
+    buf.check_invariants()
+
+
+def test_episodes_view_round_trips_the_stored_data():
+    buf = FastPrioritizedEpisodeReplayBuffer(60, seed=0)
+    buf.add([chunk(1, 0, 6), chunk(2, 0, 4, truncated=True)])
+    buf.add(chunk(1, 6, 9, terminated=True))
+    view = buf.episodes
+    assert [e.id_ for e in view] == ["ep1", "ep2"]
+    assert buf.episode_id_to_index == {"ep1": 0, "ep2": 1}
+    ep1 = view[0]
+    assert len(ep1) == 9 and ep1.is_terminated and ep1.t_started == 0
+    np.testing.assert_array_equal(ep1.get_rewards(), [reward(1, t) for t in range(9)])
+    np.testing.assert_array_equal(
+        ep1.get_extra_model_outputs("action_logp"), [logp(1, t) for t in range(9)]
+    )
+    assert view[1].is_truncated
+    # Another buffer fed the view stores the same data.
+    copy = FastPrioritizedEpisodeReplayBuffer(60, seed=0)
+    copy.add(list(view))
+    for a, b in zip(copy.episodes, buf.episodes):
+        np.testing.assert_array_equal(a.get_observations(), b.get_observations())
+    # The view is a copy, cached until the buffer changes.
+    view.clear()
+    assert len(buf.episodes) == 2
+    buf.add(chunk(3, 0, 2))
+    assert len(buf.episodes) == 3
+    with pytest.raises(ValueError, match="view"):
+        buf.episodes = [ep1]
+
+
+def test_single_agent_buffer_names_the_multi_agent_one_for_multi_agent_episodes():
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    buf = FastPrioritizedEpisodeReplayBuffer(20)
+    with pytest.raises(
+        ValueError, match="FastMultiAgentPrioritizedEpisodeReplayBuffer"
+    ):
+        buf.add(MultiAgentEpisode())
+    with pytest.raises(ValueError, match="FastMultiAgent"):
+        buf.get_num_timesteps("module_1")
+
+
+def test_metrics_use_rllibs_keys_and_lifetime_counts_survive_a_restore():
+    buf = FastPrioritizedEpisodeReplayBuffer(20, seed=0)
+    buf.add([chunk(1, 0, 3, terminated=True), chunk(2, 0, 12, terminated=True)])
+    buf.add(chunk(3, 0, 5, terminated=True))  # evicts ep1's 3 steps
+    buf.sample_batch(8, n_step=2)
+    metrics = buf.get_metrics()
+    assert peek(metrics["num_env_steps_added"]) == 20
+    assert peek(metrics["num_env_steps_evicted_lifetime"]) == 20 - len(buf) == 3
+    assert peek(metrics["num_episodes_evicted_lifetime"]) == 1
+    assert peek(metrics["num_episodes_stored"]) == 2
+    assert peek(metrics["num_env_steps_sampled"]) == 8
+    assert peek(metrics["num_resamples"]) == 0  # truncated n-steps: no redraws
+    assert peek(metrics["num_module_steps_added"]["default_policy"]) == 20
+    # As RLlib's buffers (non-root metrics loggers), each report holds what
+    # happened since the last one; the Algorithm's metrics add them up. A
+    # restored buffer reports what happens after the restore.
+    buf.add(chunk(3, 0, 2, terminated=True))
+    restored = FastPrioritizedEpisodeReplayBuffer(20)
+    restored.set_state(buf.get_state())
+    assert peek(buf.get_metrics()["num_env_steps_added_lifetime"]) == 2
+    assert peek(restored.get_metrics()["num_env_steps_added_lifetime"]) == 0
+    restored.add(chunk(4, 0, 3, terminated=True))
+    assert peek(restored.get_metrics()["num_env_steps_added_lifetime"]) == 3
+    assert restored.get_added_timesteps() == 25

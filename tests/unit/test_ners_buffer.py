@@ -239,3 +239,26 @@ def test_scored_n_step_is_in_the_state_and_older_states_restore():
     train = legacy.sample_sampler_training_batch(8, n_step=3)
     n = train["new_obs"][:, 1] - train["obs"][:, 1]
     assert np.all((n == 3) | (train["new_obs"][:, 1] == 10))
+
+
+def test_an_rllib_per_state_loads_its_steps_not_its_td_priorities():
+    """RLlib's priorities are TD errors, not NERS scores: the loaded steps
+    enter as new steps do (priority 1, unscored), their returns are known."""
+    from ray.rllib.utils.replay_buffers import PrioritizedEpisodeReplayBuffer
+
+    rllib = PrioritizedEpisodeReplayBuffer(100)
+    rllib.add([_episode(1, 10), _episode(2, 6, done=False)])
+    rllib.sample(num_items=4, n_step=1)
+    rllib.update_priorities(np.array([50.0, 20.0, 0.1, 3.0]))
+    buffer = _filled(capacity=100)
+    buffer.set_state(rllib.get_state())
+    buffer.check_invariants()
+    assert len(buffer) == 16 and buffer.get_num_episodes() == 2
+    slots = np.flatnonzero(buffer._is_transition)
+    np.testing.assert_array_equal(buffer.get_priorities(slots), 1.0)
+    assert not buffer._scored.any() and buffer.sampled_set_size == 0
+    assert buffer._sampler.max_priority == 1.0
+    assert buffer.pop_finished_episode_returns() == [sum(100.0 + t for t in range(10))]
+    # The open episode's return goes on with its next chunk.
+    buffer.add(_episode(2, 2, start=6, id_="ep2"))
+    assert buffer.pop_finished_episode_returns() == [sum(200.0 + t for t in range(8))]

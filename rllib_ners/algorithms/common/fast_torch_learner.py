@@ -23,7 +23,8 @@ iterator, a tree-map over the batch, a dozen `MetricsLogger.log_value()` calls
 and a full `reduce()`) is replaced by a `DeferredMetrics` record, which
 `reduce_deferred_metrics()` logs and reduces once per training iteration. The
 per-item rows the loss logs under RLlib's TD-error key (TD errors, or NERS
-score rows) come back from each update as `PRIORITY_ROWS`, as numpy.
+score rows) come back from each update as `PRIORITY_ROWS`: numpy rows per
+module id.
 
 4. Polyak target-network updates as foreach ops on the parameter lists instead
 of RLlib's `state_dict()` / new tensors / `load_state_dict()` round trip: the
@@ -233,12 +234,17 @@ class FastTorchLearnerMixin:
         finally:
             self.metrics = real_metrics
         self._deferred_env_steps += int(batch.env_steps())
-        rows = [
-            item.detach().cpu().numpy() if torch.is_tensor(item) else np.asarray(item)
-            for module_id in tensors
-            for item in self._deferred_metrics.pop_values((module_id, TD_ERROR_KEY))
-        ]
-        return {PRIORITY_ROWS: np.concatenate(rows) if rows else None}
+        rows = {}
+        for module_id in tensors:
+            items = [
+                item.detach().cpu().numpy()
+                if torch.is_tensor(item)
+                else np.asarray(item)
+                for item in self._deferred_metrics.pop_values((module_id, TD_ERROR_KEY))
+            ]
+            if items:
+                rows[module_id] = np.concatenate(items)
+        return {PRIORITY_ROWS: rows}
 
     def reduce_deferred_metrics(self) -> Dict[str, Any]:
         """Logs what the deferred updates recorded, then RLlib's `reduce()`: the

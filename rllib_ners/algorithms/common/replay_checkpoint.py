@@ -5,9 +5,11 @@ RLlib 2.60 builds an algorithm's replay buffer from `replay_buffer_config` but
 classes on every trial), (2) never seeds the buffer, and (3) never puts the
 buffer into checkpoints, whatever `store_buffer_in_checkpoints` says.
 `ReplayStateMixin` fixes all three for our algorithms (Rainbow DQN, NERS-DQN,
-ACER) and adds what exact resume also needs: this process's global RNGs, the
-NERS sampler update's state (`self._ners_update`, when the algorithm has one)
-and any extra state an algorithm lists in `_extra_checkpoint_state()`.
+ACER), lets a run move between RLlib's buffers and ours on a checkpoint (each
+takes the other's state, see `rllib_states`), and adds what exact resume also
+needs: this process's global RNGs, the NERS sampler update's state
+(`self._ners_update`, when the algorithm has one) and any extra state an
+algorithm lists in `_extra_checkpoint_state()`.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.replay_buffers import ReplayBuffer
 
+from rllib_ners.replay_buffers import rllib_states
 from rllib_ners.replay_buffers.ners_episode_buffer import SUPPORTS_NERS_REPLAY_ATTR
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
 FAST_BUFFER_TYPE = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+MULTI_AGENT_FAST_BUFFER_TYPE = "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer"
 BUFFER_STATE = "replay_buffer"
 NERS_UPDATE_STATE = "ners_sampler_update"
 RNG_STATE = "global_rng"
@@ -121,6 +125,7 @@ def check_replay_buffer_config(config) -> None:
         config._value_error(str(error))
     if not _is_fast_buffer(buffer_class):
         return
+    _check_agents_fit_buffer(config, buffer_class)
     capacity = buffer_config.get("capacity")
     if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 2:
         buffer_config["capacity"] = min(capacity, _PROBE_CAPACITY)
@@ -132,6 +137,35 @@ def check_replay_buffer_config(config) -> None:
         config._value_error(
             f"Bad replay_buffer_config for {buffer_class.__name__}: {error} Fix it "
             f"with config.training(replay_buffer_config={{...}})."
+        )
+
+
+def _check_agents_fit_buffer(config, buffer_class: type) -> None:
+    """A multi-agent config needs the multi-agent buffer, a single-agent config
+    the single-agent one; NERS replay is single-agent only."""
+    from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
+        MultiAgentEpisodeReplayBuffer,
+    )
+
+    multi_agent_buffer = issubclass(buffer_class, MultiAgentEpisodeReplayBuffer)
+    if config.is_multi_agent and _is_ners_buffer(buffer_class):
+        config._value_error(
+            f"{buffer_class.__name__} (NERS replay) supports single-agent setups "
+            f"only; remove the multi_agent() policies, or for prioritized replay "
+            f"per module set replay_buffer_config['type'] to "
+            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'."
+        )
+    if config.is_multi_agent and not multi_agent_buffer:
+        config._value_error(
+            f"This multi-agent config needs a multi-agent replay buffer, got "
+            f"{buffer_class.__name__}; set replay_buffer_config['type'] to "
+            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'."
+        )
+    if not config.is_multi_agent and multi_agent_buffer:
+        config._value_error(
+            f"{buffer_class.__name__} replays multi-agent episodes, but this config "
+            f"is single-agent; set replay_buffer_config['type'] to "
+            f"'{FAST_BUFFER_TYPE}' (or add config.multi_agent(...) policies)."
         )
 
 
@@ -164,12 +198,22 @@ def _logged_arrays(stats) -> List[np.ndarray]:
 
 
 def _is_fast_buffer(obj_or_class: Any) -> bool:
+    """One of this package's buffers (single- or multi-agent)."""
+    from rllib_ners.replay_buffers.fast_multi_agent_episode_buffer import (
+        FastMultiAgentPrioritizedEpisodeReplayBuffer,
+    )
     from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
         FastPrioritizedEpisodeReplayBuffer,
     )
 
     cls = obj_or_class if isinstance(obj_or_class, type) else type(obj_or_class)
-    return issubclass(cls, FastPrioritizedEpisodeReplayBuffer)
+    return issubclass(
+        cls,
+        (
+            FastPrioritizedEpisodeReplayBuffer,
+            FastMultiAgentPrioritizedEpisodeReplayBuffer,
+        ),
+    )
 
 
 def _is_ners_buffer(cls: type) -> bool:
@@ -275,7 +319,13 @@ class ReplayStateMixin:
                     state[BUFFER_STATE], copy=not self._checkpoint_io
                 )
             else:
-                self.local_replay_buffer.set_state(state[BUFFER_STATE])
+                buffer_state = state[BUFFER_STATE]
+                if not rllib_states.is_rllib_state(buffer_state):
+                    # A checkpoint made with our buffer, resumed with RLlib's.
+                    buffer_state = rllib_states.rllib_state_from_ours(
+                        buffer_state, type(self.local_replay_buffer)
+                    )
+                self.local_replay_buffer.set_state(buffer_state)
         if RNG_STATE in state:
             set_global_rng_state(state[RNG_STATE])
         if EXTRA_STATE in state:

@@ -27,10 +27,16 @@ trained env steps, as RLlib's `TrainIterCtx` checks them), and:
   weights go to the EnvRunners after every round with updates, as RLlib does;
 * logs the timers once per iteration (the mean time per round's section).
 
+Multi-agent configs take the same loop with the multi-agent buffer: numpy
+columns per module (`sample_batch()`), one batch with every module's, each
+module's priority rows back to its own tree, weights copied to the
+EnvRunners (never shared).
+
 Configs it cannot serve keep RLlib's `training_step()` and say why in one INFO
-log line at setup: a custom learner connector, a stateful RLModule, a
-multi-agent config, a replay buffer that is not this package's, a Learner class
-without deferred updates, or `.training(fast_training_loop=False)`.
+log line at setup: a custom learner connector, a stateful RLModule, a replay
+buffer that is not this package's (for multi-agent: not its multi-agent
+buffer), a Learner class without deferred updates, or
+`.training(fast_training_loop=False)`.
 
 Subclasses run per-round work (the NERS sampler update) in `_after_round()`.
 """
@@ -91,6 +97,9 @@ _TIMER_KEYS = (
 
 def fast_loop_blocker(algo) -> Optional[str]:
     """Why the fast loop cannot run `algo`'s config, or None."""
+    from rllib_ners.replay_buffers.fast_multi_agent_episode_buffer import (
+        FastMultiAgentPrioritizedEpisodeReplayBuffer,
+    )
     from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
         FastPrioritizedEpisodeReplayBuffer,
     )
@@ -98,11 +107,13 @@ def fast_loop_blocker(algo) -> Optional[str]:
     config = algo.config
     if not getattr(config, "fast_training_loop", True):
         return "config.training(fast_training_loop=False)"
-    if config.is_multi_agent:
-        return "the config is multi-agent"
     if config._learner_connector is not None:
         return "a custom learner connector is set"
-    if not isinstance(algo.local_replay_buffer, FastPrioritizedEpisodeReplayBuffer):
+    buffer = algo.local_replay_buffer
+    if config.is_multi_agent:
+        if not isinstance(buffer, FastMultiAgentPrioritizedEpisodeReplayBuffer):
+            return "the replay buffer is not this package's multi-agent buffer"
+    elif not isinstance(buffer, FastPrioritizedEpisodeReplayBuffer):
         return "the replay buffer is not one of this package's"
     if config.get_rl_module_spec().model_config.get("use_lstm", False):
         return "the RLModule is stateful"
@@ -221,22 +232,17 @@ class FastReplayLoopMixin:
                     )
                     times.add(REPLAY_BUFFER_SAMPLE_TIMER, clock() - tick)
                     tick = clock()
+                    batch = replay_train_batch(buffer, columns)
                     results = self.learner_group.update(
-                        batch=replay_train_batch(buffer, columns),
-                        timesteps={
-                            NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled_lifetime,
-                            NUM_AGENT_STEPS_SAMPLED_LIFETIME: {
-                                DEFAULT_AGENT_ID: sampled_lifetime
-                            },
-                        },
+                        batch=batch,
+                        timesteps=self._update_timesteps(sampled_lifetime),
                         **{DEFER_METRICS: True},
                     )
                     times.add(LEARNER_UPDATE_TIMER, clock() - tick)
-                    trained += len(columns["obs"])
+                    trained += batch.env_steps()
                     tick = clock()
-                    rows = _priority_rows(results)
-                    if rows is not None:
-                        buffer.update_priorities(rows)
+                    for module_id, rows in _priority_rows(results).items():
+                        buffer.update_priorities(rows, module_id)
                     times.add(REPLAY_BUFFER_UPDATE_PRIOS_TIMER, clock() - tick)
                 weights_stale = num_updates > 0
             self._after_round()
@@ -279,6 +285,16 @@ class FastReplayLoopMixin:
         )
         return store_weight, Fraction(train_weight, nominal_steps)
 
+    def _update_timesteps(self, sampled_lifetime: int) -> Dict[str, Any]:
+        """The `timesteps` of a Learner update (target-network updates count
+        env steps; single-agent: the agent's steps are the env steps)."""
+        timesteps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled_lifetime}
+        if not self.config.is_multi_agent:
+            timesteps[NUM_AGENT_STEPS_SAMPLED_LIFETIME] = {
+                DEFAULT_AGENT_ID: sampled_lifetime
+            }
+        return timesteps
+
     def _sync_weights(self) -> None:
         """The Learner's weights to the EnvRunners (shared: only the buffers)."""
         if self._shared_weights is not None:
@@ -286,7 +302,8 @@ class FastReplayLoopMixin:
             return
         self.env_runner_group.sync_weights(
             from_worker_or_learner_group=self.learner_group,
-            policies={DEFAULT_MODULE_ID},
+            # Multi-agent: every module (RLlib syncs those the Learners trained).
+            policies=None if self.config.is_multi_agent else {DEFAULT_MODULE_ID},
             inference_only=True,
         )
 
@@ -345,11 +362,10 @@ class FastReplayLoopMixin:
         times.log_into(self.metrics)
 
 
-def _priority_rows(results) -> Optional[np.ndarray]:
-    """The priority rows of one update, Learner by Learner (None if none)."""
-    rows = [
-        result[PRIORITY_ROWS]
-        for result in results
-        if result is not None and result.get(PRIORITY_ROWS) is not None
-    ]
-    return np.concatenate(rows) if rows else None
+def _priority_rows(results) -> Dict[str, np.ndarray]:
+    """The priority rows of one update per module, Learner by Learner."""
+    rows: Dict[str, List[np.ndarray]] = {}
+    for result in results:
+        for module_id, module_rows in (result or {}).get(PRIORITY_ROWS, {}).items():
+            rows.setdefault(module_id, []).append(module_rows)
+    return {module_id: np.concatenate(parts) for module_id, parts in rows.items()}

@@ -46,6 +46,7 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.replay_loop import FastReplayLoopMixin
+from rllib_ners.algorithms.common.rllib_validation import rllib_validation
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
@@ -171,7 +172,8 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         # everything else; ours was checked above and is checked again below.
         self.replay_buffer_config = dict(buffer_config, type=_RLLIB_ACCEPTED_TYPE)
         try:
-            super().validate()
+            with rllib_validation(self):
+                super().validate()
         finally:
             self.replay_buffer_config = buffer_config
         if not self.enable_rl_module_and_learner:

@@ -42,6 +42,7 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     check_replay_buffer_config,
 )
 from rllib_ners.algorithms.common.replay_loop import FastReplayLoopMixin
+from rllib_ners.algorithms.common.rllib_validation import rllib_validation
 
 # DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
 DQN_DEFAULT_EPSILON = [(0, 1.0), (10000, 0.05)]
@@ -140,7 +141,11 @@ class RainbowDQNConfig(FastPathsConfigMixin, DQNConfig):
 
     @override(DQNConfig)
     def validate(self) -> None:
-        super().validate()
+        # RLlib's DQNConfig.validate() cannot compare an n-step range with an
+        # explicit rollout_fragment_length (a TypeError): it sees the range's
+        # largest n, our buffers still draw the whole range.
+        with rllib_validation(self):
+            super().validate()
         self._validate_rainbow_settings()
         self._validate_fast_paths()
 

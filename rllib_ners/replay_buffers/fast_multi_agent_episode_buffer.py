@@ -1,0 +1,718 @@
+"""A vectorised drop-in for RLlib's `MultiAgentPrioritizedEpisodeReplayBuffer`.
+
+`FastMultiAgentPrioritizedEpisodeReplayBuffer` keeps one
+`FastPrioritizedEpisodeReplayBuffer` per RLModule (created when the module's
+first steps arrive): its own ring of `capacity` observation slots, its own sum
+and min trees, its own random generator. `add()` splits each
+`MultiAgentEpisode` chunk into its agents' `SingleAgentEpisode` chunks and adds
+them, one call per module, to the module the agent maps to; chunks of an agent
+episode continue each other as in the single-agent buffer.
+
+`sample()` draws, for every module (or `modules_to_sample`), `num_items`
+transitions by that module's priorities and returns them as RLlib does: one
+list of 1-step `SingleAgentEpisode`s carrying `agent_id`, `module_id` and
+`multi_agent_episode_id`, so RLlib's learner connectors build one batch per
+module. `update_priorities(priorities, module_id)` answers one module's part of
+the last sample. `sample_batch()` is the columnar path: numpy columns per
+module.
+
+Replay mode "independent" (RLlib's default, and what DQN and SAC sample with)
+is the only one: "synchronized"/"lockstep" replay draws whole env steps, which
+per-module priority trees cannot weigh; asking for it raises.
+
+Counting differs where modules evict on their own: `capacity` is per module,
+and the step counters without a `module_id` (`get_num_timesteps()`,
+`len()`) count stored agent steps over all modules, where RLlib counts env
+steps. A multi-agent episode is stored while any of its agents has a stored
+step, and evicted when the last one goes.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
+    MultiAgentEpisodeReplayBuffer,
+)
+from ray.rllib.utils.replay_buffers.multi_agent_prioritized_episode_buffer import (
+    MultiAgentPrioritizedEpisodeReplayBuffer,
+)
+from ray.rllib.utils.typing import ModuleID
+
+from rllib_ners.replay_buffers import episode_adapter, rllib_states
+from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
+from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+    MAX_PRIORITY,
+    SAMPLE_BETA,
+    FastPrioritizedEpisodeReplayBuffer,
+    check_weight,
+)
+from rllib_ners.utils.checks import is_positive_int
+
+# `replay_mode`s: the one served, and RLlib's other names for lockstep replay.
+INDEPENDENT = "independent"
+_LOCKSTEP_MODES = ("lockstep", "synchronized")
+
+
+def check_replay_mode(replay_mode: Any) -> None:
+    """Raises unless `replay_mode` is "independent"."""
+    if replay_mode == INDEPENDENT:
+        return
+    if replay_mode in _LOCKSTEP_MODES:
+        raise ValueError(
+            f"replay_mode={replay_mode!r} cannot be served by "
+            f"FastMultiAgentPrioritizedEpisodeReplayBuffer: lockstep replay draws "
+            f"whole env steps, which its per-module priority trees cannot weigh "
+            f"(RLlib's prioritized buffer draws those uniformly, with no weights). "
+            f"Use replay_mode='independent' (RLlib's default, what DQN and SAC "
+            f"sample with), or RLlib's MultiAgentEpisodeReplayBuffer."
+        )
+    raise ValueError(
+        f"Unknown replay_mode={replay_mode!r}; use 'independent'. {SETTING_FIX}"
+    )
+
+
+def _module_seed(seed: Optional[int], module_id: ModuleID) -> Optional[List[int]]:
+    """A module's seed: the buffer's seed and a stable hash of the module id, so
+    a module draws the same whichever modules exist and in what order."""
+    if seed is None:
+        return None
+    return [int(seed), zlib.crc32(str(module_id).encode())]
+
+
+class _ModuleReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
+    """One module's buffer: tells its owner which agent episodes come and go,
+    and gives sampled episodes their agent, module and multi-agent ids."""
+
+    owner: FastMultiAgentPrioritizedEpisodeReplayBuffer
+    module_id: ModuleID
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def _on_episodes_changed(self, evicted: List[str], added: List[str]) -> None:
+        self.owner._agent_episodes_changed(self.module_id, evicted, added)
+
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def _episode_identities(self, slots: np.ndarray) -> Dict[str, list]:
+        episode_ids = self._storage.episode_ids
+        # One dict lookup per item: the item's SingleAgentEpisode is built in a
+        # per-item loop anyway (RLlib's API is one episode per item).
+        ids = [episode_ids[uid] for uid in self._storage.episode_uid[slots].tolist()]
+        owners = [self.owner._owner_of[agent_episode] for agent_episode in ids]
+        return {
+            "id_": ids,
+            "agent_id": [agent_id for _, agent_id in owners],
+            "module_id": [self.module_id] * len(ids),
+            "multi_agent_episode_id": [episode_id for episode_id, _ in owners],
+        }
+
+
+class FastMultiAgentPrioritizedEpisodeReplayBuffer(
+    MultiAgentPrioritizedEpisodeReplayBuffer,
+    metaclass=episode_adapter.EpisodeReplayBufferMeta,
+):
+    """Prioritised multi-agent replay: one fast buffer and priority tree per module.
+
+    A subclass of RLlib's `MultiAgentPrioritizedEpisodeReplayBuffer`, so that
+    stock multi-agent DQN and SAC treat it as theirs and route each module's
+    TD errors to `update_priorities(td_errors, module_id)`; none of the
+    parent's storage is used. As in RLlib, `sample()` and
+    `update_priorities()` alternate (per module).
+
+    .. code-block:: python
+
+        from ray.rllib.algorithms.dqn import DQNConfig
+
+        config = (
+            DQNConfig()
+            .environment("ma_cartpole")
+            .multi_agent(
+                policies={"p0", "p1"},
+                policy_mapping_fn=lambda agent_id, *args, **kwargs: f"p{agent_id}",
+            )
+            .training(
+                replay_buffer_config={
+                    "type": "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer",
+                    "capacity": 50000,
+                    "alpha": 0.6,
+                    "beta": 0.4,
+                }
+            )
+        )
+
+    Args:
+        capacity: Observation slots per module (see `ring_storage`).
+        replay_mode: "independent" (the only mode served, see the module
+            docstring).
+        seed: Seed of the module buffers' generators (each module's is derived
+            from it and the module id).
+        batch_size_B, batch_length_T, alpha, beta, frame_stack, beta_final,
+        beta_annealing_timesteps, metrics_num_episodes_for_smoothing: As in
+            `FastPrioritizedEpisodeReplayBuffer`, for every module.
+    """
+
+    def __init__(
+        self,
+        capacity: int = 10000,
+        *,
+        batch_size_B: int = 16,
+        batch_length_T: int = 1,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        metrics_num_episodes_for_smoothing: int = 100,
+        seed: Optional[int] = None,
+        replay_mode: str = INDEPENDENT,
+        frame_stack: int = 1,
+        beta_final: Optional[float] = None,
+        beta_annealing_timesteps: Optional[int] = None,
+        **kwargs,
+    ):
+        if kwargs:
+            raise ValueError(
+                f"Unknown replay buffer settings {sorted(kwargs)} for "
+                f"{type(self).__name__}. Remove them from `replay_buffer_config`; "
+                f"known settings are capacity, replay_mode, batch_size_B, "
+                f"batch_length_T, alpha, beta, beta_final, beta_annealing_timesteps, "
+                f"seed, frame_stack, metrics_num_episodes_for_smoothing."
+            )
+        check_replay_mode(replay_mode)
+        self.replay_mode = replay_mode
+        self._seed = seed
+        self._module_settings = {
+            "batch_size_B": batch_size_B,
+            "batch_length_T": batch_length_T,
+            "alpha": alpha,
+            "beta": beta,
+            "frame_stack": frame_stack,
+            "beta_final": beta_final,
+            "beta_annealing_timesteps": beta_annealing_timesteps,
+            "metrics_num_episodes_for_smoothing": metrics_num_episodes_for_smoothing,
+        }
+        # Checks every setting now (a module's buffer is built with its data),
+        # on a small probe: a large capacity is checked, not allocated.
+        probe_capacity = min(capacity, 16) if is_positive_int(capacity) else capacity
+        FastPrioritizedEpisodeReplayBuffer(probe_capacity, **self._module_settings)
+        capacity = int(capacity)
+        self._module_buffers: Dict[ModuleID, _ModuleReplayBuffer] = {}
+        # Deliberately skip RLlib's multi-agent `__init__`s: they build Python
+        # segment trees and index lists none of which we use.
+        EpisodeReplayBuffer.__init__(
+            self,
+            capacity,
+            batch_size_B=batch_size_B,
+            batch_length_T=batch_length_T,
+            metrics_num_episodes_for_smoothing=metrics_num_episodes_for_smoothing,
+        )
+        # Agent episode id -> (multi-agent episode id, agent id) and its number
+        # of stored fragments (1, but for an overflowing add), while stored;
+        # multi-agent episode id -> number of its agent episodes stored.
+        self._owner_of: Dict[str, Tuple[str, Any]] = {}
+        self._fragments: Dict[str, int] = {}
+        self._stored_agent_episodes: Dict[str, int] = {}
+        # Agent episodes a running add() is about to store: id -> owner.
+        self._incoming: Dict[str, Tuple[str, Any]] = {}
+        self._num_episodes_added = 0
+        self._num_episodes_evicted_total = 0
+        self._num_env_steps_added = 0
+        self._num_agent_steps_added = 0
+        self.sampled_timesteps_per_module: Dict[ModuleID, int] = defaultdict(int)
+        # Counts since the last get_metrics() (RLlib logs them per add()).
+        self._add_tally = _AddTally()
+
+    # ---------------------------------------------------------------- modules
+    def module_buffer(self, module_id: ModuleID) -> FastPrioritizedEpisodeReplayBuffer:
+        """The buffer holding `module_id`'s steps (its `episodes`, priorities)."""
+        if module_id not in self._module_buffers:
+            raise ValueError(
+                f"No steps of module {module_id!r} are stored; stored modules: "
+                f"{sorted(self._module_buffers)}."
+            )
+        return self._module_buffers[module_id]
+
+    def _module_buffer_for(self, module_id: ModuleID) -> _ModuleReplayBuffer:
+        buffer = self._module_buffers.get(module_id)
+        if buffer is None:
+            buffer = _ModuleReplayBuffer(
+                self.capacity,
+                seed=_module_seed(self._seed, module_id),
+                **self._module_settings,
+            )
+            buffer.owner, buffer.module_id = self, module_id
+            self._module_buffers[module_id] = buffer
+        return buffer
+
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_module_ids(self) -> List[ModuleID]:
+        return list(self._module_buffers)
+
+    # -------------------------------------------------------------------- add
+    @override(MultiAgentPrioritizedEpisodeReplayBuffer)
+    def add(
+        self,
+        episodes: Union[List[MultiAgentEpisode], MultiAgentEpisode],
+        weight: Optional[Union[float, Dict[ModuleID, float]]] = None,
+    ) -> None:
+        """Adds each agent's chunk to the buffer of the module it maps to.
+
+        Args:
+            episodes: `MultiAgentEpisode` chunks, as EnvRunners send them.
+            weight: Priority of the new steps: one for all modules or one per
+                module; defaults to each module's running max priority.
+        """
+        if not isinstance(episodes, (list, tuple)):
+            episodes = [episodes]
+        for episode in episodes:
+            if not isinstance(episode, MultiAgentEpisode):
+                raise ValueError(
+                    f"{type(self).__name__}.add() takes MultiAgentEpisodes, got a "
+                    f"{type(episode).__name__}. For a single-agent config set "
+                    f"replay_buffer_config['type'] to "
+                    f"'rllib_ners.FastPrioritizedEpisodeReplayBuffer'."
+                )
+        if weight is not None and not isinstance(weight, dict):
+            weight = dict.fromkeys(self._modules_of(episodes), weight)
+        for module_weight in (weight or {}).values():
+            check_weight(module_weight)
+        self._add_episodes(episodes, weight or {})
+
+    @staticmethod
+    def _modules_of(episodes: List[MultiAgentEpisode]) -> set:
+        return {
+            episode.module_for(agent_id)
+            for episode in episodes
+            for agent_id in episode.agent_episodes
+        }
+
+    def _add_episodes(
+        self,
+        episodes: List[MultiAgentEpisode],
+        weights: Dict[ModuleID, float],
+    ) -> Dict[Tuple[int, Any], np.ndarray]:
+        """Adds every agent's chunk to its module's buffer, one call per module.
+
+        Returns:
+            `(episode position, agent id)` -> the module slots of that chunk's
+            steps (-1: not kept, as for steps beyond the capacity).
+        """
+        per_module: Dict[ModuleID, List[dict]] = defaultdict(list)
+        tally = self._add_tally
+        # One pass per episode and agent: RLlib hands the episodes over as a
+        # list of objects; each module's chunks are then written in one call.
+        for k, episode in enumerate(episodes):
+            self._num_env_steps_added += episode.env_steps()
+            tally.env_steps += episode.env_steps()
+            for agent_id, agent_episode in episode.agent_episodes.items():
+                if len(agent_episode) == 0:
+                    continue
+                module_id = episode.module_for(agent_id)
+                chunk = episode_adapter.read_chunk(agent_episode)
+                chunk["source"] = (k, agent_id)
+                per_module[module_id].append(chunk)
+                self._incoming[agent_episode.id_] = (episode.id_, agent_id)
+                steps = len(agent_episode)
+                self._num_agent_steps_added += steps
+                tally.agent_steps[agent_id] += steps
+                tally.module_steps[module_id] += steps
+        slots_of = {}
+        try:
+            for module_id, chunks in per_module.items():
+                buffer = self._module_buffer_for(module_id)
+                kept, step_slots = buffer._add_chunks(chunks, weights.get(module_id))
+                for chunk in chunks:
+                    slots_of[chunk["source"]] = np.full(chunk["len"], -1, np.int64)
+                position = 0
+                for chunk in kept:
+                    first, n = chunk.get("first_step", 0), chunk["len"]
+                    slots = step_slots[position : position + n]
+                    slots_of[chunk["source"]][first : first + n] = slots
+                    position += n
+        finally:
+            self._incoming.clear()
+        return slots_of
+
+    def _agent_episodes_changed(
+        self, module_id: ModuleID, evicted: List[str], added: List[str]
+    ) -> None:
+        """A module buffer evicted the last steps of some agent episodes, then
+        stored others anew: a multi-agent episode is stored while any of its
+        agent episodes is."""
+        tally = self._add_tally
+        for agent_episode in evicted:
+            episode_id, agent_id = self._owner_of[agent_episode]
+            tally.agent_episodes_evicted[agent_id] += 1
+            tally.module_episodes_evicted[module_id] += 1
+            if self._forget(self._fragments, agent_episode):
+                del self._owner_of[agent_episode]
+                if self._forget(self._stored_agent_episodes, episode_id):
+                    self._num_episodes_evicted_total += 1
+                    tally.episodes_evicted += 1
+        for agent_episode in added:
+            episode_id, agent_id = self._incoming[agent_episode]
+            tally.agent_episodes_added[agent_id] += 1
+            tally.module_episodes_added[module_id] += 1
+            if self._fragments.get(agent_episode, 0) == 0:
+                self._owner_of[agent_episode] = (episode_id, agent_id)
+                if self._stored_agent_episodes.get(episode_id, 0) == 0:
+                    self._num_episodes_added += 1
+                    tally.episodes_added += 1
+                self._stored_agent_episodes[episode_id] = (
+                    self._stored_agent_episodes.get(episode_id, 0) + 1
+                )
+            self._fragments[agent_episode] = self._fragments.get(agent_episode, 0) + 1
+
+    @staticmethod
+    def _forget(counts: Dict[str, int], key: str) -> bool:
+        """Counts one `key` off; True (and drops it) when none is left."""
+        left = counts[key] - 1
+        if left:
+            counts[key] = left
+            return False
+        del counts[key]
+        return True
+
+    # ----------------------------------------------------------------- sample
+    def _modules_to_sample(self, modules_to_sample) -> List[ModuleID]:
+        if modules_to_sample is None:
+            modules = [m for m, b in self._module_buffers.items() if len(b)]
+            if not modules:
+                raise ValueError(
+                    "Cannot sample from an empty replay buffer: add episodes first "
+                    "(or raise `num_steps_sampled_before_learning_starts`)."
+                )
+            return modules
+        modules = list(modules_to_sample)
+        for module_id in modules:
+            self.module_buffer(module_id)  # raises, naming the stored modules
+        return modules
+
+    @override(MultiAgentPrioritizedEpisodeReplayBuffer)
+    def sample(
+        self,
+        num_items: Optional[int] = None,
+        *,
+        batch_size_B: Optional[int] = None,
+        batch_length_T: Optional[int] = None,
+        n_step: Optional[Union[int, Tuple[int, int]]] = 1,
+        gamma: float = 0.99,
+        include_infos: bool = False,
+        include_extra_model_outputs: bool = False,
+        replay_mode: str = INDEPENDENT,
+        modules_to_sample: Optional[List[ModuleID]] = None,
+        beta: Optional[float] = None,
+        to_numpy: bool = False,
+        **kwargs,
+    ) -> List[SingleAgentEpisode]:
+        """Samples `num_items` transitions per module, each by its priorities.
+
+        Returns RLlib's list of 1-step `SingleAgentEpisode`s (module by
+        module), with `weights`, `n_step` and `buffer_index` in their extra
+        model outputs; with `batch_length_T > 1` sequences, as the
+        single-agent buffer's `sample()`.
+        """
+        check_replay_mode(replay_mode)
+        if num_items is not None and batch_size_B is not None:
+            raise ValueError(
+                "Call sample() with either `num_items` or `batch_size_B`, not both."
+            )
+        num_items = num_items or batch_size_B or self.batch_size_B
+        episodes = []
+        for module_id in self._modules_to_sample(modules_to_sample):
+            episodes.extend(
+                self._module_buffers[module_id].sample(
+                    num_items,
+                    batch_length_T=batch_length_T,
+                    n_step=n_step,
+                    gamma=gamma,
+                    beta=beta,
+                    include_infos=include_infos,
+                    include_extra_model_outputs=include_extra_model_outputs,
+                    to_numpy=to_numpy,
+                    **kwargs,
+                )
+            )
+            self.sampled_timesteps_per_module[module_id] += num_items
+        self.sampled_timesteps += num_items
+        return episodes
+
+    def sample_batch(
+        self,
+        num_items: Optional[int] = None,
+        *,
+        n_step: Union[int, Tuple[int, int], None] = 1,
+        gamma: float = 0.99,
+        beta: Optional[float] = None,
+        include_extra_model_outputs: bool = False,
+        modules_to_sample: Optional[List[ModuleID]] = None,
+    ) -> Dict[ModuleID, Dict[str, np.ndarray]]:
+        """Columnar fast path: per module, the columns of the single-agent
+        buffer's `sample_batch()` (`indices` are that module's slots)."""
+        num_items = num_items or self.batch_size_B
+        batches = {}
+        for module_id in self._modules_to_sample(modules_to_sample):
+            batches[module_id] = self._module_buffers[module_id].sample_batch(
+                num_items,
+                n_step=n_step,
+                gamma=gamma,
+                beta=beta,
+                include_extra_model_outputs=include_extra_model_outputs,
+            )
+            self.sampled_timesteps_per_module[module_id] += num_items
+        self.sampled_timesteps += num_items
+        return batches
+
+    def item_columns(
+        self, module_id: ModuleID, batch: Dict[str, np.ndarray]
+    ) -> Dict[str, np.ndarray]:
+        """The per-item columns `sample()` adds for `module_id`'s items."""
+        return self.module_buffer(module_id).item_columns(batch)
+
+    # ------------------------------------------------------------ priorities
+    @override(MultiAgentPrioritizedEpisodeReplayBuffer)
+    def update_priorities(self, priorities, module_id: ModuleID = None) -> None:
+        """Sets new priorities for `module_id`'s items of the last sample."""
+        if module_id is None:
+            raise ValueError(
+                "update_priorities() of a multi-agent buffer needs the `module_id` "
+                "whose items the priorities belong to (RLlib's DQN passes it)."
+            )
+        self.module_buffer(module_id).update_priorities(priorities)
+
+    # ---------------------------------------------------------------- counters
+    # RLlib's counters; without a module id the step counts are agent steps
+    # over all modules (each module's ring evicts on its own).
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_num_timesteps(self, module_id: Optional[ModuleID] = None) -> int:
+        if module_id:
+            return self._module_count(module_id, "get_num_timesteps")
+        return self.get_num_agent_timesteps()
+
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_num_agent_timesteps(self) -> int:
+        return sum(len(buffer) for buffer in self._module_buffers.values())
+
+    @override(EpisodeReplayBuffer)
+    def __len__(self) -> int:
+        return self.get_num_agent_timesteps()
+
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_num_episodes(self, module_id: Optional[ModuleID] = None) -> int:
+        if module_id:
+            return self._module_count(module_id, "get_num_episodes")
+        return len(self._stored_agent_episodes)
+
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_num_episodes_evicted(self, module_id: Optional[ModuleID] = None) -> int:
+        if module_id:
+            return self._module_count(module_id, "get_num_episodes_evicted")
+        return self._num_episodes_evicted_total
+
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_added_timesteps(self, module_id: Optional[ModuleID] = None) -> int:
+        if module_id:
+            return self._module_count(module_id, "get_added_timesteps")
+        return self._num_env_steps_added
+
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_added_agent_timesteps(self) -> int:
+        return self._num_agent_steps_added
+
+    @override(MultiAgentEpisodeReplayBuffer)
+    def get_sampled_timesteps(self, module_id: Optional[ModuleID] = None) -> int:
+        if module_id:
+            return self.sampled_timesteps_per_module[module_id]
+        return self.sampled_timesteps
+
+    def _module_count(self, module_id: ModuleID, counter: str) -> int:
+        buffer = self._module_buffers.get(module_id)
+        return 0 if buffer is None else getattr(buffer, counter)()
+
+    # ---------------------------------------------------------------- episodes
+    @property
+    @override(EpisodeReplayBuffer)
+    def episodes(self):
+        raise AttributeError(
+            f"{type(self).__name__} keeps no MultiAgentEpisode objects: each "
+            f"module's agent episodes are in buffer.module_buffer(module_id)"
+            f".episodes (SingleAgentEpisodes)."
+        )
+
+    @episodes.setter
+    @override(EpisodeReplayBuffer)
+    def episodes(self, value) -> None:
+        # RLlib's `EpisodeReplayBuffer.__init__` starts with an empty deque.
+        if len(value):
+            raise ValueError(f"{type(self).__name__}.episodes cannot be assigned.")
+
+    @property
+    @override(EpisodeReplayBuffer)
+    def episode_id_to_index(self):
+        raise AttributeError(
+            f"{type(self).__name__} keeps no episode index; see "
+            f"buffer.module_buffer(module_id).episode_id_to_index."
+        )
+
+    @episode_id_to_index.setter
+    @override(EpisodeReplayBuffer)
+    def episode_id_to_index(self, value) -> None:
+        if len(value):
+            raise ValueError(
+                f"{type(self).__name__}.episode_id_to_index cannot be assigned."
+            )
+
+    # ---------------------------------------------------------------- metrics
+    @override(EpisodeReplayBuffer)
+    def get_metrics(self) -> Dict[str, Any]:
+        """RLlib's multi-agent buffer metrics (per agent and module), plus each
+        module's max priority and beta under `(key, module_id)`."""
+        tally, self._add_tally = self._add_tally, _AddTally()
+        steps_evicted = {
+            module_id: buffer._take_lifetime_deltas()["steps_evicted"]
+            for module_id, buffer in self._module_buffers.items()
+        }
+        self._update_add_metrics(
+            num_episodes_added=tally.episodes_added,
+            num_env_steps_added=tally.env_steps,
+            num_episodes_evicted=tally.episodes_evicted,
+            # Agent steps: each module's ring evicts on its own.
+            num_env_steps_evicted=sum(steps_evicted.values()),
+            agent_to_num_episodes_added=dict(tally.agent_episodes_added),
+            agent_to_num_steps_added=dict(tally.agent_steps),
+            agent_to_num_episodes_evicted=dict(tally.agent_episodes_evicted),
+            agent_to_num_steps_evicted={},
+            module_to_num_episodes_added=dict(tally.module_episodes_added),
+            module_to_num_steps_added=dict(tally.module_steps),
+            module_to_num_episodes_evicted=dict(tally.module_episodes_evicted),
+            module_to_num_steps_evicted=steps_evicted,
+        )
+        samples = {
+            module_id: buffer._take_sample_tally()
+            for module_id, buffer in self._module_buffers.items()
+        }
+        samples = {m: t for m, t in samples.items() if t.steps}
+        if samples:
+            steps = sum(t.steps for t in samples.values())
+            n_step_sum = sum(t.n_step_sum for t in samples.values())
+
+            def per_module(name):
+                return {m: getattr(t, name) for m, t in samples.items()}
+
+            n_step = {m: t.n_step_sum / t.steps for m, t in samples.items()}
+            self._update_sample_metrics(
+                num_env_steps_sampled=steps,
+                num_episodes_per_sample=sum(per_module("distinct_episodes").values()),
+                num_env_steps_per_sample=sum(per_module("distinct_steps").values()),
+                sampled_n_step=n_step_sum / steps if n_step_sum else None,
+                num_resamples=0,
+                agent_to_num_steps_sampled={},
+                agent_to_num_episodes_per_sample={},
+                agent_to_num_steps_per_sample={},
+                agent_to_sampled_n_step={},
+                agent_to_num_resamples={},
+                module_to_num_steps_sampled=per_module("steps"),
+                module_to_num_episodes_per_sample=per_module("distinct_episodes"),
+                module_to_num_steps_per_sample=per_module("distinct_steps"),
+                module_to_sampled_n_step=n_step if n_step_sum else {},
+                module_to_num_resamples=dict.fromkeys(samples, 0),
+            )
+        for module_id, buffer in self._module_buffers.items():
+            self.metrics.log_value(
+                (MAX_PRIORITY, module_id),
+                buffer._sampler.max_priority,
+                reduce="mean",
+                window=1,
+            )
+            self.metrics.log_value(
+                (SAMPLE_BETA, module_id), buffer.current_beta(), reduce="mean", window=1
+            )
+        return self.metrics.reduce()
+
+    # ------------------------------------------------------------------ state
+    _STATE_SCALARS = (
+        "_num_episodes_added",
+        "_num_episodes_evicted_total",
+        "_num_env_steps_added",
+        "_num_agent_steps_added",
+        "sampled_timesteps",
+    )
+
+    @override(MultiAgentPrioritizedEpisodeReplayBuffer)
+    def get_state(self, *, copy: bool = True) -> Dict[str, Any]:
+        """Every module buffer's state, the agent-episode owners and counters."""
+        state = {name: getattr(self, name) for name in self._STATE_SCALARS}
+        state.update(
+            capacity=self.capacity,
+            module_buffers={
+                module_id: buffer.get_state(copy=copy)
+                for module_id, buffer in self._module_buffers.items()
+            },
+            owner_of=dict(self._owner_of),
+            fragments=dict(self._fragments),
+            stored_agent_episodes=dict(self._stored_agent_episodes),
+            sampled_timesteps_per_module=dict(self.sampled_timesteps_per_module),
+        )
+        return state
+
+    @override(MultiAgentPrioritizedEpisodeReplayBuffer)
+    def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
+        """Restores `get_state()`'s output, or loads the state of RLlib's
+        `MultiAgentPrioritizedEpisodeReplayBuffer` /
+        `MultiAgentEpisodeReplayBuffer` (see `rllib_states`)."""
+        if rllib_states.is_rllib_state(state):
+            rllib_states.load_rllib_multi_agent_state(self, state)
+            return
+        if int(state["capacity"]) != self.capacity:
+            raise ValueError(
+                f"Cannot restore a buffer of capacity {state['capacity']} into one of "
+                f"capacity={self.capacity}; build it with the same `capacity`."
+            )
+        self._clear()
+        for module_id, module_state in state["module_buffers"].items():
+            self._module_buffer_for(module_id).set_state(module_state, copy=copy)
+        for name in self._STATE_SCALARS:
+            setattr(self, name, state[name])
+        self._owner_of = dict(state["owner_of"])
+        self._fragments = dict(state["fragments"])
+        self._stored_agent_episodes = dict(state["stored_agent_episodes"])
+        self.sampled_timesteps_per_module = defaultdict(
+            int, state["sampled_timesteps_per_module"]
+        )
+
+    def _clear(self) -> None:
+        """Forgets every module and counter; keeps the settings."""
+        self._module_buffers = {}
+        self._owner_of, self._fragments, self._stored_agent_episodes = {}, {}, {}
+        self._num_episodes_added = self._num_episodes_evicted_total = 0
+        self._num_env_steps_added = self._num_agent_steps_added = 0
+        self.sampled_timesteps = 0
+        self.sampled_timesteps_per_module = defaultdict(int)
+        self._add_tally = _AddTally()
+
+    def check_invariants(self) -> None:
+        """Raises `RuntimeError` naming what is broken (tests, soak runs)."""
+        for buffer in self._module_buffers.values():
+            buffer.check_invariants()
+        stored = defaultdict(int)
+        for buffer in self._module_buffers.values():
+            for agent_episode in set(buffer._storage.episode_ids.values()):
+                stored[self._owner_of[agent_episode][0]] += 1
+        if dict(stored) != self._stored_agent_episodes:
+            raise RuntimeError("Replay buffer invariants broken: episode counts off")
+
+
+class _AddTally:
+    """What `add()` calls brought and evicted since the last `get_metrics()`."""
+
+    def __init__(self):
+        self.env_steps = self.episodes_added = self.episodes_evicted = 0
+        self.agent_steps = defaultdict(int)
+        self.module_steps = defaultdict(int)
+        self.agent_episodes_added = defaultdict(int)
+        self.module_episodes_added = defaultdict(int)
+        self.agent_episodes_evicted = defaultdict(int)
+        self.module_episodes_evicted = defaultdict(int)

@@ -1,0 +1,129 @@
+"""FastMultiAgentPrioritizedEpisodeReplayBuffer: settings, routing, seeds, errors."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+from rllib_ners import FastMultiAgentPrioritizedEpisodeReplayBuffer
+
+
+def to_module(agent_id, episode=None):
+    return f"p{agent_id}"
+
+
+def collect(num_env_steps, *, seed, cut_every):
+    """Random-action two-agent CartPole chunks, cut every `cut_every` steps."""
+    env = MultiAgentCartPole({"num_agents": 2})
+    for i, agent_id in enumerate(env.possible_agents):
+        env.get_action_space(agent_id).seed(seed + i)
+    chunks = []
+    episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
+    obs, infos = env.reset(seed=seed)
+    episode.add_env_reset(observations=obs, infos=infos)
+    for step in range(1, num_env_steps + 1):
+        if episode.is_done:
+            chunks.append(episode.to_numpy())
+            episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
+            obs, infos = env.reset()
+            episode.add_env_reset(observations=obs, infos=infos)
+        actions = {
+            a: env.get_action_space(a).sample() for a in episode.get_agents_to_act()
+        }
+        obs, rewards, terminateds, truncateds, infos = env.step(actions)
+        episode.add_env_step(
+            obs, actions, rewards, infos, terminateds=terminateds, truncateds=truncateds
+        )
+        if step % cut_every == 0 and not episode.is_done:
+            successor = episode.cut()
+            chunks.append(episode.to_numpy())
+            episode = successor
+    chunks.append(episode.to_numpy())
+    return chunks
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return collect(200, seed=3, cut_every=5)
+
+
+def filled(episodes, **settings):
+    buffer = FastMultiAgentPrioritizedEpisodeReplayBuffer(
+        **{"capacity": 1000, **settings}
+    )
+    buffer.add(copy.deepcopy(episodes))
+    return buffer
+
+
+def test_bad_settings_and_calls_raise_value_errors_naming_them(episodes):
+    with pytest.raises(ValueError, match="no_such_setting"):
+        FastMultiAgentPrioritizedEpisodeReplayBuffer(no_such_setting=1)
+    with pytest.raises(ValueError, match="alpha"):
+        FastMultiAgentPrioritizedEpisodeReplayBuffer(alpha=-1.0)
+    with pytest.raises(ValueError, match="replay_mode"):
+        FastMultiAgentPrioritizedEpisodeReplayBuffer(replay_mode="sideways")
+    buffer = FastMultiAgentPrioritizedEpisodeReplayBuffer(100)
+    with pytest.raises(ValueError, match="empty"):
+        buffer.sample(4)
+    with pytest.raises(ValueError, match="FastPrioritizedEpisodeReplayBuffer"):
+        buffer.add(SingleAgentEpisode())
+    buffer = filled(episodes)
+    with pytest.raises(ValueError, match="stored modules"):
+        buffer.sample(4, modules_to_sample=["p7"])
+    with pytest.raises(ValueError, match="weight"):
+        buffer.add(copy.deepcopy(episodes[:1]), weight={"p0": -2.0})
+    with pytest.raises(ValueError, match="either"):
+        buffer.sample(4, batch_size_B=4)
+
+
+def test_weights_per_module_and_seeds_per_module(episodes):
+    buffer = FastMultiAgentPrioritizedEpisodeReplayBuffer(1000, seed=5)
+    buffer.add(copy.deepcopy(episodes), weight={"p0": 3.0, "p1": 0.5})
+    for module_id, expected in (("p0", 3.0), ("p1", 0.5)):
+        module = buffer.module_buffer(module_id)
+        leaves = module.get_priorities(np.flatnonzero(module._is_transition))
+        np.testing.assert_allclose(leaves, expected)
+    # A module draws the same whatever other modules exist.
+    alone = FastMultiAgentPrioritizedEpisodeReplayBuffer(1000, seed=5)
+    alone.add(copy.deepcopy(episodes), weight={"p0": 3.0, "p1": 0.5})
+    a = buffer.sample_batch(16, modules_to_sample=["p1"])["p1"]
+    b = alone.sample_batch(16)["p1"]
+    np.testing.assert_array_equal(a["indices"], b["indices"])
+
+
+def test_columnar_samples_and_their_priorities_per_module(episodes):
+    buffer = filled(episodes, alpha=1.0, seed=0)
+    batches = buffer.sample_batch(8, n_step=2)
+    assert set(batches) == {"p0", "p1"}
+    for module_id, batch in batches.items():
+        assert batch["obs"].shape == (8, 4) and batch["weights"].shape == (8,)
+        assert set(buffer.item_columns(module_id, batch)) == {"buffer_index"}
+        buffer.update_priorities(np.full(8, 2.0), module_id)
+        module = buffer.module_buffer(module_id)
+        np.testing.assert_allclose(module.get_priorities(batch["indices"]), 2.0)
+    buffer.check_invariants()
+
+
+def test_small_capacity_keeps_counts_consistent(episodes):
+    buffer = FastMultiAgentPrioritizedEpisodeReplayBuffer(20, seed=0)
+    for chunk in episodes:
+        buffer.add(copy.deepcopy(chunk))
+        buffer.check_invariants()
+    total = len({e.id_ for e in episodes})
+    assert buffer.get_num_episodes() + buffer.get_num_episodes_evicted() == total
+    assert buffer.get_added_timesteps() == 200
+    state = buffer.get_state()
+    restored = FastMultiAgentPrioritizedEpisodeReplayBuffer(20)
+    restored.set_state(state)
+    restored.check_invariants()
+    assert restored.get_num_episodes() == buffer.get_num_episodes()
+    a = buffer.sample_batch(8, modules_to_sample=["p0"])["p0"]
+    b = restored.sample_batch(8, modules_to_sample=["p0"])["p0"]
+    np.testing.assert_array_equal(a["obs"], b["obs"])
+    with pytest.raises(ValueError, match="capacity"):
+        FastMultiAgentPrioritizedEpisodeReplayBuffer(21).set_state(state)
