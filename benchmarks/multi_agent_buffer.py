@@ -39,6 +39,7 @@ import gc
 import logging
 import time
 import warnings
+from functools import partial
 from typing import Callable, Dict, List
 
 import numpy as np
@@ -150,13 +151,13 @@ def run(num_agents: int, rounds: int, seed: int) -> Dict[str, np.ndarray]:
         for name in order:
             buffer = buffers[name]
             fragment = timed_fragments[name][r]
-            times[f"{name} add"][r] = timed(lambda: buffer.add(fragment))
+            times[f"{name} add"][r] = timed(partial(buffer.add, fragment))
             times[f"{name} sample"][r] = timed(
-                lambda: sample_and_update(buffer, modules, rng)
+                partial(sample_and_update, buffer, modules, rng)
             )
             if name == "ours":
                 times["ours columnar"][r] = timed(
-                    lambda: columnar_sample_and_update(buffer, modules, rng)
+                    partial(columnar_sample_and_update, buffer, modules, rng)
                 )
     del times["rllib columnar"]
     return times

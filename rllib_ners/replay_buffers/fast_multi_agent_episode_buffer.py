@@ -125,26 +125,26 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
     parent's storage is used. As in RLlib, `sample()` and
     `update_priorities()` alternate (per module).
 
-    .. code-block:: python
+    ```python
+    from ray.rllib.algorithms.dqn import DQNConfig
 
-        from ray.rllib.algorithms.dqn import DQNConfig
-
-        config = (
-            DQNConfig()
-            .environment("ma_cartpole")
-            .multi_agent(
-                policies={"p0", "p1"},
-                policy_mapping_fn=lambda agent_id, *args, **kwargs: f"p{agent_id}",
-            )
-            .training(
-                replay_buffer_config={
-                    "type": "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer",
-                    "capacity": 50000,
-                    "alpha": 0.6,
-                    "beta": 0.4,
-                }
-            )
+    config = (
+        DQNConfig()
+        .environment("ma_cartpole")
+        .multi_agent(
+            policies={"p0", "p1"},
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: f"p{agent_id}",
         )
+        .training(
+            replay_buffer_config={
+                "type": "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer",
+                "capacity": 50000,
+                "alpha": 0.6,
+                "beta": 0.4,
+            }
+        )
+    )
+    ```
 
     Args:
         capacity: Observation slots per module (see `ring_storage`).
@@ -152,9 +152,11 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             docstring).
         seed: Seed of the module buffers' generators (each module's is derived
             from it and the module id).
-        batch_size_B, batch_length_T, alpha, beta, frame_stack, beta_final,
-        beta_annealing_timesteps, metrics_num_episodes_for_smoothing: As in
-            `FastPrioritizedEpisodeReplayBuffer`, for every module.
+
+    The other arguments (`batch_size_B`, `batch_length_T`, `alpha`, `beta`,
+    `frame_stack`, `beta_final`, `beta_annealing_timesteps`,
+    `metrics_num_episodes_for_smoothing`) mean what they mean in
+    `FastPrioritizedEpisodeReplayBuffer`, for every module.
     """
 
     def __init__(

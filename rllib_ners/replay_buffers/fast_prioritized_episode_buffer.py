@@ -162,18 +162,18 @@ class FastPrioritizedEpisodeReplayBuffer(
     SAC route their TD errors to `update_priorities()`, but none of the parent's
     storage is used: the parent's Python-list segment trees are never allocated.
 
-    .. code-block:: python
+    ```python
+    from ray.rllib.algorithms.dqn import DQNConfig
 
-        from ray.rllib.algorithms.dqn import DQNConfig
-
-        config = DQNConfig().training(
-            replay_buffer_config={
-                "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
-                "capacity": 50000,
-                "alpha": 0.6,
-                "beta": 0.4,
-            }
-        )
+    config = DQNConfig().training(
+        replay_buffer_config={
+            "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+            "capacity": 50000,
+            "alpha": 0.6,
+            "beta": 0.4,
+        }
+    )
+    ```
 
     Args:
         capacity: Number of observation slots (see `ring_storage`: every
