@@ -12,9 +12,8 @@ import copy
 
 import numpy as np
 import pytest
-from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from conftest import collect_multi_agent_cartpole, to_module
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from ray.rllib.utils.replay_buffers import (
     MultiAgentEpisodeReplayBuffer,
     MultiAgentPrioritizedEpisodeReplayBuffer,
@@ -31,42 +30,6 @@ MODULE_SAMPLE_METRICS = "multi-agent sample metrics are per module, not per agen
 VALUE_ERRORS = "bad calls raise ValueError"
 
 MODULES = ("p0", "p1")
-
-
-def to_module(agent_id, episode=None):
-    return f"p{agent_id}"
-
-
-def collect(num_env_steps, *, seed=0, cut_every=None):
-    """Random-action MultiAgentCartPole episodes; with `cut_every`, cut into
-    chunks as EnvRunners send them."""
-    env = MultiAgentCartPole({"num_agents": 2})
-    for i, agent_id in enumerate(env.possible_agents):
-        env.get_action_space(agent_id).seed(seed + i)
-    chunks = []
-    episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
-    obs, infos = env.reset(seed=seed)
-    episode.add_env_reset(observations=obs, infos=infos)
-    for step in range(1, num_env_steps + 1):
-        if episode.is_done:
-            chunks.append(episode.to_numpy())
-            episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
-            obs, infos = env.reset()
-            episode.add_env_reset(observations=obs, infos=infos)
-        actions = {
-            agent_id: env.get_action_space(agent_id).sample()
-            for agent_id in episode.get_agents_to_act()
-        }
-        obs, rewards, terminateds, truncateds, infos = env.step(actions)
-        episode.add_env_step(
-            obs, actions, rewards, infos, terminateds=terminateds, truncateds=truncateds
-        )
-        if cut_every and step % cut_every == 0 and not episode.is_done:
-            successor = episode.cut()
-            chunks.append(episode.to_numpy())
-            episode = successor
-    chunks.append(episode.to_numpy())
-    return chunks
 
 
 def buffers(capacity=10_000, alpha=0.6):
@@ -105,7 +68,7 @@ def peek(value):
 
 @pytest.fixture(scope="module")
 def episodes():
-    return collect(400, cut_every=7)
+    return collect_multi_agent_cartpole(400, cut_every=7)
 
 
 def test_counters_per_module_match_and_totals_count_agent_steps(episodes):

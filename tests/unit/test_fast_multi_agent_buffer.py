@@ -6,50 +6,15 @@ import copy
 
 import numpy as np
 import pytest
-from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from conftest import collect_multi_agent_cartpole
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 
 from rllib_ners import FastMultiAgentPrioritizedEpisodeReplayBuffer
 
 
-def to_module(agent_id, episode=None):
-    return f"p{agent_id}"
-
-
-def collect(num_env_steps, *, seed, cut_every):
-    """Random-action two-agent CartPole chunks, cut every `cut_every` steps."""
-    env = MultiAgentCartPole({"num_agents": 2})
-    for i, agent_id in enumerate(env.possible_agents):
-        env.get_action_space(agent_id).seed(seed + i)
-    chunks = []
-    episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
-    obs, infos = env.reset(seed=seed)
-    episode.add_env_reset(observations=obs, infos=infos)
-    for step in range(1, num_env_steps + 1):
-        if episode.is_done:
-            chunks.append(episode.to_numpy())
-            episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
-            obs, infos = env.reset()
-            episode.add_env_reset(observations=obs, infos=infos)
-        actions = {
-            a: env.get_action_space(a).sample() for a in episode.get_agents_to_act()
-        }
-        obs, rewards, terminateds, truncateds, infos = env.step(actions)
-        episode.add_env_step(
-            obs, actions, rewards, infos, terminateds=terminateds, truncateds=truncateds
-        )
-        if step % cut_every == 0 and not episode.is_done:
-            successor = episode.cut()
-            chunks.append(episode.to_numpy())
-            episode = successor
-    chunks.append(episode.to_numpy())
-    return chunks
-
-
 @pytest.fixture(scope="module")
 def episodes():
-    return collect(200, seed=3, cut_every=5)
+    return collect_multi_agent_cartpole(200, seed=3, cut_every=5)
 
 
 def filled(episodes, **settings):
