@@ -9,7 +9,7 @@ metaclass that lets the buffer class pass RLlib's `type` check.
 
 from __future__ import annotations
 
-import uuid
+import os
 from abc import ABCMeta
 from typing import Dict, List, Optional, Tuple
 
@@ -301,20 +301,20 @@ class OneStepEpisodes:
             b._space, b._space_struct = space, struct
             return b
 
-        ids = identities.get("id_")
-        agent_ids = identities.get("agent_id")
-        module_ids = identities.get("module_id")
-        multi_agent_ids = identities.get("multi_agent_episode_id")
+        num_items = len(t_starteds)
+        ids = identities.get("id_") or new_episode_ids(num_items)
+        none = [None] * num_items
+        agent_ids = identities.get("agent_id") or none
+        module_ids = identities.get("module_id") or none
+        multi_agent_ids = identities.get("multi_agent_episode_id") or none
         extras = list(extra_model_outputs.items())
         episodes = []
         for i, t_started in enumerate(t_starteds):
             e = new_episode(SingleAgentEpisode)
-            e.id_ = ids[i] if ids is not None else uuid.uuid4().hex
-            e.agent_id = agent_ids[i] if agent_ids is not None else None
-            e.module_id = module_ids[i] if module_ids is not None else None
-            e.multi_agent_episode_id = (
-                multi_agent_ids[i] if multi_agent_ids is not None else None
-            )
+            e.id_ = ids[i]
+            e.agent_id = agent_ids[i]
+            e.module_id = module_ids[i]
+            e.multi_agent_episode_id = multi_agent_ids[i]
             e.observations = buffer(
                 [observations[i], next_observations[i]], obs_space, obs_struct
             )
@@ -333,6 +333,17 @@ class OneStepEpisodes:
             e._last_added_observation = e._last_added_infos = None
             episodes.append(e)
         return episodes
+
+
+def new_episode_ids(num: int) -> List[str]:
+    """`num` ids of the form `uuid.uuid4().hex` (RLlib's episode ids), from one
+    `os.urandom` call: 16 random bytes each with the version 4 and RFC 4122
+    variant bits set, as `uuid.uuid4()` sets them (it costs ~1.6 us an id)."""
+    raw = np.frombuffer(os.urandom(16 * num), dtype=np.uint8).reshape(num, 16).copy()
+    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40
+    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80
+    text = raw.tobytes().hex()
+    return [text[start : start + 32] for start in range(0, 32 * num, 32)]
 
 
 # The slots `OneStepEpisodes` sets (a contract test checks RLlib's list).

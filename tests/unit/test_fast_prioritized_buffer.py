@@ -744,6 +744,26 @@ def test_subclass_without_parent_segment_trees():
     assert not hasattr(buf, "_min_segment")
 
 
+def test_sampled_episodes_get_distinct_uuid4_ids_as_rllibs_do():
+    """RLlib's sampled 1-step episodes get `uuid.uuid4().hex` ids; ours are
+    drawn in bulk, with the same form (32 hex digits, version 4, RFC 4122)."""
+    import uuid
+
+    buf = FastPrioritizedEpisodeReplayBuffer(1000, seed=0)
+    buf.add([chunk(1, 0, 50, terminated=True), chunk(2, 0, 50, terminated=True)])
+    ids = [episode.id_ for episode in buf.sample(num_items=64, n_step=1)]
+    buf.update_priorities(np.ones(64))
+    ids += [episode.id_ for episode in buf.sample(num_items=64, n_step=1)]
+    assert len(set(ids)) == len(ids) == 128
+    for id_ in ids:
+        parsed = uuid.UUID(hex=id_)
+        assert (parsed.hex, parsed.version, parsed.variant) == (
+            id_,
+            4,
+            uuid.RFC_4122,
+        )
+
+
 # ------------------------------------------------- episode counters and views
 def test_episode_counters_count_stored_and_fully_evicted_episodes():
     """An episode is stored while one of its transitions is, evicted when the
