@@ -131,7 +131,13 @@ def build_config(task: Task, arm: Arm, seed: int):
         )
         .env_runners(num_env_runners=0)
         .learners(num_learners=0, num_gpus_per_learner=0)
-        .reporting(min_sample_timesteps_per_iteration=task.log_every)
+        # Iterations end on env steps alone: RLlib's SAC also asks for at least
+        # 1 s per iteration, which in the fast warm-up made the iteration
+        # boundaries, and so the evaluation points, depend on the machine's speed.
+        .reporting(
+            min_sample_timesteps_per_iteration=task.log_every,
+            min_time_s_per_iteration=0,
+        )
         .debugging(seed=seed)
     )
     if arm.algo == "ners":

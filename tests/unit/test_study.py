@@ -82,6 +82,9 @@ def test_every_arm_builds_a_valid_config(task_name):
         assert config.seed == 100
         assert config.num_env_runners == 0
         assert config.replay_buffer_config["capacity"] == task.capacity
+        # Iterations (and so evaluations) fall on env steps, never on time.
+        assert not config.min_time_s_per_iteration, (task_name, arm.name)
+        assert config.min_sample_timesteps_per_iteration == task.log_every
     alphas = {name: c.replay_buffer_config["alpha"] for name, c in configs.items()}
     assert alphas == {
         "uniform": 0.0,
