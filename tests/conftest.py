@@ -8,8 +8,6 @@ config builder per algorithm family.
   (NERS-DQN by default; also stock DQN and Rainbow DQN configs).
 * `small_acer(replay="uniform", **settings)`: a small CartPole ACER config.
 * `small_sac(replay="ners", **settings)`: a small Pendulum NERS-SAC config.
-* `collect_multi_agent_cartpole(...)`, `to_module`: seeded random-action
-  two-agent CartPole episodes (modules "p0", "p1"), optionally cut into chunks.
 * `one_torch_thread`: torch runs on one thread in this process during a test
   (a local Learner's small networks gain nothing from more, and on a loaded
   machine torch's spinning worker threads made each op several times slower).
@@ -24,8 +22,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import ray
-from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 
 from rllib_ners import ACERConfig, NERSDQNConfig, NERSSACConfig
 
@@ -265,41 +261,3 @@ def small_sac():
     """`build_small_sac`: (replay="ners", **settings) -> small Pendulum NERS-SAC
     config."""
     return build_small_sac
-
-
-# --------------------------------------------------- multi-agent episodes
-def to_module(agent_id, episode=None):
-    """Agent i of MultiAgentCartPole -> module \"p{i}\"."""
-    return f"p{agent_id}"
-
-
-def collect_multi_agent_cartpole(num_env_steps, *, seed=0, cut_every=None):
-    """Random-action MultiAgentCartPole episodes; with `cut_every`, cut into
-    chunks as EnvRunners send them."""
-    env = MultiAgentCartPole({"num_agents": 2})
-    for i, agent_id in enumerate(env.possible_agents):
-        env.get_action_space(agent_id).seed(seed + i)
-    chunks = []
-    episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
-    obs, infos = env.reset(seed=seed)
-    episode.add_env_reset(observations=obs, infos=infos)
-    for step in range(1, num_env_steps + 1):
-        if episode.is_done:
-            chunks.append(episode.to_numpy())
-            episode = MultiAgentEpisode(agent_to_module_mapping_fn=to_module)
-            obs, infos = env.reset()
-            episode.add_env_reset(observations=obs, infos=infos)
-        actions = {
-            agent_id: env.get_action_space(agent_id).sample()
-            for agent_id in episode.get_agents_to_act()
-        }
-        obs, rewards, terminateds, truncateds, infos = env.step(actions)
-        episode.add_env_step(
-            obs, actions, rewards, infos, terminateds=terminateds, truncateds=truncateds
-        )
-        if cut_every and step % cut_every == 0 and not episode.is_done:
-            successor = episode.cut()
-            chunks.append(episode.to_numpy())
-            episode = successor
-    chunks.append(episode.to_numpy())
-    return chunks

@@ -12,7 +12,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import collect_multi_agent_cartpole, to_module
+from multi_agent_episodes import collect_multi_agent_cartpole, to_module
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers import (
     MultiAgentEpisodeReplayBuffer,

@@ -6,7 +6,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import collect_multi_agent_cartpole
+from multi_agent_episodes import collect_multi_agent_cartpole
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_ners import FastMultiAgentPrioritizedEpisodeReplayBuffer
