@@ -3,8 +3,9 @@
 The report's numbers are only reproducible if the runs are: the same seed must
 give the same training and the same evaluations at the same env steps, whatever
 the machine's load. Each test runs `rllib_ners.study.runs.run_one` twice on a
-shrunken Pendulum SAC task (a warm-up, a few hundred updates, two evaluations)
-and compares the CSVs, the timing columns aside.
+shrunken task (SAC on Pendulum, Rainbow/NERS-DQN on CartPole: a warm-up, a few
+hundred updates, two evaluations) and compares the CSVs, the timing columns
+aside.
 """
 
 from __future__ import annotations
@@ -28,27 +29,40 @@ def _rows_without_timing(path):
         ]
 
 
-def _tiny_pendulum():
-    """Pendulum's study task on a budget of 1600 env steps: 1000 of warm-up
-    (random actions), then rounds of 4 steps and 4 updates; a row every 200
-    steps, an evaluation of one 200-step episode every 800."""
-    task = decl.TASKS["pendulum"]
+def _shrunken(task_name, *, warm_up):
+    """The study task on a budget of `warm_up` + 600 env steps: a row every 200
+    steps, an evaluation of one (at most 200-step) episode at the middle and at
+    the end."""
+    budget = warm_up + 600
     return dataclasses.replace(
-        task,
-        name="tiny_pendulum",
-        budget=1600,
-        eval_every=800,
+        decl.TASKS[task_name],
+        name=f"tiny_{task_name}",
+        budget=budget,
+        eval_every=budget // 2,
         eval_episodes=1,
+        eval_max_steps=200,
         log_every=200,
     )
 
 
-@pytest.mark.parametrize("arm_name", ["per", "ners"])
-def test_a_run_writes_the_same_csv_twice(arm_name, tmp_path, one_torch_thread):
-    task, arm = _tiny_pendulum(), decl.ARMS[arm_name]
+@pytest.mark.parametrize(
+    "task_name, warm_up, arm_name",
+    [
+        ("pendulum", 1000, "per"),
+        ("pendulum", 1000, "ners"),
+        ("cartpole", 1000, "per"),
+        ("cartpole", 1000, "ners"),
+    ],
+)
+def test_a_run_writes_the_same_csv_twice(
+    task_name, warm_up, arm_name, tmp_path, one_torch_thread
+):
+    task, arm = _shrunken(task_name, warm_up=warm_up), decl.ARMS[arm_name]
     first = runs.run_one(task, arm, 100, tmp_path / "first")
     second = runs.run_one(task, arm, 100, tmp_path / "second")
     rows = _rows_without_timing(first)
-    assert [int(row["env_steps"]) for row in rows] == list(range(200, 1601, 200))
-    assert [row["eval_step"] for row in rows if row["eval_step"]] == ["800", "1600"]
+    steps = list(range(200, task.budget + 1, 200))
+    assert [int(row["env_steps"]) for row in rows] == steps
+    evals = [int(row["eval_step"]) for row in rows if row["eval_step"]]
+    assert evals == [task.budget // 2, task.budget]
     assert rows == _rows_without_timing(second)
