@@ -14,6 +14,7 @@ from abc import ABCMeta
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import (
     _REWARDS_BOX_SPACE as REWARDS_SPACE,  # the rewards' space in every episode
 )
@@ -54,19 +55,33 @@ class EpisodeReplayBufferMeta(ABCMeta):
 
 
 # ------------------------------------------------------------ episodes -> chunks
-def single_agent_episodes(episodes, buffer_class: type) -> List[SingleAgentEpisode]:
-    """`add()`'s argument as a list of `SingleAgentEpisode`s; raises a ValueError
-    naming the multi-agent buffer for `MultiAgentEpisode`s (a multi-agent
-    config given the single-agent buffer type)."""
+# What a buffer of one kind names when handed the other kind's episodes.
+_OTHER_KIND = {
+    SingleAgentEpisode: (
+        "multi-agent",
+        "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer",
+    ),
+    MultiAgentEpisode: (
+        "single-agent",
+        "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+    ),
+}
+
+
+def episodes_to_add(episodes, episode_class: type, buffer_class: type) -> list:
+    """`add()`'s argument as a list of `episode_class` instances
+    (`SingleAgentEpisode` or `MultiAgentEpisode`); any other episode raises a
+    ValueError naming the buffer type for the other kind of config (a
+    multi-agent config given the single-agent buffer type, or the reverse)."""
     if not isinstance(episodes, (list, tuple)):
         episodes = [episodes]
     for episode in episodes:
-        if not isinstance(episode, SingleAgentEpisode):
+        if not isinstance(episode, episode_class):
+            config_kind, buffer_type = _OTHER_KIND[episode_class]
             raise ValueError(
-                f"{buffer_class.__name__}.add() takes SingleAgentEpisodes, got a "
-                f"{type(episode).__name__}. For a multi-agent config set "
-                f"replay_buffer_config['type'] to "
-                f"'rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer'."
+                f"{buffer_class.__name__}.add() takes {episode_class.__name__}s, "
+                f"got a {type(episode).__name__}. For a {config_kind} config set "
+                f"replay_buffer_config['type'] to '{buffer_type}'."
             )
     return list(episodes)
 

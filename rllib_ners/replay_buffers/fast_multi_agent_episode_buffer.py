@@ -267,16 +267,9 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             weight: Priority of the new steps: one for all modules or one per
                 module; defaults to each module's running max priority.
         """
-        if not isinstance(episodes, (list, tuple)):
-            episodes = [episodes]
-        for episode in episodes:
-            if not isinstance(episode, MultiAgentEpisode):
-                raise ValueError(
-                    f"{type(self).__name__}.add() takes MultiAgentEpisodes, got a "
-                    f"{type(episode).__name__}. For a single-agent config set "
-                    f"replay_buffer_config['type'] to "
-                    f"'rllib_ners.FastPrioritizedEpisodeReplayBuffer'."
-                )
+        episodes = episode_adapter.episodes_to_add(
+            episodes, MultiAgentEpisode, type(self)
+        )
         if weight is not None and not isinstance(weight, dict):
             weight = dict.fromkeys(self._modules_of(episodes), weight)
         for module_weight in (weight or {}).values():

@@ -404,7 +404,9 @@ class FastPrioritizedEpisodeReplayBuffer(
             weight: Priority for the new transitions; defaults to the running max
                 priority, so new data is sampled at least once soon.
         """
-        episodes = episode_adapter.single_agent_episodes(episodes, type(self))
+        episodes = episode_adapter.episodes_to_add(
+            episodes, SingleAgentEpisode, type(self)
+        )
         check_weight(weight)
         chunks = [episode_adapter.read_chunk(e) for e in episodes if len(e) > 0]
         self._add_chunks(chunks, weight)
