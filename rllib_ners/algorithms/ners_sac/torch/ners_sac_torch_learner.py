@@ -160,12 +160,9 @@ class NERSSACTorchLearner(
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
-        if getattr(config, "critic_loss", "huber") == "mse":
-            loss = self._with_squared_error_critic_losses(
-                module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-            )
-        if self.ners_scorer is None:
-            return loss  # PER or uniform replay: RLlib's TD errors stay
+        squared_error = getattr(config, "critic_loss", "huber") == "mse"
+        if not squared_error and self.ners_scorer is None:
+            return loss  # RLlib's loss; PER or uniform replay: its TD errors stay
         with torch.no_grad():
             delta, target = soft_td_error_and_target(
                 batch=batch,
@@ -174,8 +171,18 @@ class NERSSACTorchLearner(
                 gamma=config.gamma,
                 twin_q=config.twin_q,
             )
+        if squared_error:
+            loss = self._with_squared_error_critic_losses(
+                module_id=module_id,
+                config=config,
+                fwd_out=fwd_out,
+                target=target,
+                weights=batch["weights"],
+            )
+        if self.ners_scorer is not None:
             # [score, delta, q, position] rows replace SAC's plain TD errors.
-            self.report_transition_scores(module_id, batch, delta, target)
+            with torch.no_grad():
+                self.report_transition_scores(module_id, batch, delta, target)
         return loss
 
     def _with_squared_error_critic_losses(
@@ -183,23 +190,19 @@ class NERSSACTorchLearner(
         *,
         module_id: ModuleID,
         config: Any,
-        batch: Dict[str, Any],
         fwd_out: Dict[str, TensorType],
+        target: TensorType,
+        weights: TensorType,
     ) -> TensorType:
         """RLlib's SAC loss with the SAC paper's critic losses: each critic's
         `mean(w * 0.5 (Q_k(s, a) - y)^2)` replaces RLlib's Huber loss (delta 1).
 
-        RLlib's `compute_loss_for_module` has just computed the policy and
-        temperature losses and kept them for its per-optimizer backward passes;
-        the critics' entries are replaced there too, so RLlib's update and the
-        lean one both step on the squared errors.
+        `target` is the soft TD target `y` (no gradients) and `weights` the
+        batch's importance weights. RLlib's `compute_loss_for_module` has just
+        computed the policy and temperature losses and kept them for its
+        per-optimizer backward passes; the critics' entries are replaced there
+        too, so RLlib's update and the lean one both step on the squared errors.
         """
-        alpha = torch.exp(self.curr_log_alpha[module_id]).detach()
-        _, target = soft_td_error_and_target(
-            batch=batch, fwd_out=fwd_out, alpha=alpha, gamma=config.gamma, twin_q=False
-        )
-        target = target.detach()
-        weights = batch["weights"]
         critic_keys = [(QF_LOSS_KEY, QF_PREDS)]
         if config.twin_q:
             critic_keys.append((QF_TWIN_LOSS_KEY, QF_TWIN_PREDS))
