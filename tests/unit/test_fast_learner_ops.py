@@ -4,7 +4,12 @@
   and inf gradients, below and above the clip value, and the other modes);
 * `polyak_update` vs RLlib's `update_target_network` (tau 0.005 and 1);
 * `run_plain_mlp` vs calling the `nn.Sequential` (values and gradients);
-* `columns_to_tensors` vs RLlib's `convert_to_torch_tensor` (dtypes, values).
+* `columns_to_tensors` vs RLlib's `convert_to_torch_tensor` (dtypes, values);
+* `uniform_allowed_choice` vs `torch.multinomial` (the same draws, seed by seed,
+  and its error for a row that allows nothing);
+* `step_optimizer` vs `optimizer.step()`: the same parameters and Adam state
+  over steps with learning-rate changes, a state reload, a parameter without
+  gradient, two parameter groups and unfused or AMSGrad Adam; hooks still run.
 """
 
 from __future__ import annotations
@@ -27,7 +32,12 @@ from rllib_ners.algorithms.common.fast_torch_learner import (
     polyak_pairs,
     polyak_update,
 )
-from rllib_ners.utils.torch_ops import plain_mlp_layers, run_plain_mlp
+from rllib_ners.utils.torch_ops import (
+    plain_mlp_layers,
+    run_plain_mlp,
+    step_optimizer,
+    uniform_allowed_choice,
+)
 
 SHAPES = [(256, 4), (256,), (256, 256), (256,), (2, 256), (2,)]
 
@@ -128,3 +138,114 @@ def test_columns_become_the_tensors_rllib_converts_them_to():
     for key in ("obs", "actions", "terminateds", "weights"):
         assert ours[key].dtype == theirs[key].dtype, key
         assert torch.equal(ours[key], theirs[key]), key
+
+
+@pytest.mark.parametrize("rows, actions", [(1, 2), (5, 3), (64, 18)])
+def test_uniform_allowed_choice_draws_what_multinomial_draws(rows, actions):
+    for seed in range(50):
+        generator = torch.Generator().manual_seed(seed)
+        allowed = torch.rand(rows, actions, generator=generator) < 0.6
+        allowed[
+            torch.arange(rows), torch.randint(actions, (rows,), generator=generator)
+        ] = True
+        torch.manual_seed(seed)
+        theirs = torch.multinomial(allowed.float(), num_samples=1).squeeze(1)
+        theirs_next = torch.rand(3)
+        torch.manual_seed(seed)
+        ours = uniform_allowed_choice(allowed)
+        ours_next = torch.rand(3)  # the generator is left where torch leaves it
+        assert ours.dtype == theirs.dtype
+        assert torch.equal(ours, theirs)
+        assert torch.equal(ours_next, theirs_next)
+        assert bool(allowed[torch.arange(rows), ours].all())
+
+
+def test_uniform_allowed_choice_fails_as_multinomial_on_an_empty_row():
+    allowed = torch.tensor([[True, False], [False, False]])
+    with pytest.raises(RuntimeError) as theirs:
+        torch.multinomial(allowed.float(), 1)
+    with pytest.raises(RuntimeError) as ours:
+        uniform_allowed_choice(allowed)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_step_optimizer_takes_optimizer_steps_and_runs_hooks():
+    def trained(step, hook=False):
+        torch.manual_seed(0)
+        net = nn.Linear(4, 3)
+        optimizer = torch.optim.Adam(net.parameters(), lr=0.1, fused=True)
+        calls = []
+        if hook:
+            optimizer.register_step_post_hook(lambda *args: calls.append(1))
+        for _ in range(3):
+            net.weight.grad = torch.ones_like(net.weight)
+            net.bias.grad = torch.full_like(net.bias, -2.0)
+            step(optimizer)
+        return [p.detach().clone() for p in net.parameters()], calls
+
+    plain, _ = trained(lambda optimizer: optimizer.step())
+    lean, _ = trained(step_optimizer)
+    assert all(torch.equal(a, b) for a, b in zip(plain, lean))
+    hooked, calls = trained(step_optimizer, hook=True)
+    assert calls == [1, 1, 1]
+    assert all(torch.equal(a, b) for a, b in zip(plain, hooked))
+
+
+def _adam_run(step, *, adam_kwargs, groups=1, events=()):
+    """Six steps of Adam on a small net; `events` at given steps: a learning-rate
+    change, a state reload (`load_state_dict`), a parameter left without grad."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    params = list(net.parameters())
+    if groups == 2:
+        param_groups = [{"params": params[:2]}, {"params": params[2:], "lr": 0.02}]
+    else:
+        param_groups = params
+    optimizer = torch.optim.Adam(param_groups, lr=0.05, **adam_kwargs)
+    generator = torch.Generator().manual_seed(1)
+    for i in range(6):
+        for param in params:
+            param.grad = torch.randn(param.shape, generator=generator)
+        if ("no_grad", i) in events:
+            params[-1].grad = None
+        if ("lr", i) in events:
+            optimizer.param_groups[0]["lr"] = 0.001
+        if ("reload", i) in events:
+            optimizer.load_state_dict(copy.deepcopy(optimizer.state_dict()))
+        step(optimizer)
+    state = optimizer.state_dict()["state"]
+    return [p.detach().clone() for p in params], state, optimizer
+
+
+@pytest.mark.parametrize(
+    "adam_kwargs",
+    [
+        {"fused": True},
+        {"fused": True, "eps": 1.5e-4, "weight_decay": 0.1},
+        {},
+        {"amsgrad": True},
+    ],
+)
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize(
+    "events", [(), (("lr", 3),), (("reload", 2),), (("no_grad", 4),)]
+)
+def test_step_optimizer_equals_adam_step(adam_kwargs, groups, events):
+    plain = _adam_run(
+        lambda optimizer: optimizer.step(),
+        adam_kwargs=adam_kwargs,
+        groups=groups,
+        events=events,
+    )
+    lean = _adam_run(
+        step_optimizer, adam_kwargs=adam_kwargs, groups=groups, events=events
+    )
+    assert all(torch.equal(a, b) for a, b in zip(plain[0], lean[0]))
+    # Fused Adam (not AMSGrad) ran its kernels directly.
+    lists = getattr(lean[2], "_rllib_ners_fused_lists", None)
+    direct = adam_kwargs.get("fused", False) and not adam_kwargs.get("amsgrad")
+    assert (lists is not None and lists.tensors is not None) == direct
+    assert plain[1].keys() == lean[1].keys()
+    for index, state in plain[1].items():
+        for key, value in state.items():
+            assert torch.equal(value, lean[1][index][key]), (index, key)

@@ -59,3 +59,33 @@ def test_same_step_as_rllibs_apply_gradients(poison, monkeypatch):
         for a, b in zip(ours._params.values(), before._params.values())
     ]
     assert all(moved)
+
+
+@pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
+def test_clipped_gradients_step_as_rllib_without_a_second_norm(poison, monkeypatch):
+    """After a global-norm clip of every gradient (DQN's default grad_clip=40),
+    the clip's per-tensor norms decide finiteness: the same clipped gradients and
+    the same step as RLlib's `postprocess_gradients` + `apply_gradients`, and no
+    second norm over the gradients when they are finite."""
+    from ray.rllib.utils.torch_utils import clip_gradients
+
+    ours = _learner()
+    theirs = copy.deepcopy(ours)
+    assert ours.config.grad_clip_by == "global_norm" and ours.config.grad_clip
+    norms = []
+    total_norm = torch.nn.utils.get_total_norm
+    monkeypatch.setattr(
+        torch.nn.utils,
+        "get_total_norm",
+        lambda *args, **kwargs: norms.append(1) or total_norm(*args, **kwargs),
+    )
+    ours.apply_gradients(ours.postprocess_gradients(_grads(ours, poison)))
+    assert norms == []
+    # RLlib's own clip and apply on the copy.
+    monkeypatch.setattr(type(theirs), "_get_clip_function", lambda self: clip_gradients)
+    TorchLearner.apply_gradients(
+        theirs, theirs.postprocess_gradients(_grads(theirs, poison))
+    )
+    for (pid, a), b in zip(ours._params.items(), theirs._params.values()):
+        assert torch.equal(a, b), pid
+        assert torch.isfinite(a).all()

@@ -8,7 +8,9 @@ stepping: two passes over all gradients and two host syncs per tensor (about
 Adam itself). The total gradient norm is finite exactly when no gradient holds
 nan or inf (or a finite value so large that the norm overflows), so one fused
 norm decides: all finite -> step the optimizers directly; anything else ->
-RLlib's own `apply_gradients`, with its exact nan/inf handling.
+RLlib's own `apply_gradients`, with its exact nan/inf handling. When every
+gradient went through a global-norm clip in the same update, the clip's
+per-tensor norms decide, and no norm is computed a second time.
 
 2. Freed CPU tensor memory is reused instead of being unmapped and faulted in
 again at every update (`rllib_ners.utils.malloc.keep_freed_tensor_memory`).
@@ -38,11 +40,15 @@ values bit for bit.
 6. The training forward pass without `TorchRLModule.forward_train`'s `train()`
 call, which walks every submodule at every update: the Learner's modules stay
 in training mode (one Learner; with several, DDP's forward runs as RLlib's).
+
+7. Gradients cleared by setting them to None (`zero_grad(set_to_none=True)`
+without its profiler record per optimizer) and optimizer steps without torch's
+step wrapper when no step hooks or profiler would see it (`step_optimizer`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -63,6 +69,7 @@ from ray.rllib.utils.typing import ParamDict
 
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
+from rllib_ners.utils.torch_ops import step_optimizer
 
 # `Learner.update()` keyword that asks for an update with deferred metrics.
 DEFER_METRICS = "rllib_ners_defer_metrics"
@@ -121,16 +128,27 @@ def polyak_update(mains, targets, tau: float) -> None:
 
 
 def clip_gradients_foreach(
-    gradients_dict: ParamDict, *, grad_clip=None, grad_clip_by: str = "value"
+    gradients_dict: ParamDict,
+    *,
+    grad_clip=None,
+    grad_clip_by: str = "value",
+    finite_flags: Optional[List[torch.Tensor]] = None,
 ):
     """RLlib's `clip_gradients`, with foreach ops for `grad_clip_by="global_norm"`
-    (the same per-tensor norms, total norm, coefficient and products)."""
+    (the same per-tensor norms, total norm, coefficient and products).
+
+    `finite_flags`: a list that a global-norm clip appends one 0-d bool tensor
+    to: whether every gradient it clipped was finite before clipping (then,
+    scaled by a finite factor, they stay finite), read off the per-tensor norms
+    the clip computes anyway."""
     grads = [grad.detach() for grad in gradients_dict.values() if grad is not None]
     if grad_clip is None or grad_clip_by != "global_norm" or not grads:
         return clip_gradients(
             gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by
         )
     norms = torch.stack(torch._foreach_norm(grads, 2.0))
+    if finite_flags is not None:
+        finite_flags.append(torch.isfinite(norms).all())
     norms = norms.nan_to_num(neginf=-10e8, posinf=10e8)
     total_norm = torch.norm(norms, 2.0).nan_to_num(neginf=-10e8, posinf=10e8)
     clip_coeff = grad_clip / torch.clamp(total_norm + 1e-6, min=grad_clip)
@@ -149,11 +167,24 @@ class FastTorchLearnerMixin:
         super().build()
         self._deferred_metrics = DeferredMetrics()
         self._deferred_env_steps = 0
+        # What this update's global-norm clips found (see `_clip_gradients`).
+        self._clipped_finite: List[torch.Tensor] = []
+        self._clipped_gradient_ids = set()
 
-    @staticmethod
     @override(TorchLearner)
-    def _get_clip_function():
-        return clip_gradients_foreach
+    def _get_clip_function(self):
+        return self._clip_gradients
+
+    def _clip_gradients(self, gradients_dict: ParamDict, **kwargs):
+        """`clip_gradients_foreach`; a global-norm clip of every gradient in
+        `gradients_dict` also tells `apply_gradients` whether they were finite
+        (so it need not compute their norms a second time)."""
+        flags = []
+        norm = clip_gradients_foreach(gradients_dict, finite_flags=flags, **kwargs)
+        if flags and all(grad is not None for grad in gradients_dict.values()):
+            self._clipped_finite.append(flags[0])
+            self._clipped_gradient_ids.update(map(id, gradients_dict.values()))
+        return norm
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
@@ -207,10 +238,9 @@ class FastTorchLearnerMixin:
                 f"Updates with deferred metrics take one batch and no minibatching; "
                 f"got {sorted(kwargs)}."
             )
-        if training_data is None:
-            training_data = TrainingData(batch=batch)
-        training_data.solve_refs()
-        batch = training_data.batch
+        if training_data is not None:  # from LearnerGroup.update (remote Learners)
+            training_data.solve_refs()
+            batch = training_data.batch
         if not isinstance(batch, MultiAgentBatch):
             raise ValueError(
                 f"Updates with deferred metrics take a MultiAgentBatch of numpy "
@@ -269,16 +299,38 @@ class FastTorchLearnerMixin:
             and self._lr_scheduler_classes is None
             and len(grads) == len(gradients_dict)
         )
+        flags, self._clipped_finite = self._clipped_finite, []
+        clipped, self._clipped_gradient_ids = self._clipped_gradient_ids, set()
         if not plain or not grads:
             return super().apply_gradients(gradients_dict)
-        total_norm = torch.nn.utils.get_total_norm(grads, foreach=True)
-        if not bool(torch.isfinite(total_norm)):
+        if flags and all(id(grad) in clipped for grad in grads):
+            # Every gradient went through a global-norm clip this update.
+            finite = bool(torch.stack(flags).all())
+        else:
+            total_norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+            finite = bool(torch.isfinite(total_norm))
+        if not finite:
             return super().apply_gradients(gradients_dict)
         for pid, grad in gradients_dict.items():
             self._params[pid].grad = grad
         for module_id, optimizer_names in self._module_optimizers.items():
             for optimizer_name in optimizer_names:
-                self.get_optimizer(module_id, optimizer_name).step()
+                step_optimizer(self.get_optimizer(module_id, optimizer_name))
+
+    @override(TorchLearner)
+    def compute_gradients(self, loss_per_module, **kwargs) -> ParamDict:
+        """RLlib's `compute_gradients`, the gradients of every optimizer's
+        parameters set to None directly (what `zero_grad(set_to_none=True)` does,
+        without its profiler record per optimizer)."""
+        if self._grad_scalers is not None:
+            return super().compute_gradients(loss_per_module, **kwargs)
+        for param in self._params.values():
+            param.grad = None
+        total_loss = sum(loss_per_module.values())
+        if isinstance(total_loss, int) or total_loss.grad_fn is None:
+            return {}  # no losses, or every parameter frozen (as RLlib)
+        total_loss.backward()
+        return {pid: param.grad for pid, param in self._params.items()}
 
 
 class FastTargetNetworkMixin:

@@ -99,8 +99,8 @@ class LeanSACUpdateMixin:
         # RLlib's compute_gradients() pops the four losses kept for its four
         # backward passes; the summed loss below replaces them.
         self._temp_losses.clear()
-        for optimizer in self._optimizer_parameters:
-            optimizer.zero_grad(set_to_none=True)
+        for param in self._params.values():  # zero_grad(set_to_none=True)
+            param.grad = None
         total = sum(
             loss
             for module_id, loss in loss_per_module.items()
