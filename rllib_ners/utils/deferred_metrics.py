@@ -9,8 +9,9 @@ metrics once per iteration, so they need to be reduced only then.
 
 `DeferredMetrics` takes the same calls (`log_value`, `log_dict`, `delete`)
 during the updates of an iteration, keeps the values (tensors stay tensors: no
-device sync per update), and `flush_into(logger)` logs each key once with what
-its reduction would have kept:
+device sync per update; `log_lazy` keeps a function that computes the value,
+called only for the values the flush logs), and `flush_into(logger)` logs
+each key once with what its reduction would have kept:
 
 * `window=1`, "item" and "max"/"min": the last value, or the max/min;
 * "mean" with a window W: the last W values (RLlib's window keeps those);
@@ -67,6 +68,13 @@ class DeferredMetrics:
             record = self._records[key] = _Record(kwargs)
         record.values.append(value)
 
+    def log_lazy(self, key, compute, **kwargs) -> None:
+        """`log_value(key, compute(), **kwargs)`, with `compute` called only if
+        the flush logs this value (a `window=1` key logs only the iteration's
+        last one): for statistics of tensors that would otherwise be reduced
+        at every update."""
+        self.log_value(key, _Lazy(compute), **kwargs)
+
     def log_dict(self, value_dict: Dict[str, Any], *, key=None, **kwargs) -> None:
         prefix = _as_key(key) if key is not None else ()
 
@@ -92,9 +100,30 @@ class DeferredMetrics:
     def flush_into(self, logger) -> None:
         """Logs every recorded key once (see the module docstring); then empty."""
         for key, record in self._records.items():
+            record.values = [
+                value.compute() if type(value) is _Lazy else value
+                for value in _values_to_keep(record)
+            ]
             for value in _values_to_log(record):
                 logger.log_value(key, value, **record.kwargs)
         self._records.clear()
+
+
+class _Lazy:
+    """A value computed when it is flushed (`DeferredMetrics.log_lazy`)."""
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute):
+        self.compute = compute
+
+
+def _values_to_keep(record: _Record) -> List[Any]:
+    """The recorded values the flush reads: only the last one of a key logged
+    with `window=1` or `reduce="item"`, else all."""
+    if _reduction(record.kwargs) == "item" or record.kwargs.get("window") == 1:
+        return record.values[-1:]
+    return record.values
 
 
 def _values_to_log(record: _Record) -> List[Any]:

@@ -856,10 +856,19 @@ def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling):
     module = _module(dueling=dueling, epsilon=[(0, 1.0), (100, 0.05)])
     module.eval()
     obs = _obs(64, seed=3)
-    for t in (0, 40, 100, 5000):
+    # Without dueling the Q-network is a plain MLP: the acting pass runs its
+    # layers directly (`_acting_q_values`); with dueling, the module's calls.
+    module._forward_exploration({Columns.OBS: obs}, t=0)
+    assert (module._acting_layers is None) == dueling
+    for t in (0, 40, 77, 100, 5000):
         torch.manual_seed(t)
         ours = module._forward_exploration({Columns.OBS: obs}, t=t)[Columns.ACTIONS]
         ours_next_draw = torch.rand(4)
+        # RLlib's scheduler holds epsilon at t (a float32 tensor) after ours too.
+        epsilon = module.epsilon_schedule.get_current_value()
+        assert epsilon.dtype == torch.float32
+        expected = torch.tensor(module.epsilon_schedule._schedule.value(t))
+        assert torch.equal(epsilon.cpu(), expected)
         torch.manual_seed(t)
         theirs = DefaultDQNTorchRLModule._forward_exploration(
             module, {Columns.OBS: obs}, t=t
@@ -873,3 +882,74 @@ def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling):
     greedy = module._forward_exploration({Columns.OBS: obs}, t=5000)[Columns.ACTIONS]
     q = module.compute_q_values({Columns.OBS: obs})["qf_preds"].argmax(-1)
     assert (greedy == q).float().mean() > 0.85
+
+
+# ------------------------------------------------- scalar-Q loss = RLlib's loss
+def _scalar_q_batch(n, seed):
+    rng = np.random.default_rng(seed)
+    return {
+        Columns.OBS: _obs(n, seed),
+        Columns.NEXT_OBS: _obs(n, seed + 1),
+        Columns.ACTIONS: torch.as_tensor(rng.integers(0, 2, n)),  # CartPole
+        Columns.REWARDS: torch.as_tensor(rng.normal(size=n), dtype=torch.float32),
+        Columns.TERMINATEDS: torch.as_tensor(rng.random(n) < 0.3),
+        Columns.TRUNCATEDS: torch.zeros(n, dtype=torch.bool),
+        "weights": torch.as_tensor(rng.uniform(0.2, 1.0, n), dtype=torch.float32),
+        "n_step": torch.as_tensor(rng.integers(1, 4, n)),
+    }
+
+
+@pytest.mark.parametrize("loss_fn", ["huber", "mse"])
+@pytest.mark.parametrize("double_q", [True, False])
+@pytest.mark.parametrize("size", [1, 32])
+def test_scalar_q_loss_equals_rllibs_loss_gradients_and_metrics(
+    loss_fn, double_q, size
+):
+    """`RainbowDQNTorchLearner`'s scalar-Q loss against RLlib's own
+    `DQNTorchLearner.compute_loss_for_module` on the same forward outputs: the
+    same loss and gradients bit for bit, the same TD errors, and the same
+    reported statistics, whether logged directly or deferred to the flush."""
+    from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from rllib_ners.utils.deferred_metrics import DeferredMetrics
+
+    learner = _learner(double_q=double_q, td_error_loss_fn=loss_fn)
+    config = learner.config.get_config_for_module(MID)
+    module = learner.module[MID]
+    batch = _scalar_q_batch(size, seed=size)
+
+    def run(loss_function, metrics):
+        learner.metrics = metrics
+        module.zero_grad(set_to_none=True)
+        fwd_out = module.forward_train(batch)
+        loss = loss_function(
+            learner, module_id=MID, config=config, batch=batch, fwd_out=fwd_out
+        )
+        loss.backward()
+        grads = [p.grad.clone() for p in module.parameters() if p.grad is not None]
+        if isinstance(metrics, DeferredMetrics):
+            logger = MetricsLogger(root=True)
+            metrics.flush_into(logger)
+            metrics = logger
+        return loss.detach(), grads, metrics.reduce()[MID]
+
+    ours = run(type(learner).compute_loss_for_module, DeferredMetrics())
+    ours_direct = run(type(learner).compute_loss_for_module, MetricsLogger(root=True))
+    theirs = run(DQNTorchLearner.compute_loss_for_module, MetricsLogger(root=True))
+    for candidate in (ours, ours_direct):
+        assert torch.equal(candidate[0], theirs[0])
+        assert len(candidate[1]) == len(theirs[1]) > 0
+        assert all(torch.equal(a, b) for a, b in zip(candidate[1], theirs[1]))
+        assert list(candidate[2]) == list(theirs[2])
+        for key, value in theirs[2].items():
+            np.testing.assert_array_equal(
+                _peeked(candidate[2][key]), _peeked(value), err_msg=key
+            )
+
+
+def _peeked(value):
+    value = value.peek() if hasattr(value, "peek") else value
+    if isinstance(value, (list, tuple)):
+        return np.concatenate([np.ravel(np.asarray(item)) for item in value])
+    return np.asarray(value, dtype=np.float64)

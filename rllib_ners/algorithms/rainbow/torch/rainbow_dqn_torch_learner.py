@@ -3,20 +3,40 @@
 RLlib 2.60's `TorchLearner.configure_optimizers_for_module` builds
 `torch.optim.Adam(params)` with torch's default eps=1e-8 and ignores DQN's
 `adam_epsilon`; Rainbow uses 1.5e-4 (Hessel et al. 2018; data-efficient Rainbow).
-The loss is RLlib's own (double Q, n-step, C51 projection, PER weights).
+The loss is RLlib's own (double Q, n-step, C51 projection, PER weights); with
+scalar Q-values its statistics are computed once per iteration (see
+`compute_loss_for_module`).
 """
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
+import torch
+from ray.rllib.algorithms.dqn.dqn import DQNConfig
+from ray.rllib.algorithms.dqn.dqn_learner import (
+    QF_LOSS_KEY,
+    QF_MAX_KEY,
+    QF_MEAN_KEY,
+    QF_MIN_KEY,
+    QF_NEXT_PREDS,
+    QF_PREDS,
+    QF_TARGET_NEXT_PREDS,
+    TD_ERROR_MEAN_KEY,
+)
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.typing import ModuleID
+from ray.rllib.utils.metrics import TD_ERROR_KEY
+from ray.rllib.utils.typing import ModuleID, TensorType
+from torch.nn import functional as F
 
 from rllib_ners.algorithms.common.fast_torch_learner import (
     FastTargetNetworkMixin,
     FastTorchLearnerMixin,
 )
+from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.torch_ops import make_adam
 
 DEFAULT_ADAM_EPSILON = 1e-8
@@ -41,3 +61,66 @@ class RainbowDQNTorchLearner(
             params=params,
             lr_or_lr_schedule=config.lr,
         )
+
+    @override(DQNTorchLearner)
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: ModuleID,
+        config: DQNConfig,
+        batch: Dict[str, Any],
+        fwd_out: Dict[str, TensorType],
+    ) -> TensorType:
+        """RLlib's DQN loss. Scalar Q-values (one atom) without a loss mask take
+        `_scalar_q_loss`: RLlib's ops in RLlib's order, without building a loss
+        module per update, and with the window-1 statistics (mean, max and min
+        Q, mean TD error) computed only for the update the iteration reports."""
+        if config.num_atoms > 1 or Columns.LOSS_MASK in batch:
+            return super().compute_loss_for_module(
+                module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+            )
+        return self._scalar_q_loss(module_id, config, batch, fwd_out)
+
+    def _scalar_q_loss(self, module_id, config, batch, fwd_out) -> TensorType:
+        # `DQNTorchLearner.compute_loss_for_module` with `num_atoms == 1`, line
+        # by line (the loss, TD errors and statistics are tested equal).
+        q_curr = fwd_out[QF_PREDS]
+        q_target_next = fwd_out[QF_TARGET_NEXT_PREDS]
+        actions = batch[Columns.ACTIONS]
+        q_selected = torch.nan_to_num(
+            torch.gather(q_curr, dim=-1, index=actions.view(*actions.shape, 1).long()),
+            neginf=0.0,
+        ).squeeze(dim=-1)
+        greedy_source = fwd_out[QF_NEXT_PREDS] if config.double_q else q_target_next
+        q_next_best_idx = torch.argmax(greedy_source, dim=-1).unsqueeze(dim=-1).long()
+        q_next_best = torch.nan_to_num(
+            torch.gather(q_target_next, dim=-1, index=q_next_best_idx), neginf=0.0
+        ).squeeze()
+        q_next_best_masked = (1.0 - batch[Columns.TERMINATEDS].float()) * q_next_best
+        discount = config.gamma ** batch["n_step"]
+        q_selected_target = (
+            batch[Columns.REWARDS] + discount * q_next_best_masked
+        ).detach()
+        loss_fn = F.huber_loss if config.td_error_loss_fn == "huber" else F.mse_loss
+        td_error = torch.abs(q_selected - q_selected_target)
+        total_loss = torch.mean(
+            batch["weights"] * loss_fn(q_selected, q_selected_target, reduction="none")
+        )
+
+        metrics = self.metrics
+        metrics.log_value((module_id, TD_ERROR_KEY), td_error, reduce="item_series")
+        q_stats = q_selected.detach()
+        statistics = {
+            QF_LOSS_KEY: lambda: total_loss,
+            QF_MEAN_KEY: lambda: torch.mean(q_stats),
+            QF_MAX_KEY: lambda: torch.max(q_stats),
+            QF_MIN_KEY: lambda: torch.min(q_stats),
+            TD_ERROR_MEAN_KEY: lambda: torch.mean(td_error),
+        }
+        # In the key order RLlib's `log_dict` logs them (sorted).
+        for key in sorted(statistics):
+            if isinstance(metrics, DeferredMetrics):
+                metrics.log_lazy((module_id, key), statistics[key], window=1)
+            else:
+                metrics.log_value((module_id, key), statistics[key](), window=1)
+        return total_loss

@@ -57,7 +57,13 @@ from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
     RAINBOW_MODEL_DEFAULTS,
     RainbowCatalog,
 )
-from rllib_ners.utils.torch_ops import plain_mlp_layers, run_plain_mlp
+from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import QStream
+from rllib_ners.utils.torch_ops import (
+    is_plain_activation,
+    plain_mlp_layers,
+    run_plain_mlp,
+    uniform_allowed_choice,
+)
 
 # Training-forward outputs: the online encoder's output for s_t and s_{t+n},
 # detached. A NERS Learner with `encoder="module"` scores with them instead of
@@ -104,6 +110,9 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         self.uses_noisy: bool = bool(self.model_config[NOISY_KEY])
         # Layers of plain MLP encoders (online and target), by encoder id.
         self._plain_encoder_layers = {}
+        # The acting Q-network as plain layers (None: not a plain MLP; False:
+        # not looked at yet).
+        self._acting_layers = False
         if self.num_atoms > 1:
             self.register_buffer(
                 "_atoms",
@@ -160,15 +169,53 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         values and random draws without its distribution objects: RLlib's greedy
         action is the argmax of the raw Q-values (`TorchCategorical.
         to_deterministic()`), its random action a `multinomial` draw over the
-        actions with non-zero Q, then one `rand` per row decides."""
-        q = self.compute_q_values(batch)[QF_PREDS]
+        actions with non-zero Q (`uniform_allowed_choice`: the same draw), then
+        one `rand` per row decides."""
+        q = self._acting_q_values(batch)
         greedy = torch.argmax(q, dim=-1)
-        self.epsilon_schedule.update(t)
-        epsilon = self.epsilon_schedule.get_current_value()
+        epsilon = self._current_epsilon(t)
         allowed = torch.nan_to_num(q.reshape(-1, q.size(-1)), neginf=0.0) != 0.0
-        random_actions = torch.multinomial(allowed.float(), num_samples=1).squeeze(1)
+        random_actions = uniform_allowed_choice(allowed)
         explore = torch.rand((q.shape[0],), device=q.device) < epsilon
         return {Columns.ACTIONS: torch.where(explore, random_actions, greedy)}
+
+    def _current_epsilon(self, t: int) -> TensorType:
+        """`epsilon_schedule.update(t)`, then `get_current_value()`: the float32
+        tensor RLlib's scheduler holds, filled in place (RLlib builds a new
+        tensor from the Python float at every step; the same float32 value)."""
+        schedule = self.epsilon_schedule
+        if schedule.use_schedule:
+            schedule._curr_value.fill_(schedule._schedule.value(t=t))
+        return schedule.get_current_value()
+
+    def _acting_q_values(self, batch: Dict[str, TensorType]) -> TensorType:
+        """`compute_q_values(batch)[QF_PREDS]`; a plain MLP Q-network (no noisy
+        layers, no dueling, one atom) runs its layers directly, encoder and Q
+        stream as one list (the same ops in the same order)."""
+        layers = self._acting_layers
+        if layers is False:
+            layers = self._acting_layers = self._plain_q_network_layers()
+        if layers is None:
+            return self.compute_q_values(batch)[QF_PREDS]
+        return run_plain_mlp(layers, batch[Columns.OBS])
+
+    def _plain_q_network_layers(self):
+        if self.uses_noisy or self.uses_dueling or self.num_atoms > 1:
+            return None
+        encoder_layers = plain_mlp_layers(self.encoder)
+        stream = self.af
+        if encoder_layers is None or not isinstance(stream, QStream) or stream.noisy:
+            return None
+        stream_layers = []
+        for i, layer in enumerate(stream.layers):
+            if i > 0 and stream.activation is not None:
+                stream_layers.append(stream.activation)
+            stream_layers.append(layer)
+        if not all(
+            isinstance(layer, torch.nn.Linear) for layer in stream.layers
+        ) or not is_plain_activation(stream.activation):
+            return None
+        return encoder_layers + stream_layers
 
     @override(RLModule)
     def _forward_train(self, batch: Dict[str, TensorType]) -> Dict[str, TensorType]:
