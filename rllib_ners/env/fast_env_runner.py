@@ -58,6 +58,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core import DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
 from ray.rllib.env.env_errors import StepFailedRecreateEnvError
 from ray.rllib.env.env_runner import (
     ENV_STEP_FAILURE,
@@ -82,8 +83,10 @@ from ray.rllib.utils.metrics import (
     TIME_BETWEEN_SAMPLING,
     WEIGHTS_SEQ_NO,
 )
-from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
+from ray.rllib.utils.spaces.space_utils import unsquash_action
 from ray.rllib.utils.typing import ResultDict
+
+from rllib_ners.utils.torch_ops import squashed_gaussian_sample_and_logp
 
 logger = logging.getLogger(__name__)
 
@@ -288,7 +291,15 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
 
     @override(SingleAgentEnvRunner)
     def get_metrics(self) -> ResultDict:
-        self._pending_metrics.log_into(self.metrics, self._weights_seq_no)
+        pending = self._pending_metrics
+        if pending.env_steps > 0:
+            # Ray's Prometheus counter of sampled env steps (RLlib increments it
+            # per sample() call): this get_metrics() period's steps at once.
+            self._log_env_steps(
+                metric=self._metrics_num_env_steps_sampled,
+                num_steps=pending.env_steps,
+            )
+        pending.log_into(self.metrics, self._weights_seq_no)
         return super().get_metrics()
 
     def _fast_sample(
@@ -430,10 +441,6 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
 
         pending.env_steps += ts
         pending.episodes += len(done_episodes_to_return)
-        if ts > 0:
-            self._log_env_steps(
-                metric=self._metrics_num_env_steps_sampled, num_steps=ts
-            )
         return done_episodes_to_return + ongoing_episodes_to_return
 
     def _step_env(self, actions):
@@ -477,6 +484,14 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
             dist_class = self.module.get_exploration_action_dist_cls()
         else:
             dist_class = self.module.get_inference_action_dist_cls()
+        if explore and dist_class is TorchSquashedGaussian:
+            # SAC: the same draw and log-probability without the objects.
+            actions, logp = squashed_gaussian_sample_and_logp(
+                out[Columns.ACTION_DIST_INPUTS]
+            )
+            out[Columns.ACTIONS] = actions
+            out.setdefault(Columns.ACTION_LOGP, logp)
+            return out
         dist = dist_class.from_logits(out[Columns.ACTION_DIST_INPUTS])
         if not explore:
             dist = dist.to_deterministic()
@@ -486,6 +501,20 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
             out[Columns.ACTION_LOGP] = dist.logp(actions)
         return out
 
+    def _unsquashes_to_float_bounds(self, space: gym.spaces.Box) -> bool:
+        """Whether RLlib's `unsquash_action` maps [-1, 1] onto `space`'s bounds
+        (a bounded float Box) rather than passing or shifting the actions;
+        worked out once per space."""
+        known = getattr(self, "_unsquash_space", None)
+        if known is None or known[0] is not space:
+            bounded = bool(
+                np.all(space.bounded_below)
+                and np.all(space.bounded_above)
+                and space.dtype in (np.float32, np.float64)
+            )
+            self._unsquash_space = known = (space, bounded)
+        return known[1]
+
     def _actions_for_env(self, actions: np.ndarray) -> np.ndarray:
         """`NormalizeAndClipActions` on the whole batch at once: the same
         element-wise maps over a Box (a Discrete space passes through)."""
@@ -493,9 +522,13 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         if not isinstance(space, gym.spaces.Box):
             return actions  # both maps leave Discrete actions as they are
         if self.config.normalize_actions:
+            if self._unsquashes_to_float_bounds(space):
+                # unsquash_action's Box case, without its tree walk.
+                low, high = space.low, space.high
+                return np.clip(low + (actions + 1.0) * (high - low) / 2.0, low, high)
             return unsquash_action(actions.copy(), space)
         if self.config.clip_actions:
-            return clip_action(actions.copy(), space)
+            return np.clip(actions, space.low, space.high)  # clip_action's Box case
         return actions
 
 

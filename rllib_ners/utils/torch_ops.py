@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -75,22 +76,61 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
     calling, without regrouping every parameter's state per step (~25 us on a
     DQN's six tensors). Anything else takes `optimizer.step()`.
     """
+    step_optimizers([optimizer])
+
+
+def step_optimizers(optimizers: Sequence[torch.optim.Optimizer]) -> None:
+    """`step_optimizer` for each of `optimizers`; the param groups of fused
+    Adams with the same settings, device and dtype share one kernel call (the
+    kernel updates each tensor on its own: the same values as step by step,
+    e.g. SAC's four optimizers in one call instead of four)."""
     from torch.optim import optimizer as optimizer_module
 
-    inner = getattr(type(optimizer).step, "__wrapped__", None)
-    if (
-        inner is None
-        or optimizer._optimizer_step_pre_hooks
-        or optimizer._optimizer_step_post_hooks
-        or optimizer_module._global_optimizer_pre_hooks
+    hooked_globally = bool(
+        optimizer_module._global_optimizer_pre_hooks
         or optimizer_module._global_optimizer_post_hooks
         or torch.autograd.profiler._is_profiler_enabled
-    ):
-        optimizer.step()
-        return
-    lists = _FusedAdamLists.of(optimizer)
-    if lists is None or not lists.step():
-        inner(optimizer)
+    )
+    fused: Dict[tuple, list] = {}
+    for optimizer in optimizers:
+        inner = getattr(type(optimizer).step, "__wrapped__", None)
+        if (
+            inner is None
+            or hooked_globally
+            or optimizer._optimizer_step_pre_hooks
+            or optimizer._optimizer_step_post_hooks
+        ):
+            optimizer.step()
+            continue
+        lists = _FusedAdamLists.of(optimizer)
+        parts = lists.kernel_parts() if lists is not None else None
+        if parts is None:
+            inner(optimizer)
+            continue
+        for key, part in parts:
+            fused.setdefault(key, []).append(part)
+    for (lr, beta1, beta2, weight_decay, eps, maximize, _), parts in fused.items():
+        params, grads, exp_avgs, exp_avg_sqs, steps = (
+            [tensor for part in parts for tensor in part[i]] for i in range(5)
+        )
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            amsgrad=False,
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=weight_decay,
+            eps=eps,
+            maximize=maximize,
+            grad_scale=None,
+            found_inf=None,
+        )
 
 
 class _FusedAdamLists:
@@ -165,40 +205,31 @@ class _FusedAdamLists:
             and all(a is b for a, b in zip(groups, self.groups))
         )
 
-    def step(self) -> bool:
-        """One Adam step; False (and nothing done) if a parameter in a group has
-        no gradient (`Adam.step` would skip it: left to it)."""
-        grads = []
-        for params, *_ in self.tensors:
-            group_grads = [param.grad for param in params]
-            if any(grad is None for grad in group_grads):
-                return False
-            grads.append(group_grads)
-        for group, (params, exp_avgs, exp_avg_sqs, steps), group_grads in zip(
-            self.groups, self.tensors, grads
+    def kernel_parts(self) -> Optional[List[tuple]]:
+        """Per param group: `(settings key, (params, grads, exp_avgs,
+        exp_avg_sqs, steps))` for `_fused_adam_`; None (nothing done) if a
+        parameter has no gradient (`Adam.step` would skip it: left to it)."""
+        parts = []
+        for group, (params, exp_avgs, exp_avg_sqs, steps) in zip(
+            self.groups, self.tensors
         ):
             if not params:
                 continue
+            grads = [param.grad for param in params]
+            if any(grad is None for grad in grads):
+                return None
             beta1, beta2 = group["betas"]
-            torch._foreach_add_(steps, 1)
-            torch._fused_adam_(
-                params,
-                group_grads,
-                exp_avgs,
-                exp_avg_sqs,
-                [],
-                steps,
-                amsgrad=False,
-                lr=group["lr"],
-                beta1=beta1,
-                beta2=beta2,
-                weight_decay=group["weight_decay"],
-                eps=group["eps"],
-                maximize=group["maximize"],
-                grad_scale=None,
-                found_inf=None,
+            key = (
+                group["lr"],
+                beta1,
+                beta2,
+                group["weight_decay"],
+                group["eps"],
+                group["maximize"],
+                (params[0].device, params[0].dtype),
             )
-        return True
+            parts.append((key, (params, grads, exp_avgs, exp_avg_sqs, steps)))
+        return parts
 
 
 def uniform_allowed_choice(allowed: torch.Tensor) -> torch.Tensor:
@@ -218,6 +249,75 @@ def uniform_allowed_choice(allowed: torch.Tensor) -> torch.Tensor:
         return torch.multinomial(weights, 1).squeeze(1)
     race = torch.empty_like(weights).exponential_(1)
     return torch.argmax(weights / race, dim=-1)
+
+
+# RLlib's bounds on the log-std of a Gaussian's inputs and the margin that keeps
+# squashed actions off +-1 before atanh (`ray.rllib.utils.numpy`), restated
+# here to keep this module free of Ray; a test checks they are RLlib's.
+MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT, SMALL_NUMBER = -5, 2, 1e-6
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+def _squashed_gaussian_parameters(logits: torch.Tensor):
+    """`TorchSquashedGaussian.from_logits`: the location and the clamped scale."""
+    loc, log_std = logits.chunk(2, dim=-1)
+    return loc, torch.clamp(log_std, MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT).exp()
+
+
+def _squash(unsquashed: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """`TorchSquashedGaussian._squash`."""
+    actions = ((torch.tanh(unsquashed) + 1.0) / 2.0) * (high - low) + low
+    return torch.clamp(actions, low, high)
+
+
+def _squashed_logp(unsquashed, loc, scale) -> torch.Tensor:
+    """`TorchSquashedGaussian._squashed_logp`: `Normal(loc, scale).log_prob`
+    summed, minus the tanh Jacobian in RLlib's stable form."""
+    var = scale**2
+    normal_logp = -((unsquashed - loc) ** 2) / (2 * var) - scale.log() - _LOG_SQRT_2PI
+    jacobian = 2.0 * (math.log(2.0) - unsquashed - F.softplus(-2.0 * unsquashed))
+    return normal_logp.sum(-1) - jacobian.sum(-1)
+
+
+def squashed_gaussian_sample_and_logp(
+    logits: torch.Tensor, low: float = -1.0, high: float = 1.0
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """What RLlib's EnvRunner draws from a `TorchSquashedGaussian` (SAC's action
+    distribution): `dist = TorchSquashedGaussian.from_logits(logits)`, `actions =
+    dist.sample()`, `logp = dist.logp(actions)` (the `GetActions` connector: the
+    log-probability of the squashed action, through atanh), as the same tensor
+    ops in the same order without the distribution objects. The same random
+    draw (`torch.normal`) and the same values, bit for bit (tested)."""
+    loc, scale = _squashed_gaussian_parameters(logits)
+    with torch.no_grad():  # torch.distributions.Normal.sample()
+        unsquashed = torch.normal(loc, scale)
+    actions = _squash(unsquashed, low, high)
+    # TorchSquashedGaussian.logp: _unsquash, then _squashed_logp.
+    unsquashed = (actions - low) / (high - low) * 2.0 - 1.0
+    unsquashed = torch.clamp(unsquashed, -1.0 + SMALL_NUMBER, 1.0 - SMALL_NUMBER)
+    return actions, _squashed_logp(torch.atanh(unsquashed), loc, scale)
+
+
+def squashed_gaussian_draw_and_logp(
+    logits: torch.Tensor,
+    *,
+    reparameterized: bool,
+    low: float = -1.0,
+    high: float = 1.0,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`TorchSquashedGaussian.from_logits(logits).rsample_and_logp()` (or, not
+    `reparameterized`, `.sample_and_logp()`): SAC's training draws, the exact
+    log-probability of the pre-squash sample. The same ops, random draws,
+    values and gradients, bit for bit (tested), without the distribution
+    objects."""
+    loc, scale = _squashed_gaussian_parameters(logits)
+    if reparameterized:  # torch.distributions.Normal.rsample()
+        noise = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
+        unsquashed = loc + noise * scale
+    else:
+        with torch.no_grad():
+            unsquashed = torch.normal(loc, scale)
+    return _squash(unsquashed, low, high), _squashed_logp(unsquashed, loc, scale)
 
 
 # Element-wise activation modules whose `forward()` is a pure function of its
@@ -256,6 +356,17 @@ def plain_mlp_layers(net: nn.Module) -> Optional[List[nn.Module]]:
     ):
         return None
     return layers
+
+
+def plain_encoder_head_layers(encoder: nn.Module, head: nn.Module):
+    """The layers of a plain-MLP encoder followed by a plain-MLP head, or None
+    (also for a head that clips log-stds, as RLlib's can: not a plain MLP)."""
+    if getattr(head, "clip_log_std", False):
+        return None
+    encoder_layers, head_layers = plain_mlp_layers(encoder), plain_mlp_layers(head)
+    if encoder_layers is None or head_layers is None:
+        return None
+    return encoder_layers + head_layers
 
 
 def run_plain_mlp(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:

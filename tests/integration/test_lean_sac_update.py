@@ -21,6 +21,7 @@ from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import (
 )
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
@@ -93,6 +94,8 @@ def test_lean_update_equals_rllibs_sac_learner(module_class, twin_q, one_torch_t
         theirs_result = theirs.update(batch=batch, timesteps=timesteps)
         ours_losses, theirs_losses = _losses(ours_result), _losses(theirs_result)
         assert set(ours_losses) == set(theirs_losses)
+        if step == 0:  # every reported metric, in RLlib's order, the same bits
+            _assert_same_metrics(ours_result, theirs_result)
         for key in ours_losses:
             assert ours_losses[key] == pytest.approx(theirs_losses[key], rel=1e-5), key
         trained = [n for n in ours_params if not n.startswith("target")]
@@ -111,6 +114,20 @@ def test_lean_update_equals_rllibs_sac_learner(module_class, twin_q, one_torch_t
             rtol=1e-5,
             atol=1e-7,
         )
+
+
+def _assert_same_metrics(ours_result, theirs_result):
+    ours, theirs = ours_result[DEFAULT_MODULE_ID], theirs_result[DEFAULT_MODULE_ID]
+    assert list(ours) == list(theirs)
+    for key, value in theirs.items():
+        a = value.peek() if hasattr(value, "peek") else value
+        b = ours[key].peek() if hasattr(ours[key], "peek") else ours[key]
+        if isinstance(a, list):
+            a, b = (
+                np.concatenate([np.ravel(x) for x in a]),
+                np.concatenate([np.ravel(x) for x in b]),
+            )
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(a), err_msg=key)
 
 
 class _HalfSquaredError(torch.nn.Module):
@@ -143,11 +160,14 @@ def test_mse_critic_loss_is_rllibs_loss_with_squared_errors(
     for step in range(2):
         batch = _batch(step, 11, 3)
         torch.manual_seed(100 + step)
-        ours_losses = _losses(ours.update(batch=batch, timesteps=timesteps))
+        ours_result = ours.update(batch=batch, timesteps=timesteps)
         with monkeypatch.context() as patch:
             patch.setattr(torch.nn, "HuberLoss", _HalfSquaredError)
             torch.manual_seed(100 + step)
-            theirs_losses = _losses(theirs.update(batch=batch, timesteps=timesteps))
+            theirs_result = theirs.update(batch=batch, timesteps=timesteps)
+        ours_losses, theirs_losses = _losses(ours_result), _losses(theirs_result)
+        if step == 0:
+            _assert_same_metrics(ours_result, theirs_result)
         assert set(ours_losses) == set(LOSS_KEYS) == set(theirs_losses)
         for key in LOSS_KEYS:
             assert ours_losses[key] == pytest.approx(theirs_losses[key], rel=1e-5), key
@@ -211,6 +231,25 @@ def test_sac_module_critics_take_the_concatenated_state_and_action():
     assert sum(sizes) == 14 * 256 + 256 + 256 * 256 + 256 + 256 + 1
     inference = config.get_rl_module_spec(env=env, inference_only=True).build()
     assert not hasattr(inference, "qf_encoder")
+
+
+@pytest.mark.parametrize("inference_only", [True, False])
+def test_policy_pass_runs_plain_layers_with_rllibs_values(inference_only):
+    """`SACTorchRLModule` runs a plain-MLP policy's layers directly when acting:
+    the same action-distribution inputs, bit for bit, as RLlib's module calls."""
+    env = gym.make("Hopper-v5")
+    config = sac_config("Hopper-v5", replay="uniform", hiddens=(32, 32))
+    module = config.get_rl_module_spec(env=env, inference_only=inference_only).build()
+    obs = torch.as_tensor(
+        np.random.default_rng(0).normal(size=(5, 11)), dtype=torch.float32
+    )
+    with torch.no_grad():
+        ours = module._forward_exploration({Columns.OBS: obs})
+        theirs = DefaultSACTorchRLModule._forward_inference(module, {Columns.OBS: obs})
+    assert module._plain_policy_layers  # the plain path ran
+    key = Columns.ACTION_DIST_INPUTS
+    assert list(ours) == [key]
+    assert torch.equal(ours[key], theirs[key])
 
 
 def test_images_need_rllibs_module():

@@ -36,6 +36,7 @@ from rllib_ners.utils.torch_ops import (
     plain_mlp_layers,
     run_plain_mlp,
     step_optimizer,
+    step_optimizers,
     uniform_allowed_choice,
 )
 
@@ -249,3 +250,33 @@ def test_step_optimizer_equals_adam_step(adam_kwargs, groups, events):
     for index, state in plain[1].items():
         for key, value in state.items():
             assert torch.equal(value, lean[1][index][key]), (index, key)
+
+
+def test_step_optimizers_shares_kernels_and_equals_stepping_each():
+    """Four fused Adams (SAC's: three with one setting, one with another lr) and
+    an SGD stepped together: the same parameters and state as one by one."""
+
+    def trained(step_all):
+        torch.manual_seed(0)
+        nets = [nn.Linear(5, 4) for _ in range(4)]
+        optimizers = [
+            torch.optim.Adam(net.parameters(), lr=lr, eps=1e-7, fused=True)
+            for net, lr in zip(nets[:3], (3e-4, 3e-4, 1e-3))
+        ] + [torch.optim.SGD(nets[3].parameters(), lr=0.1)]
+        generator = torch.Generator().manual_seed(1)
+        for _ in range(4):
+            for net in nets:
+                for param in net.parameters():
+                    param.grad = torch.randn(param.shape, generator=generator)
+            step_all(optimizers)
+        return [p.detach().clone() for net in nets for p in net.parameters()], [
+            o.state_dict()["state"] for o in optimizers
+        ]
+
+    one_by_one = trained(lambda optimizers: [o.step() for o in optimizers])
+    together = trained(step_optimizers)
+    assert all(torch.equal(a, b) for a, b in zip(one_by_one[0], together[0]))
+    for theirs, ours in zip(one_by_one[1], together[1]):
+        for index, state in theirs.items():
+            for key, value in state.items():
+                assert torch.equal(value, ours[index][key]), (index, key)

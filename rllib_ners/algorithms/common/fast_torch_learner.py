@@ -43,7 +43,9 @@ in training mode (one Learner; with several, DDP's forward runs as RLlib's).
 
 7. Gradients cleared by setting them to None (`zero_grad(set_to_none=True)`
 without its profiler record per optimizer) and optimizer steps without torch's
-step wrapper when no step hooks or profiler would see it (`step_optimizer`).
+step wrapper when no step hooks or profiler would see it; fused Adams run their
+kernels directly, the groups of several optimizers with the same settings in
+one call (`step_optimizers`: SAC's four optimizers, one kernel).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ from ray.rllib.utils.typing import ParamDict
 
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
-from rllib_ners.utils.torch_ops import step_optimizer
+from rllib_ners.utils.torch_ops import step_optimizers
 
 # `Learner.update()` keyword that asks for an update with deferred metrics.
 DEFER_METRICS = "rllib_ners_defer_metrics"
@@ -154,6 +156,28 @@ def clip_gradients_foreach(
     clip_coeff = grad_clip / torch.clamp(total_norm + 1e-6, min=grad_clip)
     torch._foreach_mul_(grads, torch.clamp(clip_coeff, max=1.0))
     return total_norm
+
+
+def all_finite(tensors) -> bool:
+    """Whether no tensor holds a nan or inf: one fused pass (the kernel
+    `GradScaler` uses, scaling by exactly 1.0, which leaves every value as it
+    is) where torch has it for the tensors' device and dtype, else their
+    total norm (finite exactly when they are, short of an overflow)."""
+    first = tensors[0]
+    same_kind = all(
+        t.device == first.device and t.dtype == first.dtype for t in tensors
+    )
+    if same_kind and first.dtype in (torch.float32, torch.float16, torch.bfloat16):
+        found_inf = torch.zeros(1, device=first.device)
+        try:
+            torch._amp_foreach_non_finite_check_and_unscale_(
+                tensors, found_inf, torch.ones(1, device=first.device)
+            )
+        except (RuntimeError, NotImplementedError):
+            pass
+        else:
+            return not bool(found_inf)
+    return bool(torch.isfinite(torch.nn.utils.get_total_norm(tensors, foreach=True)))
 
 
 class FastTorchLearnerMixin:
@@ -307,15 +331,18 @@ class FastTorchLearnerMixin:
             # Every gradient went through a global-norm clip this update.
             finite = bool(torch.stack(flags).all())
         else:
-            total_norm = torch.nn.utils.get_total_norm(grads, foreach=True)
-            finite = bool(torch.isfinite(total_norm))
+            finite = all_finite(grads)
         if not finite:
             return super().apply_gradients(gradients_dict)
         for pid, grad in gradients_dict.items():
             self._params[pid].grad = grad
-        for module_id, optimizer_names in self._module_optimizers.items():
-            for optimizer_name in optimizer_names:
-                step_optimizer(self.get_optimizer(module_id, optimizer_name))
+        step_optimizers(
+            [
+                self.get_optimizer(module_id, optimizer_name)
+                for module_id, optimizer_names in self._module_optimizers.items()
+                for optimizer_name in optimizer_names
+            ]
+        )
 
     @override(TorchLearner)
     def compute_gradients(self, loss_per_module, **kwargs) -> ParamDict:
@@ -336,8 +363,8 @@ class FastTorchLearnerMixin:
 class FastTargetNetworkMixin:
     """For `DQNLearner` subclasses (DQN, SAC): `DQNLearner`'s target-network
     update, with the Polyak step as foreach ops (`polyak_update`) on tensor
-    lists built once per network pair (the parameters are updated in place, so
-    the same tensors stay current)."""
+    lists built once per module, all its network pairs at once (the parameters
+    are updated in place, so the same tensors stay current)."""
 
     _polyak_tensors: Dict = {}
 
@@ -349,6 +376,34 @@ class FastTargetNetworkMixin:
     @staticmethod
     def _target_pairs(module):
         return module.unwrapped().get_target_network_pairs()
+
+    def _update_targets(self, module_id, module, tau: float) -> None:
+        """RLlib's `update_target_network` for every (main, target) pair of the
+        module: one `polyak_update` over all pairs' tensors (element-wise, so
+        the same values as pair by pair), or RLlib's own update for a pair
+        with anything unusual in its state."""
+        key = (module_id, id(module.unwrapped()))
+        tensors = self._polyak_tensors.get(key)
+        if tensors is None:
+            pairs = list(self._target_pairs(module))
+            listed = [polyak_pairs(main, target) for main, target in pairs]
+            if all(listed):
+                tensors = (
+                    [tensor for mains, _ in listed for tensor in mains],
+                    [tensor for _, targets in listed for tensor in targets],
+                )
+            else:
+                tensors = pairs
+            self._polyak_tensors[key] = tensors
+        if isinstance(tensors, tuple):
+            polyak_update(*tensors, tau)
+            return
+        for main_net, target_net in tensors:
+            listed = polyak_pairs(main_net, target_net)
+            if listed:
+                polyak_update(*listed, tau)
+            else:  # anything unusual: RLlib's own update
+                update_target_network(main_net=main_net, target_net=target_net, tau=tau)
 
     @override(DQNLearner)
     def after_gradient_based_update(self, *, timesteps: Dict[str, Any]) -> None:
@@ -364,17 +419,7 @@ class FastTargetNetworkMixin:
             ] >= config.target_network_update_freq and isinstance(
                 module.unwrapped(), TargetNetworkAPI
             ):
-                for main_net, target_net in self._target_pairs(module):
-                    tensors = self._polyak_tensors.get((id(main_net), id(target_net)))
-                    if tensors is None:
-                        tensors = polyak_pairs(main_net, target_net) or ()
-                        self._polyak_tensors[(id(main_net), id(target_net))] = tensors
-                    if tensors:
-                        polyak_update(*tensors, config.tau)
-                    else:  # anything unusual: RLlib's own update
-                        update_target_network(
-                            main_net=main_net, target_net=target_net, tau=config.tau
-                        )
+                self._update_targets(module_id, module, config.tau)
                 self.metrics.log_value(
                     (module_id, NUM_TARGET_UPDATES), 1, reduce="lifetime_sum"
                 )

@@ -41,13 +41,18 @@ from ray.rllib.algorithms.sac.sac_learner import (
     QF_TWIN_PREDS,
 )
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import ALL_MODULES
 
 from rllib_ners.rl_modules.sac.torch.sac_torch_rl_module import SACTorchRLModule
-from rllib_ners.utils.torch_ops import plain_mlp_layers, run_plain_mlp
+from rllib_ners.utils.torch_ops import (
+    plain_encoder_head_layers,
+    run_plain_mlp,
+    squashed_gaussian_draw_and_logp,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -130,28 +135,21 @@ class LeanSACUpdateMixin:
             )
         output[Columns.ACTION_DIST_INPUTS] = pi_logits
         output[ACTION_DIST_INPUTS_NEXT] = pi_logits_next
-        dist_class = module.get_train_action_dist_cls()
         # The same draws in the same order as RLlib's: s first, then s'.
-        actions, output["logp_resampled"] = dist_class.from_logits(
-            pi_logits
-        ).rsample_and_logp()
-        actions_next, logp_next = dist_class.from_logits(
-            pi_logits_next
-        ).sample_and_logp()
+        actions, output["logp_resampled"] = nets.draw(pi_logits, reparameterized=True)
+        actions_next, logp_next = nets.draw(pi_logits_next, reparameterized=False)
         output["logp_next_resampled"] = logp_next.detach()
-        critic_params = _critic_parameters(module)
+        critic_params = nets.critic_parameters
         for param in critic_params:
             param.requires_grad = False
         try:
-            output["q_curr"] = module.compute_q_values(
-                {Columns.OBS: obs, Columns.ACTIONS: actions}
-            )
+            output["q_curr"] = nets.min_q(nets.critics, obs, actions)
         finally:
             for param in critic_params:
                 param.requires_grad = True
         with torch.no_grad():
-            output[QF_TARGET_NEXT] = module.forward_target(
-                {Columns.OBS: next_obs, Columns.ACTIONS: actions_next.detach()}
+            output[QF_TARGET_NEXT] = nets.min_q(
+                nets.target_critics, next_obs, actions_next.detach()
             )
         return output
 
@@ -192,9 +190,43 @@ class _SACNetworks:
     def __init__(self, module):
         self.module = module
         encoder, head = module.pi_encoder, module.pi
-        self._policy_layers = _plain_layers(encoder, head)
+        self._policy_layers = plain_encoder_head_layers(encoder, head)
         self._concat_critics = isinstance(module, SACTorchRLModule)
         self._critic_layers = {}
+        self._lean_draws = module.get_train_action_dist_cls() is TorchSquashedGaussian
+        # (encoder, head) of each critic and of each target critic, in the order
+        # RLlib's `compute_q_values` and `forward_target` run them.
+        self.critics = [(module.qf_encoder, module.qf)]
+        self.target_critics = [(module.target_qf_encoder, module.target_qf)]
+        if module.twin_q:
+            self.critics.append((module.qf_twin_encoder, module.qf_twin))
+            self.target_critics.append(
+                (module.target_qf_twin_encoder, module.target_qf_twin)
+            )
+        self.critic_parameters = [
+            param for pair in self.critics for net in pair for param in net.parameters()
+        ]
+
+    def draw(self, logits: torch.Tensor, *, reparameterized: bool):
+        """`dist_class.from_logits(logits).rsample_and_logp()` (reparameterized)
+        or `.sample_and_logp()`: for RLlib's squashed Gaussian without its
+        distribution objects (`squashed_gaussian_draw_and_logp`, the same
+        draws, values and gradients)."""
+        if self._lean_draws:
+            return squashed_gaussian_draw_and_logp(
+                logits, reparameterized=reparameterized
+            )
+        dist = self.module.get_train_action_dist_cls().from_logits(logits)
+        return dist.rsample_and_logp() if reparameterized else dist.sample_and_logp()
+
+    def min_q(self, critics, obs: torch.Tensor, actions: torch.Tensor):
+        """`compute_q_values` (online critics) or `forward_target` (target
+        critics): the first critic's Q, then the element-wise min with the twin's."""
+        (encoder, head), *twin = critics
+        q = self.q(encoder, head, obs, actions)
+        for encoder, head in twin:
+            q = torch.min(q, self.q(encoder, head, obs, actions))
+        return q
 
     def policy(self, obs: torch.Tensor) -> torch.Tensor:
         """The policy head's output (the action distribution's inputs)."""
@@ -208,28 +240,12 @@ class _SACNetworks:
         key = id(encoder)
         layers = self._critic_layers.get(key, False)
         if layers is False:
-            layers = _plain_layers(encoder, head) if self._concat_critics else None
+            layers = None
+            if self._concat_critics:
+                layers = plain_encoder_head_layers(encoder, head)
             self._critic_layers[key] = layers
         if layers is None:
             return self.module._qf_forward_train_helper(
                 {Columns.OBS: obs, Columns.ACTIONS: actions}, encoder, head
             )
         return run_plain_mlp(layers, torch.cat([obs, actions], dim=-1)).squeeze(-1)
-
-
-def _plain_layers(encoder, head):
-    """The layers of a plain-MLP encoder followed by a plain-MLP head (a head
-    that clips log-stds is not plain), or None."""
-    if getattr(head, "clip_log_std", False):
-        return None
-    encoder_layers, head_layers = plain_mlp_layers(encoder), plain_mlp_layers(head)
-    if encoder_layers is None or head_layers is None:
-        return None
-    return encoder_layers + head_layers
-
-
-def _critic_parameters(module):
-    nets = [module.qf_encoder, module.qf]
-    if module.twin_q:
-        nets += [module.qf_twin_encoder, module.qf_twin]
-    return [param for net in nets for param in net.parameters()]

@@ -30,14 +30,20 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+import gymnasium as gym
 import torch
 import torch.distributed as dist
 from ray.rllib.algorithms.sac.sac_learner import (
+    LOGPS_KEY,
     QF_LOSS_KEY,
+    QF_MAX_KEY,
+    QF_MEAN_KEY,
+    QF_MIN_KEY,
     QF_PREDS,
     QF_TARGET_NEXT,
     QF_TWIN_LOSS_KEY,
     QF_TWIN_PREDS,
+    TD_ERROR_MEAN_KEY,
 )
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -45,8 +51,9 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import ALL_MODULES
+from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
+from torch.nn import functional as F
 
 from rllib_ners.algorithms.common.fast_torch_learner import (
     FastTargetNetworkMixin,
@@ -55,6 +62,7 @@ from rllib_ners.algorithms.common.fast_torch_learner import (
 from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.algorithms.ners_sac.torch.lean_sac_update import LeanSACUpdateMixin
+from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.torch_ops import make_adam
 
 # Learner state entry: SAC's temperature log(alpha) per module.
@@ -157,6 +165,8 @@ class NERSSACTorchLearner(
         batch: Dict[str, Any],
         fwd_out: Dict[str, TensorType],
     ) -> TensorType:
+        if isinstance(self._module[module_id].action_space, gym.spaces.Box):
+            return self._continuous_sac_loss(module_id, config, batch, fwd_out)
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
@@ -184,6 +194,99 @@ class NERSSACTorchLearner(
             with torch.no_grad():
                 self.report_transition_scores(module_id, batch, delta, target)
         return loss
+
+    def _continuous_sac_loss(self, module_id, config, batch, fwd_out) -> TensorType:
+        """`SACTorchLearner._compute_loss_for_module_continuous`: its ops in its
+        order, the critics on its Huber loss or (`critic_loss="mse"`) on the SAC
+        paper's squared error (see `_with_squared_error_critic_losses`), without
+        a loss module built per update and with the window-1 statistics computed
+        only for the update an iteration reports. Its soft TD target and TD
+        errors are the ones the NERS scorer reads (`soft_td_error_and_target`
+        computes the same values). Tested equal to RLlib's loss, and to RLlib's
+        loss with squared errors."""
+        log_alpha = self.curr_log_alpha[module_id]
+        alpha = torch.exp(log_alpha)
+        q_selected = fwd_out[QF_PREDS]
+        q_target_next = (
+            fwd_out[QF_TARGET_NEXT] - alpha.detach() * fwd_out["logp_next_resampled"]
+        )
+        q_next_masked = (1.0 - batch[Columns.TERMINATEDS].float()) * q_target_next
+        q_selected_target = (
+            batch[Columns.REWARDS] + (config.gamma ** batch["n_step"]) * q_next_masked
+        ).detach()
+        td_error = torch.abs(q_selected - q_selected_target)
+        if config.twin_q:
+            q_twin_selected = fwd_out[QF_TWIN_PREDS]
+            td_error += torch.abs(q_twin_selected - q_selected_target)
+            td_error *= 0.5
+        squared_error = getattr(config, "critic_loss", "huber") == "mse"
+
+        def critic_loss_of(q):
+            if squared_error:
+                errors = 0.5 * (q - q_selected_target) ** 2
+            else:
+                errors = F.huber_loss(q, q_selected_target, reduction="none", delta=1.0)
+            return torch.mean(batch["weights"] * errors)
+
+        critic_loss = critic_loss_of(q_selected)
+        if config.twin_q:
+            critic_twin_loss = critic_loss_of(q_twin_selected)
+        logp_resampled = fwd_out["logp_resampled"]
+        actor_loss = torch.mean(alpha.detach() * logp_resampled - fwd_out["q_curr"])
+        alpha_loss = -torch.mean(
+            log_alpha * (logp_resampled.detach() + self.target_entropy[module_id])
+        )
+        if squared_error:  # the order `_with_squared_error_critic_losses` sums in
+            total_loss = actor_loss + alpha_loss + critic_loss
+            if config.twin_q:
+                total_loss = total_loss + critic_twin_loss
+        else:
+            total_loss = actor_loss + critic_loss + alpha_loss
+            if config.twin_q:
+                total_loss += critic_twin_loss
+
+        metrics = self.metrics
+        metrics.log_value((module_id, TD_ERROR_KEY), td_error, reduce="item_series")
+        q_curr = fwd_out["q_curr"].detach()
+        target_entropy = self.target_entropy[module_id]
+        statistics = {
+            POLICY_LOSS_KEY: lambda: actor_loss,
+            QF_LOSS_KEY: lambda: critic_loss,
+            "alpha_loss": lambda: alpha_loss,
+            "alpha_value": lambda: alpha[0],
+            "log_alpha_value": lambda: torch.log(alpha)[0],
+            "target_entropy": lambda: target_entropy,
+            LOGPS_KEY: lambda: torch.mean(logp_resampled.detach()),
+            QF_MEAN_KEY: lambda: torch.mean(q_curr),
+            QF_MAX_KEY: lambda: torch.max(q_curr),
+            QF_MIN_KEY: lambda: torch.min(q_curr),
+            TD_ERROR_MEAN_KEY: lambda: torch.mean(td_error),
+        }
+        if config.twin_q:
+            statistics[QF_TWIN_LOSS_KEY] = lambda: critic_twin_loss
+        # RLlib's key order: its `log_dict` (sorted), then the twin's loss.
+        for key in sorted(set(statistics) - {QF_TWIN_LOSS_KEY}) + [QF_TWIN_LOSS_KEY]:
+            if key not in statistics:
+                continue
+            if isinstance(metrics, DeferredMetrics):
+                metrics.log_lazy((module_id, key), statistics[key], window=1)
+            else:
+                metrics.log_value((module_id, key), statistics[key](), window=1)
+
+        # RLlib's own update backs up each optimizer's loss on its own.
+        losses = self._temp_losses
+        losses[(module_id, POLICY_LOSS_KEY)] = actor_loss
+        losses[(module_id, QF_LOSS_KEY)] = critic_loss
+        losses[(module_id, "alpha_loss")] = alpha_loss
+        if config.twin_q:
+            losses[(module_id, QF_TWIN_LOSS_KEY)] = critic_twin_loss
+        if self.ners_scorer is not None:
+            # [score, delta, q, position] rows replace SAC's plain TD errors.
+            with torch.no_grad():
+                self.report_transition_scores(
+                    module_id, batch, td_error.detach(), q_selected_target
+                )
+        return total_loss
 
     def _with_squared_error_critic_losses(
         self,
