@@ -23,10 +23,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.networks.conv_stack import ConvStack, fitting_cnn_kind
 from rllib_ners.utils.spaces import is_image_space
+from rllib_ners.utils.torch_ops import run_plain_mlp
 
 __all__ = ["NERSScorer", "build_state_encoder"]
 
@@ -88,7 +90,7 @@ class _VectorEncoder(nn.Module):
         self.mlp = _mlp([dim, *hiddens, out_dim], final_activation=False)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.mlp(obs.reshape(obs.shape[0], -1).float())
+        return run_plain_mlp(self.mlp, obs.reshape(obs.shape[0], -1).float())
 
 
 def build_state_encoder(
@@ -224,6 +226,7 @@ class NERSScorer(nn.Module):
         batch: Dict[str, torch.Tensor],
         *,
         all_reduce_sum: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+        scalars: Optional[torch.Tensor] = None,
     ) -> None:
         """Merges a scored batch's r, delta, q, t into the running statistics
         (the parallel form of Welford's update; rows with a non-finite value are
@@ -232,11 +235,14 @@ class NERSScorer(nn.Module):
         With `all_reduce_sum` (see `forward`) the batch spans several processes
         (the Learners' shards): their counts and sums are added up first, so every
         process merges the same numbers and keeps identical statistics.
+        `scalars`: the batch's `scalar_columns`, if already built.
         """
         if self.settings.feature_normalization == "none":
             return
         with torch.no_grad():
-            moments = self.scalar_moments(self.scalar_columns(batch))
+            if scalars is None:
+                scalars = self.scalar_columns(batch)
+            moments = self.scalar_moments(scalars)
             if all_reduce_sum is not None:
                 moments = all_reduce_sum(moments)
             num = len(SCALAR_COLUMNS)
@@ -276,14 +282,16 @@ class NERSScorer(nn.Module):
         delta: torch.Tensor,
         q: torch.Tensor,
         timesteps: torch.Tensor,
+        scalars: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """`tanh([enc(s_t), a_t, r_t, enc(s_t+n), delta_t, q_t, t_t])`, the four
-        scalars normalised first (`normalize_scalars`)."""
-        scalars = self.normalize_scalars(
-            self.scalar_columns(
+        scalars normalised first (`normalize_scalars`; `scalars`: their
+        `scalar_columns`, if already built)."""
+        if scalars is None:
+            scalars = self.scalar_columns(
                 {"rewards": rewards, "delta": delta, "q": q, "ts": timesteps}
             )
-        )
+        scalars = self.normalize_scalars(scalars)
         x = torch.cat(
             [
                 enc_obs.float(),
@@ -302,6 +310,7 @@ class NERSScorer(nn.Module):
         encode: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
         *,
         encoded: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+        scalars: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Features from a batch with `obs`, `new_obs`, `actions`, `rewards`,
         `delta`, `q`, `ts`. `encode` replaces the separate encoder (module mode);
@@ -309,7 +318,8 @@ class NERSScorer(nn.Module):
         `encoded`: the encodings of `obs` and `new_obs` already computed
         elsewhere (module mode: by the agent's own forward pass; separate mode:
         by this scorer's encoder, kept in an `EncodingCache`), used as they
-        are, so nothing is encoded here."""
+        are, so nothing is encoded here. `scalars`: the batch's
+        `scalar_columns`, if already built."""
         if encoded is not None:
             enc_obs, enc_next_obs = encoded
         else:
@@ -327,6 +337,7 @@ class NERSScorer(nn.Module):
             delta=batch["delta"],
             q=batch["q"],
             timesteps=batch["ts"],
+            scalars=scalars,
         )
 
     def parameter_groups(self) -> List[Dict[str, Any]]:
@@ -362,8 +373,10 @@ class NERSScorer(nn.Module):
         the element-wise sum of its argument over all of them, and the global
         context becomes the mean of f_g over the rows of every shard.
         """
-        local = self.local_net(features)
-        per_row = self.global_net(features)
+        # The layers' own ops, without the module calls (a scored batch is a
+        # few dozen rows: calls cost as much as the math).
+        local = run_plain_mlp(self.local_net, features)
+        per_row = run_plain_mlp(self.global_net, features)
         if all_reduce_sum is None:
             global_context = per_row.mean(dim=0, keepdim=True)
         else:
@@ -371,9 +384,10 @@ class NERSScorer(nn.Module):
             total = all_reduce_sum(torch.cat([per_row.sum(dim=0), count]))
             global_context = (total[:-1] / total[-1]).unsqueeze(0)
         joint = torch.cat([local, global_context.expand_as(local)], dim=-1)
-        logits = self.score_net[0](joint).reshape(-1)
+        logits = run_plain_mlp(self.score_net[0], joint).reshape(-1)
         if self.linear_skip is not None:
-            logits = logits + self.linear_skip(features).reshape(-1)
+            skip = self.linear_skip
+            logits = logits + F.linear(features, skip.weight, skip.bias).reshape(-1)
         return logits
 
     def forward(

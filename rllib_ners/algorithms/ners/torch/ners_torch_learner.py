@@ -169,7 +169,10 @@ class NERSTorchLearnerMixin:
             # Learner gets the whole I_train (an all-reduce would count it once
             # per Learner). REINFORCE thus sees the normalisation the priorities
             # were scored with, up to the drift of the statistics since then.
-            self.ners_scorer.update_scalar_statistics(columns, all_reduce_sum=reduce)
+            scalars = self.ners_scorer.scalar_columns(columns)
+            self.ners_scorer.update_scalar_statistics(
+                columns, all_reduce_sum=reduce, scalars=scalars
+            )
             # Without double Q the pass did not encode s_t+n: encode both here.
             reuse = (
                 self.ners_settings.encoder == "module"
@@ -180,7 +183,7 @@ class NERSTorchLearnerMixin:
             if self.ners_encoding_cache is not None and encoding_keys is not None:
                 encoded = self._cached_encodings(columns, encoding_keys)
             features = self.ners_scorer.featurize_batch(
-                columns, encode=self._encode_fn(), encoded=encoded
+                columns, encode=self._encode_fn(), encoded=encoded, scalars=scalars
             )
             logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
             return priority_base(

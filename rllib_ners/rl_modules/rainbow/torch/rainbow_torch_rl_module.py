@@ -59,6 +59,7 @@ from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
 )
 from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import QStream
 from rllib_ners.utils.torch_ops import (
+    call_module,
     is_plain_activation,
     plain_mlp_layers,
     run_plain_mlp,
@@ -302,7 +303,7 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         """
         features = self._encode(encoder, batch)
         af = head["af"] if self.uses_dueling else head
-        advantages = af(features, noise)
+        advantages = call_module(af, features, noise)
         num_actions = self.action_space.n
         # The callers copy out only the keys they return (the exploration and
         # inference outputs never carry the features).
@@ -310,14 +311,14 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         if self.num_atoms == 1:
             q = advantages
             if self.uses_dueling:
-                value = head["vf"](features, noise)
+                value = call_module(head["vf"], features, noise)
                 q = value + advantages - advantages.mean(dim=-1, keepdim=True)
             output[QF_PREDS] = q
             return output
 
         logits = advantages.view(-1, num_actions, self.num_atoms)
         if self.uses_dueling:
-            value = head["vf"](features, noise).view(-1, 1, self.num_atoms)
+            value = call_module(head["vf"], features, noise).view(-1, 1, self.num_atoms)
             logits = value + logits - logits.mean(dim=1, keepdim=True)
         probs = F.softmax(logits, dim=-1)
         output[ATOMS] = self._atoms
