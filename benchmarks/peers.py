@@ -7,7 +7,9 @@ and take turns, round by round (the order rotating every round), each timing
 one chunk of `--steps` env steps, so that whatever else loads the machine hits
 them alike. Printed per arm: env steps/s (wall clock) and per CPU second of the
 process, updates/s, and the ratios to Stable-Baselines3 and to the floor, the
-median over the rounds.
+median over the rounds. For the NERS arms also the sampler's own parts over
+all rounds: scoring each replayed batch and the REINFORCE steps (calls, ms per
+call, ms per env step).
 
 The floor is the same network updates in a bare PyTorch loop on random
 batches (each written as lean as eager PyTorch allows), plus the bare env steps
@@ -119,6 +121,8 @@ class RLlibArm(Arm):
         while self._read(self.algo.train())[1] == 0:
             pass
         self._read(self.algo.train())
+        self.sampler_times = _time_sampler_parts(self.algo)
+        self.measured_from = self.counts[0]
 
     def _read(self, result) -> Tuple[int, int]:
         from ray.rllib.utils.metrics import (
@@ -144,6 +148,29 @@ class RLlibArm(Arm):
     def close(self) -> None:
         if self.algo is not None:
             self.algo.stop()
+
+
+def _time_sampler_parts(algo) -> Dict[str, List[float]]:
+    """With a NERS Learner: wraps its scoring of replayed batches and its
+    REINFORCE step with timers ({part: [calls, seconds]}), else empty."""
+    learner = getattr(algo.learner_group, "_learner", None)
+    parts: Dict[str, List[float]] = {}
+    if learner is None or getattr(learner, "ners_scorer", None) is None:
+        return parts
+    for part, name in (("scoring", "ners_score"), ("REINFORCE", "ners_reinforce")):
+        parts[part] = [0, 0.0]
+        method = getattr(learner, name)
+
+        def timed(*args, _method=method, _tally=parts[part], **kwargs):
+            start = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                _tally[0] += 1
+                _tally[1] += time.perf_counter() - start
+
+        setattr(learner, name, timed)
+    return parts
 
 
 class SB3Arm(Arm):
@@ -548,7 +575,9 @@ def measure(arms: Dict[str, Arm], rounds: int, steps: int) -> Dict[str, dict]:
     }
 
 
-def report(suite: str, median: Dict[str, dict], args, load_before) -> None:
+def report(
+    suite: str, median: Dict[str, dict], args, load_before, arms: Dict[str, Arm]
+) -> None:
     load_after = os.getloadavg()
     print(
         f"\n{suite}: median of {args.rounds} rounds x {args.steps} env steps per "
@@ -558,6 +587,18 @@ def report(suite: str, median: Dict[str, dict], args, load_before) -> None:
     )
     sb3 = median.get("sb3")
     floor = median.get("floor")
+    for name, arm in arms.items():
+        parts = getattr(arm, "sampler_times", None)
+        if not parts:
+            continue
+        steps = arm.counts[0] - arm.measured_from
+        for part, (calls, seconds) in parts.items():
+            print(
+                f"{name}: {part} {int(calls)} calls, "
+                f"{1e3 * seconds / max(calls, 1):.2f} ms each, "
+                f"{1e3 * seconds / max(steps, 1):.3f} ms per env step "
+                f"({steps} measured env steps, all rounds)"
+            )
     header = ["arm", "env steps/s", "env steps / CPU s", "updates/s"]
     if sb3:
         header += ["vs SB3 (wall)", "vs SB3 (CPU)"]
@@ -611,7 +652,7 @@ def main(argv=None) -> int:
         for arm in arms.values():
             arm.close()
         ray.shutdown()
-    report(args.suite, median, args, load_before)
+    report(args.suite, median, args, load_before, arms)
     return 0
 
 
