@@ -9,9 +9,10 @@ metrics once per iteration, so they need to be reduced only then.
 
 `DeferredMetrics` takes the same calls (`log_value`, `log_dict`, `delete`)
 during the updates of an iteration, keeps the values (tensors stay tensors: no
-device sync per update; `log_lazy` keeps a function that computes the value,
-called only for the values the flush logs), and `flush_into(logger)` logs
-each key once with what its reduction would have kept:
+device sync per update; a key whose reduction keeps only the last value keeps
+only that one; `log_lazy` keeps a function that computes the value, called
+only for the values the flush logs), and `flush_into(logger)` logs each key
+once with what its reduction would have kept:
 
 * `window=1`, "item" and "max"/"min": the last value, or the max/min;
 * "mean" with a window W: the last W values (RLlib's window keeps those);
@@ -37,11 +38,13 @@ def _as_key(key) -> Key:
 
 
 class _Record:
-    __slots__ = ("kwargs", "values")
+    __slots__ = ("kwargs", "values", "last_only")
 
     def __init__(self, kwargs: Dict[str, Any]):
         self.kwargs = kwargs
         self.values: List[Any] = []
+        # Keys whose reduction keeps only the last value: only it is kept.
+        self.last_only = _reduction(kwargs) == "item" or kwargs.get("window") == 1
 
 
 def _reduction(kwargs: Dict[str, Any]) -> str:
@@ -66,7 +69,10 @@ class DeferredMetrics:
         record = self._records.get(key)
         if record is None:
             record = self._records[key] = _Record(kwargs)
-        record.values.append(value)
+        if record.last_only:
+            record.values = [value]
+        else:
+            record.values.append(value)
 
     def log_lazy(self, key, compute, **kwargs) -> None:
         """`log_value(key, compute(), **kwargs)`, with `compute` called only if
@@ -102,7 +108,7 @@ class DeferredMetrics:
         for key, record in self._records.items():
             record.values = [
                 value.compute() if type(value) is _Lazy else value
-                for value in _values_to_keep(record)
+                for value in record.values
             ]
             for value in _values_to_log(record):
                 logger.log_value(key, value, **record.kwargs)
@@ -116,14 +122,6 @@ class _Lazy:
 
     def __init__(self, compute):
         self.compute = compute
-
-
-def _values_to_keep(record: _Record) -> List[Any]:
-    """The recorded values the flush reads: only the last one of a key logged
-    with `window=1` or `reduce="item"`, else all."""
-    if _reduction(record.kwargs) == "item" or record.kwargs.get("window") == 1:
-        return record.values[-1:]
-    return record.values
 
 
 def _values_to_log(record: _Record) -> List[Any]:

@@ -73,3 +73,28 @@ def test_pop_and_delete_take_values_out_of_the_flush():
         recorder.delete("m", "gone")
     recorder.delete("m", "gone", key_error=False)
     assert len(recorder) == 0
+
+
+def test_lazy_values_are_computed_only_for_what_the_flush_logs():
+    """`log_lazy`: a window-1 key computes only the iteration's last value;
+    other reductions compute every value; the result equals eager logging."""
+    calls = []
+
+    def lazy(value):
+        return lambda: calls.append(value) or torch.tensor(float(value))
+
+    deferred, eager = DeferredMetrics(), MetricsLogger(root=True)
+    for value in range(5):
+        deferred.log_lazy(("m", "last"), lazy(value), window=1)
+        deferred.log_lazy(("m", "sum"), lazy(10 + value), reduce="sum")
+        eager.log_value(("m", "last"), torch.tensor(float(value)), window=1)
+        eager.log_value(("m", "sum"), torch.tensor(10.0 + value), reduce="sum")
+    assert calls == []
+    logger = MetricsLogger(root=True)
+    deferred.flush_into(logger)
+    assert sorted(calls) == [4, 10, 11, 12, 13, 14]
+    ours, theirs = logger.reduce()["m"], eager.reduce()["m"]
+    for key in ("last", "sum"):
+        a = ours[key].peek() if hasattr(ours[key], "peek") else ours[key]
+        b = theirs[key].peek() if hasattr(theirs[key], "peek") else theirs[key]
+        assert float(a) == float(b), key
