@@ -217,7 +217,10 @@ class NERSScorer(nn.Module):
         """`[count, sum, sum of squares]` of the finite rows of `scalars`, shifted
         by the running mean (numerically safer; the shift is the same on every
         Learner): what `update_scalar_statistics` sums over Learners."""
-        scalars = scalars[torch.isfinite(scalars).all(dim=-1)] - self.scalar_mean
+        finite = torch.isfinite(scalars)
+        if not bool(finite.all()):  # (one check; indexing would sync anyway)
+            scalars = scalars[finite.all(dim=-1)]
+        scalars = scalars - self.scalar_mean
         count = scalars.new_full((1,), scalars.shape[0])
         return torch.cat([count, scalars.sum(dim=0), scalars.square().sum(dim=0)])
 
