@@ -13,7 +13,9 @@
 #       # study: regenerate it by hand with `rllib-ners study report --also ...`)
 #
 # Run it from anywhere inside the repository (e.g. from cron or by hand every
-# hour while the study runs). Commits nothing when nothing new has finished.
+# hour while the study runs), in the session that ran the runs: a study folder
+# with a machines.csv gets one row per new run naming this machine's CPU.
+# Commits nothing when nothing new has finished.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 dir=results/sample_efficiency
@@ -41,6 +43,22 @@ if [[ "$report" == 1 ]]; then
 fi
 
 git add -- "$dir"/*/*/seed*.csv 2>/dev/null || true
+# The CPU that ran each new run (a run regenerates bit for bit only on the same
+# CPU model): read from this machine, so commit in the session that ran them.
+if [[ -f "$dir/machines.csv" ]]; then
+    cpu=$(grep -m1 "model name" /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
+    cpu=${cpu:-$(uname -m)}
+    for csv in $(git diff --cached --name-only --diff-filter=A -- "$dir" | grep 'seed[0-9]*\.csv$'); do
+        rel=${csv#"$dir"/}
+        task=${rel%%/*}
+        rest=${rel#*/}
+        arm=${rest%%/*}
+        seed=${rest#*/seed}
+        seed=${seed%.csv}
+        echo "$task,$arm,$seed,$cpu,/proc/cpuinfo at commit" >> "$dir/machines.csv"
+    done
+    git add -- "$dir/machines.csv"
+fi
 if [[ -f "$dir/report.md" ]]; then
     git add -- "$dir/report.md" "$dir/report.png"
 fi
