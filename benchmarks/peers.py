@@ -575,13 +575,25 @@ def measure(arms: Dict[str, Arm], rounds: int, steps: int) -> Dict[str, dict]:
     }
 
 
+def cpu_model() -> str:
+    """The CPU's model name (`/proc/cpuinfo` on Linux), else the platform's."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def report(
     suite: str, median: Dict[str, dict], args, load_before, arms: Dict[str, Arm]
 ) -> None:
     load_after = os.getloadavg()
     print(
         f"\n{suite}: median of {args.rounds} rounds x {args.steps} env steps per "
-        f"arm; {platform.processor() or platform.machine()}, {os.cpu_count()} "
+        f"arm; {cpu_model()}, {os.cpu_count()} "
         f"cores, 1 torch thread; load average before {load_before[0]:.2f}, after "
         f"{load_after[0]:.2f}"
     )
