@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -249,6 +250,70 @@ def uniform_allowed_choice(allowed: torch.Tensor) -> torch.Tensor:
         return torch.multinomial(weights, 1).squeeze(1)
     race = torch.empty_like(weights).exponential_(1)
     return torch.argmax(weights / race, dim=-1)
+
+
+class EpsilonGreedyChoice:
+    """RLlib's epsilon-greedy choice over Q-values (`DefaultDQNTorchRLModule.
+    _forward_exploration`): the greedy action `argmax(q)`, a random action
+    drawn by `torch.multinomial` over the actions whose Q-value is non-zero
+    after `nan_to_num(neginf=0)`, and `torch.rand(rows) < epsilon` choosing
+    between them, as an int64 tensor.
+
+    On the CPU, outside autograd, the two random draws are the same torch calls
+    on the default generator in RLlib's order (`exponential_` of the
+    multinomial's race, see `uniform_allowed_choice`, then `uniform_` as
+    `torch.rand`), into tensors kept per shape, and the rest is numpy on their
+    views: for the one row an EnvRunner acts on, a dozen torch calls on a few
+    numbers cost more than the Q-network itself. numpy's float32 division,
+    argmax (first maximum; a NaN counts as the maximum) and comparison give
+    torch's values. Elsewhere (an accelerator, a tensor with a graph, a row
+    without an allowed action) the torch ops run as RLlib's. Tested equal to
+    RLlib's module, draw by draw.
+    """
+
+    def __init__(self):
+        # (rows, actions) -> (race, coin): tensors refilled by every call (their
+        # numpy views are taken per call: a copied or pickled view would no
+        # longer share the tensor's memory).
+        self._draws: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def __call__(self, q: torch.Tensor, epsilon) -> torch.Tensor:
+        if (
+            q.device.type != "cpu"
+            or q.requires_grad
+            or q.dim() != 2
+            or q.dtype not in (torch.float32, torch.float64)
+        ):
+            return self._torch_choice(q, epsilon)
+        values = q.numpy()
+        allowed = (values != 0.0) & (values > -np.inf)  # nan_to_num(neginf=0) != 0
+        if not allowed.any(axis=-1).all():
+            return self._torch_choice(q, epsilon)  # multinomial's error, as RLlib
+        draws = self._draws.get(values.shape)
+        if draws is None:
+            race = torch.empty(values.shape, dtype=torch.float32)
+            coin = torch.empty(values.shape[0], dtype=torch.float32)
+            draws = self._draws[values.shape] = (race, coin)
+        race, coin = draws
+        greedy = values.argmax(axis=-1)
+        race.exponential_(1)
+        random_actions = (allowed.astype(np.float32) / race.numpy()).argmax(axis=-1)
+        coin.uniform_(0, 1)
+        # torch compares a float32 tensor with a 0-d tensor or a Python number
+        # in float32.
+        threshold = np.float32(
+            epsilon.item() if isinstance(epsilon, torch.Tensor) else epsilon
+        )
+        explore = coin.numpy() < threshold
+        return torch.from_numpy(np.where(explore, random_actions, greedy))
+
+    @staticmethod
+    def _torch_choice(q: torch.Tensor, epsilon) -> torch.Tensor:
+        greedy = torch.argmax(q, dim=-1)
+        allowed = torch.nan_to_num(q.reshape(-1, q.size(-1)), neginf=0.0) != 0.0
+        random_actions = uniform_allowed_choice(allowed)
+        explore = torch.rand((q.shape[0],), device=q.device) < epsilon
+        return torch.where(explore, random_actions, greedy)
 
 
 # RLlib's bounds on the log-std of a Gaussian's inputs and the margin that keeps

@@ -7,6 +7,9 @@
 * `columns_to_tensors` vs RLlib's `convert_to_torch_tensor` (dtypes, values);
 * `uniform_allowed_choice` vs `torch.multinomial` (the same draws, seed by seed,
   and its error for a row that allows nothing);
+* `EpsilonGreedyChoice` vs RLlib's epsilon-greedy ops (the same actions and
+  draws for Q-values with ties, zeros, nan and infinities, epsilon as a tensor
+  or a number, after a copy and a pickle, and RLlib's error);
 * `step_optimizer` vs `optimizer.step()`: the same parameters and Adam state
   over steps with learning-rate changes, a state reload, a parameter without
   gradient, two parameter groups and unfused or AMSGrad Adam; hooks still run.
@@ -33,6 +36,7 @@ from rllib_ners.algorithms.common.fast_torch_learner import (
     polyak_update,
 )
 from rllib_ners.utils.torch_ops import (
+    EpsilonGreedyChoice,
     plain_mlp_layers,
     run_plain_mlp,
     step_optimizer,
@@ -159,6 +163,87 @@ def test_uniform_allowed_choice_draws_what_multinomial_draws(rows, actions):
         assert torch.equal(ours, theirs)
         assert torch.equal(ours_next, theirs_next)
         assert bool(allowed[torch.arange(rows), ours].all())
+
+
+def _rllibs_epsilon_greedy(q, epsilon):
+    """`DefaultDQNTorchRLModule._forward_exploration` after its Q-values, as
+    RLlib 2.60 writes it (the categorical's deterministic sample is the argmax)."""
+    exploit_actions = torch.argmax(q, dim=-1)
+    random_actions = torch.squeeze(
+        torch.multinomial(
+            (torch.nan_to_num(q.reshape(-1, q.size(-1)), neginf=0.0) != 0.0).float(),
+            num_samples=1,
+        ),
+        dim=1,
+    )
+    return torch.where(
+        torch.rand((q.shape[0],), device=random_actions.device) < epsilon,
+        random_actions,
+        exploit_actions,
+    )
+
+
+def _crafted_q_values(rows, actions, seed):
+    """Q-values with ties, exact zeros, nan and infinities in some rows (every
+    row keeps an allowed action)."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(rows, actions, generator=generator)
+    special = torch.tensor([0.0, float("nan"), float("-inf"), float("inf"), 1.5])
+    picks = torch.rand(rows, actions, generator=generator) < 0.3
+    q[picks] = special[
+        torch.randint(len(special), (int(picks.sum()),), generator=generator)
+    ]
+    q[0, :] = 1.5  # a tie across the row
+    q[torch.arange(rows), torch.randint(actions, (rows,), generator=generator)] = 0.25
+    return q
+
+
+@pytest.mark.parametrize("rows, actions", [(1, 2), (1, 6), (7, 3), (64, 18)])
+@pytest.mark.parametrize("as_tensor", [True, False])
+def test_epsilon_greedy_choice_acts_and_draws_as_rllib(rows, actions, as_tensor):
+    choose = EpsilonGreedyChoice()
+    for seed in range(40):
+        q = _crafted_q_values(rows, actions, seed)
+        value = (0.0, 0.05, 0.3, 0.7, 1.0)[seed % 5] + 1e-9 * seed
+        if seed % 4 == 3:
+            # Epsilon exactly the first row's coin: `rand < epsilon` is False.
+            torch.manual_seed(seed)
+            torch.empty(rows, actions).exponential_(1)
+            value = float(torch.rand(rows)[0])
+        epsilon = torch.tensor(value) if as_tensor else value
+        if seed == 20:  # the drawn tensors survive a copy and a pickle
+            choose = copy.deepcopy(choose)
+        if seed == 30:
+            import pickle
+
+            choose = pickle.loads(pickle.dumps(choose))
+        torch.manual_seed(seed)
+        theirs = _rllibs_epsilon_greedy(q, epsilon)
+        theirs_next = torch.rand(3)
+        torch.manual_seed(seed)
+        ours = choose(q, epsilon)
+        ours_next = torch.rand(3)
+        assert ours.dtype == theirs.dtype == torch.int64
+        assert torch.equal(ours, theirs), seed
+        assert torch.equal(ours_next, theirs_next), seed
+
+
+def test_epsilon_greedy_choice_runs_rllibs_ops_where_numpy_cannot():
+    choose = EpsilonGreedyChoice()
+    q = _crafted_q_values(5, 4, seed=1)
+    for inputs in (q.requires_grad_(), q.detach().double(), q.detach().half()):
+        torch.manual_seed(0)
+        ours = choose(inputs, 0.5)
+        torch.manual_seed(0)
+        theirs = _rllibs_epsilon_greedy(inputs.detach(), 0.5)
+        assert torch.equal(ours, theirs)
+    # A row without an allowed action fails as RLlib's multinomial does.
+    empty = torch.tensor([[1.0, 2.0], [0.0, float("nan")]])
+    with pytest.raises(RuntimeError) as theirs:
+        _rllibs_epsilon_greedy(empty, 0.5)
+    with pytest.raises(RuntimeError) as ours:
+        choose(empty, 0.5)
+    assert str(ours.value) == str(theirs.value)
 
 
 def test_uniform_allowed_choice_fails_as_multinomial_on_an_empty_row():

@@ -849,13 +849,14 @@ def test_noisy_with_a_module_without_noisy_layers_raises():
         config.validate()
 
 
+@pytest.mark.parametrize("rows", [1, 64])  # an EnvRunner's one env, or many
 @pytest.mark.parametrize("dueling", [True, False])
-def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling):
+def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling, rows):
     """Our lean epsilon-greedy takes RLlib's actions with RLlib's random draws:
     after it, the global RNG is where RLlib's would leave it."""
     module = _module(dueling=dueling, epsilon=[(0, 1.0), (100, 0.05)])
     module.eval()
-    obs = _obs(64, seed=3)
+    obs = _obs(rows, seed=3)
     # Without dueling the Q-network is a plain MLP: the acting pass runs its
     # layers directly (`_acting_q_values`); with dueling, the module's calls.
     module._forward_exploration({Columns.OBS: obs}, t=0)
@@ -879,8 +880,9 @@ def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling):
         assert torch.equal(ours_next_draw, theirs_next_draw)
     # Greedy at epsilon 0.05 mostly; random at epsilon 1.
     torch.manual_seed(0)
-    greedy = module._forward_exploration({Columns.OBS: obs}, t=5000)[Columns.ACTIONS]
-    q = module.compute_q_values({Columns.OBS: obs})["qf_preds"].argmax(-1)
+    many = _obs(64, seed=3)
+    greedy = module._forward_exploration({Columns.OBS: many}, t=5000)[Columns.ACTIONS]
+    q = module.compute_q_values({Columns.OBS: many})["qf_preds"].argmax(-1)
     assert (greedy == q).float().mean() > 0.85
 
 

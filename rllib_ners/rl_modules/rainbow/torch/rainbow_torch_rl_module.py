@@ -59,11 +59,11 @@ from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
 )
 from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import QStream
 from rllib_ners.utils.torch_ops import (
+    EpsilonGreedyChoice,
     call_module,
     is_plain_activation,
     plain_mlp_layers,
     run_plain_mlp,
-    uniform_allowed_choice,
 )
 
 # Training-forward outputs: the online encoder's output for s_t and s_{t+n},
@@ -114,6 +114,7 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         # The acting Q-network as plain layers (None: not a plain MLP; False:
         # not looked at yet).
         self._acting_layers = False
+        self._epsilon_greedy_choice = EpsilonGreedyChoice()
         if self.num_atoms > 1:
             self.register_buffer(
                 "_atoms",
@@ -170,15 +171,11 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         values and random draws without its distribution objects: RLlib's greedy
         action is the argmax of the raw Q-values (`TorchCategorical.
         to_deterministic()`), its random action a `multinomial` draw over the
-        actions with non-zero Q (`uniform_allowed_choice`: the same draw), then
-        one `rand` per row decides."""
+        actions with non-zero Q, then one `rand` per row decides
+        (`EpsilonGreedyChoice`: the same draws)."""
         q = self._acting_q_values(batch)
-        greedy = torch.argmax(q, dim=-1)
         epsilon = self._current_epsilon(t)
-        allowed = torch.nan_to_num(q.reshape(-1, q.size(-1)), neginf=0.0) != 0.0
-        random_actions = uniform_allowed_choice(allowed)
-        explore = torch.rand((q.shape[0],), device=q.device) < epsilon
-        return {Columns.ACTIONS: torch.where(explore, random_actions, greedy)}
+        return {Columns.ACTIONS: self._epsilon_greedy_choice(q, epsilon)}
 
     def _current_epsilon(self, t: int) -> TensorType:
         """`epsilon_schedule.update(t)`, then `get_current_value()`: the float32
