@@ -73,6 +73,51 @@ def test_global_norm_clipping_equals_rllibs_bit_for_bit(scale, special):
         assert float(norm_ours) > 40.0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_global_norm_clipping_equals_rllibs_over_scales_and_clip_values(dtype):
+    """Below, at and above the clip value (the host-side coefficient), with
+    integer and fractional clip values, and norms that overflow float32."""
+    generator = torch.Generator().manual_seed(7)
+    cases = [(10.0**e, clip) for e in range(-6, 21, 2) for clip in (0.5, 10, 40.0)]
+    cases += [(1.0, clip) for clip in (1e-3, 3.3, 123.456)]
+    for scale, clip in cases:
+        grads = {
+            i: (torch.randn(s, generator=generator) * scale).to(dtype)
+            for i, s in enumerate(SHAPES)
+        }
+        ours = {k: v.clone() for k, v in grads.items()}
+        # Finite gradients whose norms overflow count as not finite, as the
+        # norms RLlib's clip computes say.
+        norms_finite = all(bool(torch.norm(g).isfinite()) for g in grads.values())
+        flags = []
+        norm_ours = clip_gradients_foreach(
+            ours, grad_clip=clip, grad_clip_by="global_norm", finite_flags=flags
+        )
+        norm_theirs = clip_gradients(grads, grad_clip=clip, grad_clip_by="global_norm")
+        assert torch.equal(norm_ours, norm_theirs), (scale, clip)
+        for key in ours:
+            assert torch.equal(ours[key], grads[key]), (scale, clip, key)
+        assert bool(flags[0]) is norms_finite, (scale, clip)
+    # The clip value exactly: the coefficient's float32 arithmetic decides.
+    grads = {0: torch.tensor([3.0, 4.0], dtype=dtype)}
+    ours = {0: grads[0].clone()}
+    clip_gradients_foreach(ours, grad_clip=5.0, grad_clip_by="global_norm")
+    clip_gradients(grads, grad_clip=5.0, grad_clip_by="global_norm")
+    assert torch.equal(ours[0], grads[0])
+
+
+@pytest.mark.parametrize("special", ["nan", "inf"])
+def test_global_norm_clipping_flags_non_finite_gradients(special):
+    flags = []
+    clip_gradients_foreach(
+        _gradients(1.0, special),
+        grad_clip=40.0,
+        grad_clip_by="global_norm",
+        finite_flags=flags,
+    )
+    assert len(flags) == 1 and not bool(flags[0])
+
+
 @pytest.mark.parametrize("mode", ["value", "norm"])
 def test_other_clip_modes_are_rllibs(mode):
     ours, theirs = _gradients(50.0), _gradients(50.0)

@@ -134,21 +134,39 @@ def clip_gradients_foreach(
     *,
     grad_clip=None,
     grad_clip_by: str = "value",
-    finite_flags: Optional[List[torch.Tensor]] = None,
+    finite_flags: Optional[List] = None,
 ):
     """RLlib's `clip_gradients`, with foreach ops for `grad_clip_by="global_norm"`
     (the same per-tensor norms, total norm, coefficient and products).
 
-    `finite_flags`: a list that a global-norm clip appends one 0-d bool tensor
-    to: whether every gradient it clipped was finite before clipping (then,
-    scaled by a finite factor, they stay finite), read off the per-tensor norms
-    the clip computes anyway."""
+    A finite total norm means every per-tensor norm is finite (a nan or inf one
+    makes the total nan or inf), so RLlib's `nan_to_num` calls on them change
+    nothing; the coefficient is then RLlib's float32 arithmetic done on the host
+    from the total norm (`grad_clip / clamp(total + 1e-6, min=grad_clip)`, the
+    division as torch's `__rtruediv__`: a float32 reciprocal times the clip),
+    and a coefficient of 1 skips the products (x * 1.0 is x, nan and inf
+    included). Otherwise RLlib's tensor ops run.
+
+    `finite_flags`: a list that a global-norm clip appends whether every
+    gradient it clipped was finite before clipping (then, scaled by a finite
+    factor, they stay finite), read off the norms the clip computes anyway: a
+    bool, or a 0-d bool tensor."""
     grads = [grad.detach() for grad in gradients_dict.values() if grad is not None]
     if grad_clip is None or grad_clip_by != "global_norm" or not grads:
         return clip_gradients(
             gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by
         )
     norms = torch.stack(torch._foreach_norm(grads, 2.0))
+    total_norm = torch.norm(norms, 2.0)
+    total = np.float32(total_norm.item())
+    if np.isfinite(total) and total_norm.dtype == torch.float32:
+        if finite_flags is not None:
+            finite_flags.append(True)
+        clip = np.float32(grad_clip)
+        coeff = (np.float32(1.0) / max(total + np.float32(1e-6), clip)) * clip
+        if coeff < 1.0:
+            torch._foreach_mul_(grads, float(coeff))
+        return total_norm
     if finite_flags is not None:
         finite_flags.append(torch.isfinite(norms).all())
     norms = norms.nan_to_num(neginf=-10e8, posinf=10e8)
@@ -191,8 +209,9 @@ class FastTorchLearnerMixin:
         super().build()
         self._deferred_metrics = DeferredMetrics()
         self._deferred_env_steps = 0
-        # What this update's global-norm clips found (see `_clip_gradients`).
-        self._clipped_finite: List[torch.Tensor] = []
+        # What this update's global-norm clips found (see `_clip_gradients`):
+        # bools, or 0-d bool tensors.
+        self._clipped_finite: List = []
         self._clipped_gradient_ids = set()
 
     @override(TorchLearner)
@@ -329,7 +348,7 @@ class FastTorchLearnerMixin:
             return super().apply_gradients(gradients_dict)
         if flags and all(id(grad) in clipped for grad in grads):
             # Every gradient went through a global-norm clip this update.
-            finite = bool(torch.stack(flags).all())
+            finite = all(bool(flag) for flag in flags)
         else:
             finite = all_finite(grads)
         if not finite:
