@@ -127,23 +127,28 @@ def test_other_clip_modes_are_rllibs(mode):
     assert clip_gradients_foreach(ours, grad_clip=None) is None
 
 
-@pytest.mark.parametrize("tau", [0.005, 1.0])
+@pytest.mark.parametrize("tau", [0.005, 0.3, 1.0])
 def test_polyak_update_equals_rllibs_update_target_network(tau):
     torch.manual_seed(0)
-    main = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 1))
+    main = nn.Sequential(nn.Linear(5, 64), nn.ReLU(), nn.Linear(64, 1))
     target_ours = copy.deepcopy(main)
     for param in target_ours.parameters():
         param.data.normal_()
+    # Signed zeros and non-finite targets combine as in RLlib's expression.
+    first = next(target_ours.parameters()).data
+    first[0, :5] = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -float("inf")])
     target_theirs = copy.deepcopy(target_ours)
-    for _ in range(3):
+    for _ in range(50):
         polyak_update(*polyak_pairs(main, target_ours), tau)
         update_target_network(main, target_theirs, tau)
         for param in main.parameters():  # the main net moves between updates
-            param.data.add_(0.1)
+            param.data.add_(torch.randn_like(param) * 0.1)
     for ours, theirs in zip(
         target_ours.state_dict().values(), target_theirs.state_dict().values()
     ):
-        assert torch.equal(ours, theirs)
+        assert torch.equal(ours.nan_to_num(), theirs.nan_to_num())
+        assert torch.equal(ours.isnan(), theirs.isnan())
+        assert torch.equal(ours.signbit(), theirs.signbit())
 
 
 def test_polyak_pairs_refuse_non_float_state():

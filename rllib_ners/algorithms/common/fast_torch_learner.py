@@ -118,15 +118,17 @@ def polyak_pairs(main_net: torch.nn.Module, target_net: torch.nn.Module):
 
 def polyak_update(mains, targets, tau: float) -> None:
     """RLlib's `update_target_network`: `tau * main + (1 - tau) * target` for every
-    pair, in place, as foreach ops (the same values)."""
+    pair, in place, as foreach ops (the same values: each product rounded on its
+    own, then one sum, and IEEE addition is commutative). The targets are scaled
+    in place and the main products added to them: one pass and one temporary
+    fewer than building the new values and copying them over."""
     if not targets:
         return
     with torch.no_grad():
         mains = [tensor.detach() for tensor in mains]
         targets = [tensor.detach() for tensor in targets]
-        new_values = torch._foreach_mul(mains, tau)
-        torch._foreach_add_(new_values, torch._foreach_mul(targets, 1 - tau))
-        torch._foreach_copy_(targets, new_values)
+        torch._foreach_mul_(targets, 1 - tau)
+        torch._foreach_add_(targets, torch._foreach_mul(mains, tau))
 
 
 def clip_gradients_foreach(
