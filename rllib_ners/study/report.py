@@ -36,6 +36,14 @@ other work, whose load changes wall time from run to run. An arm's figure is
 the median over its runs, shown relative to PER's on the same task. The
 `ners_reference` arm's own evaluation episodes (its replay reward) are part of
 its cost and stay in.
+
+Machines. A results folder may hold a `machines.csv` (columns task, arm, seed,
+cpu, recorded_from: one row per run, written by
+`benchmarks/commit_study_results.sh` when it commits the run). Runs regenerate
+bit for bit only on the CPU model that ran them (torch's CPU kernels round
+differently on different models), and CPU time compares best between runs of one
+model, so the report lists the CPU models of its runs, task by task and arm by
+arm; a run without a row counts as "not recorded".
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ CURVE_BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 # What the report says produced it, unless told otherwise.
 STUDY_REPORT_COMMAND = "rllib-ners study report"
+MACHINES_FILE = "machines.csv"
+MACHINE_NOT_RECORDED = "not recorded"
 
 
 class Run:
@@ -328,6 +338,33 @@ def compute(
     return out
 
 
+def load_machines(folders: Sequence[Path]) -> Dict[tuple, str]:
+    """`(task, arm, seed) -> CPU model` from each folder's `machines.csv` (the
+    first row of a run counts; folders without the file add nothing)."""
+    machines: Dict[tuple, str] = {}
+    for folder in folders:
+        path = Path(folder) / MACHINES_FILE
+        if not path.is_file():
+            continue
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                key = (row["task"], row["arm"], int(row["seed"]))
+                machines.setdefault(key, row["cpu"].strip() or MACHINE_NOT_RECORDED)
+    return machines
+
+
+def machine_table(runs: Sequence[Run], machines: Dict[tuple, str]) -> Dict[tuple, dict]:
+    """`{(task, arm): {cpu: runs}}` over the runs, or `{}` when no run has a
+    recorded machine."""
+    if not any((r.task, r.arm, r.seed) in machines for r in runs):
+        return {}
+    counts: Dict[tuple, Dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for run in runs:
+        cpu = machines.get((run.task, run.arm, run.seed), MACHINE_NOT_RECORDED)
+        counts[(run.task, run.arm)][cpu] += 1
+    return {key: dict(sorted(by_cpu.items())) for key, by_cpu in counts.items()}
+
+
 def _fmt(estimate) -> str:
     if estimate is None:
         return "-"
@@ -344,7 +381,9 @@ def render_markdown(
     tasks: Dict[str, Task] = TASKS,
     png_name="report.png",
     command: str = STUDY_REPORT_COMMAND,
+    machines: Optional[Dict[tuple, dict]] = None,
 ) -> str:
+    """The report's Markdown; `machines` as `machine_table` returns it."""
     arms, baselines = result["arms"], result["baselines"]
     scopes = result["tasks"] + list(result["groups"])
     partial = result["n_runs"] < expected_runs
@@ -449,6 +488,30 @@ def render_markdown(
                 f"| {task} | {arm} | {'-' if ess is None else f'{ess:.3f}'} | "
                 f"{'-' if ent is None else f'{ent:.4f}'} |"
             )
+    if machines:
+        models = {cpu for counts in machines.values() for cpu in counts}
+        unknown = sum(
+            counts.get(MACHINE_NOT_RECORDED, 0) for counts in machines.values()
+        )
+        models.discard(MACHINE_NOT_RECORDED)
+        lines += [
+            "",
+            "## Machines: the CPU model of each run (runs)",
+            "",
+            "Runs regenerate bit for bit only on the CPU model that ran them, "
+            "and CPU time compares best between runs of one model; "
+            f"{len(models)} CPU model(s) ran these runs ({MACHINES_FILE})"
+            + (f", {unknown} run(s) without a recorded machine." if unknown else "."),
+            "",
+            "| task | arm | CPU models (runs) |",
+            "|---|---|---|",
+        ]
+        for task in result["tasks"]:
+            for arm in arms:
+                counts = machines.get((task, arm))
+                if counts:
+                    cells = ", ".join(f"{cpu} ({n})" for cpu, n in counts.items())
+                    lines.append(f"| {task} | {arm} | {cells} |")
     lines += ["", f"![study]({png_name})"]
     if notes:
         lines += ["", "Left out:", ""] + [f"- {n}" for n in notes]
@@ -597,6 +660,7 @@ def write_report(
         notes,
         expected_runs=expected_runs,
         command=command,
+        machines=machine_table(runs, load_machines([results_dir, *also])),
     )
     path = results_dir / "report.md"
     path.write_text(text)

@@ -262,6 +262,40 @@ def test_report_regenerates_from_csvs_alone(tmp_path):
     assert report.write_report(again, reps=REPS).read_bytes() == path.read_bytes()
 
 
+def test_report_lists_the_cpu_model_of_each_run(tmp_path):
+    _fixture(tmp_path)
+    text = report.write_report(tmp_path, reps=REPS).read_text()
+    assert "## Machines" not in text  # no machines.csv: no section
+    rows = ["task,arm,seed,cpu,recorded_from"]
+    for seed in (100, 101):
+        rows.append(f"cartpole,per,{seed},AMD EPYC,a note")
+    rows.append("cartpole,per,102,Intel(R) Xeon(R) Processor,/proc/cpuinfo at commit")
+    rows.append("acrobot,better,100,Intel(R) Xeon(R) Processor,/proc/cpuinfo at commit")
+    rows.append("acrobot,better,100,AMD EPYC,a later duplicate row is ignored")
+    rows.append("cartpole,per,999,AMD EPYC,a run that is not in the report")
+    (tmp_path / report.MACHINES_FILE).write_text("\n".join(rows) + "\n")
+    path = report.write_report(tmp_path, reps=REPS)
+    text = path.read_text()
+    section = text[text.index("## Machines") : text.index("![study]")]
+    assert "2 CPU model(s) ran these runs (machines.csv), 20 run(s) without" in section
+    assert (
+        "| cartpole | per | AMD EPYC (2), Intel(R) Xeon(R) Processor (1), "
+        "not recorded (1) |" in section
+    )
+    assert (
+        "| acrobot | better | Intel(R) Xeon(R) Processor (1), not recorded (3) |"
+        in (section)
+    )
+    assert "| cartpole | same | not recorded (4) |" in section
+    # The same CSVs and machines.csv give the same report, byte for byte.
+    again = tmp_path / "again"
+    for source in [*tmp_path.glob("*/*/seed*.csv"), tmp_path / report.MACHINES_FILE]:
+        target = again / source.relative_to(tmp_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+    assert report.write_report(again, reps=REPS).read_bytes() == path.read_bytes()
+
+
 def test_report_leaves_out_runs_of_another_schedule(tmp_path):
     _fixture(tmp_path)
     path = runs.csv_path(tmp_path, "cartpole", "per", 104)
