@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -264,8 +265,6 @@ def test_epsilon_greedy_choice_acts_and_draws_as_rllib(rows, actions, as_tensor)
         if seed == 20:  # the drawn tensors survive a copy and a pickle
             choose = copy.deepcopy(choose)
         if seed == 30:
-            import pickle
-
             choose = pickle.loads(pickle.dumps(choose))
         torch.manual_seed(seed)
         theirs = _rllibs_epsilon_greedy(q, epsilon)

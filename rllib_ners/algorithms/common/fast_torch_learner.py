@@ -159,16 +159,17 @@ def clip_gradients_foreach(
             gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by
         )
     norms = torch.stack(torch._foreach_norm(grads, 2.0))
-    total_norm = torch.norm(norms, 2.0)
-    total = np.float32(total_norm.item())
-    if np.isfinite(total) and total_norm.dtype == torch.float32:
-        if finite_flags is not None:
-            finite_flags.append(True)
-        clip = np.float32(grad_clip)
-        coeff = (np.float32(1.0) / max(total + np.float32(1e-6), clip)) * clip
-        if coeff < 1.0:
-            torch._foreach_mul_(grads, float(coeff))
-        return total_norm
+    if norms.dtype == torch.float32:  # the host arithmetic below is float32's
+        total_norm = torch.norm(norms, 2.0)
+        total = np.float32(total_norm.item())
+        if np.isfinite(total):
+            if finite_flags is not None:
+                finite_flags.append(True)
+            clip = np.float32(grad_clip)
+            coeff = (np.float32(1.0) / max(total + np.float32(1e-6), clip)) * clip
+            if coeff < 1.0:
+                torch._foreach_mul_(grads, float(coeff))
+            return total_norm
     if finite_flags is not None:
         finite_flags.append(torch.isfinite(norms).all())
     norms = norms.nan_to_num(neginf=-10e8, posinf=10e8)
