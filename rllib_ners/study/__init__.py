@@ -1,8 +1,8 @@
 """Studies of replay methods: tasks x arms x seeds, one learning curve each, and
 a seeded rliable report computed from the CSVs alone.
 
-* `declarations`: `Task` and `Arm`, the built-in ones (`TASKS`, `ARMS`) and
-  `load_declarations()` for your own;
+* `declarations`: `Task` and `Arm` (checked when declared: `DeclarationError`),
+  the built-in ones (`TASKS`, `ARMS`) and `load_declarations()` for your own;
 * `runs`: one run (`run_one`) and a resumable study in child processes
   (`plan_runs`, `run_study`);
 * `report`: `write_report()`;
@@ -18,6 +18,7 @@ from rllib_ners.study.declarations import (
     SUITE,
     TASKS,
     Arm,
+    DeclarationError,
     Task,
     load_declarations,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "ARMS",
     "Arm",
     "DEFAULT_SEEDS",
+    "DeclarationError",
     "STUDY_ARMS",
     "SUITE",
     "TASKS",

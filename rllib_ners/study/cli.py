@@ -91,7 +91,9 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
         "runs and cost measurements only, in a --results-dir of their own",
     )
     run.add_argument(
-        "--dry-run", action="store_true", help="print the runs to do and stop"
+        "--dry-run",
+        action="store_true",
+        help="check every (task, arm) config and print the runs to do, then stop",
     )
     _add_declarations(run)
 
@@ -156,6 +158,13 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
     for name in tasks:
         runs.check_task_available(TASKS[name])
     todo, done = runs.plan_runs(arms, tasks, args.seeds, results_dir)
+    # Every (task, arm) config is built and validated here, dry run or not.
+    runs.check_configs(
+        [
+            (runs.with_budget(TASKS[task], args.budget), ARMS[arm], seed)
+            for task, arm, seed in todo
+        ]
+    )
     print(
         f"{len(done)} runs finished already (skipped), {len(todo)} to run, "
         f"{args.jobs} at a time; results in {results_dir}",

@@ -11,9 +11,43 @@ study of your own declares more in a Python file of its own (see
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from typing import Callable, Dict, Optional
 
 DEFAULT_SEEDS = (100, 101, 102, 103, 104)  # seeds 0-9 are reserved for tuning
+
+
+class DeclarationError(ValueError):
+    """A `Task` or `Arm` declared with a wrong field (the message names it)."""
+
+
+# Names become folder names (`<results-dir>/<task>/<arm>/seed<k>.csv`).
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _check_name(kind: str, name) -> None:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
+        raise DeclarationError(
+            f"{kind} name {name!r}: use letters, digits, '_', '-' and '.' only "
+            f"(it names the results folder), e.g. 'my_task'"
+        )
+
+
+def _check_positive_int(owner: str, field: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DeclarationError(
+            f"{owner}: `{field}` must be a positive int, got {value!r}"
+        )
+
+
+def _check_choice(owner: str, field: str, value, choices) -> None:
+    if value not in choices:
+        raise DeclarationError(
+            f"{owner}: `{field}` must be one of {', '.join(map(repr, choices))}, "
+            f"got {value!r}"
+        )
+
 
 # ---------------------------------------------------------------------------
 # Tasks
@@ -74,6 +108,63 @@ class Task:
     algo: str = "dqn"
     eval_env: Optional[Callable] = None
     eval_frame_stack: int = 1
+
+    def __post_init__(self):
+        """Checks the declaration when it is made (a user's file is loaded), so
+        that a wrong field stops the study before any run starts."""
+        _check_name("task", self.name)
+        owner = f"task {self.name!r}"
+        if not isinstance(self.env, str) or not self.env:
+            raise DeclarationError(
+                f"{owner}: `env` must be a gymnasium id, got {self.env!r}"
+            )
+        for field in (
+            "budget",
+            "eval_every",
+            "eval_episodes",
+            "eval_max_steps",
+            "log_every",
+            "capacity",
+            "eval_frame_stack",
+        ):
+            _check_positive_int(owner, field, getattr(self, field))
+        if self.budget % self.eval_every:
+            raise DeclarationError(
+                f"{owner}: `budget` ({self.budget}) must be a multiple of "
+                f"`eval_every` ({self.eval_every}): evaluations are every "
+                f"`eval_every` env steps and the last one is at the budget"
+            )
+        anchors = (self.random_return, self.max_return)
+        if not all(isinstance(a, (int, float)) and math.isfinite(a) for a in anchors):
+            raise DeclarationError(
+                f"{owner}: `random_return` and `max_return` must be finite "
+                f"numbers, got {anchors}"
+            )
+        if self.max_return <= self.random_return:
+            raise DeclarationError(
+                f"{owner}: `max_return` ({self.max_return}) must be above "
+                f"`random_return` ({self.random_return}): scores are normalised "
+                f"to 0 at the random return and 1 at the max return"
+            )
+        if not callable(self.agent):
+            raise DeclarationError(
+                f"{owner}: `agent` must be a function `fn(config) -> config`, "
+                f"got {self.agent!r}"
+            )
+        if self.eval_env is not None and not callable(self.eval_env):
+            raise DeclarationError(
+                f"{owner}: `eval_env` must be None or a function `fn() -> gym.Env`, "
+                f"got {self.eval_env!r}"
+            )
+        if not (isinstance(self.per_alpha, (int, float)) and self.per_alpha >= 0):
+            raise DeclarationError(
+                f"{owner}: `per_alpha` must be >= 0, got {self.per_alpha!r}"
+            )
+        if not (isinstance(self.beta, (int, float)) and 0 <= self.beta <= 1):
+            raise DeclarationError(
+                f"{owner}: `beta` must be in [0, 1], got {self.beta!r}"
+            )
+        _check_choice(owner, "algo", self.algo, ("dqn", "sac"))
 
 
 def _classic_control_agent(config):
@@ -418,6 +509,29 @@ class Arm:
     reference: bool = False
     description: str = ""
 
+    def __post_init__(self):
+        """Checks the declaration when it is made (see `Task.__post_init__`)."""
+        _check_name("arm", self.name)
+        owner = f"arm {self.name!r}"
+        _check_choice(owner, "algo", self.algo, ("rainbow", "ners"))
+        if self.alpha is not None and not (
+            isinstance(self.alpha, (int, float)) and self.alpha >= 0
+        ):
+            raise DeclarationError(
+                f"{owner}: `alpha` must be None (the task's `per_alpha`) or >= 0, "
+                f"got {self.alpha!r}"
+            )
+        if self.ners_settings is not None and not isinstance(self.ners_settings, dict):
+            raise DeclarationError(
+                f"{owner}: `ners_settings` must be a dict of `.ners()` settings, "
+                f"got {self.ners_settings!r}"
+            )
+        if self.algo != "ners" and (self.ners_settings or self.reference):
+            raise DeclarationError(
+                f"{owner}: `ners_settings` and `reference` need algo='ners'; "
+                f"with algo={self.algo!r} the arm has no sampler"
+            )
+
 
 ARMS: Dict[str, Arm] = {
     arm.name: arm
@@ -520,7 +634,10 @@ def load_declarations(path) -> None:
         raise SystemExit(f"--declarations: no such file: {path}")
     spec = importlib.util.spec_from_file_location(f"_study_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except DeclarationError as error:
+        raise SystemExit(f"{path}: {error}") from error
     for kind, registry, cls in (("TASKS", TASKS, Task), ("ARMS", ARMS, Arm)):
         for item in getattr(module, kind, []):
             if not isinstance(item, cls):

@@ -98,17 +98,11 @@ def build_config(task: Task, arm: Arm, seed: int):
     from rllib_ners import NERSDQNConfig, NERSSACConfig, RainbowDQNConfig
     from rllib_ners.algorithms.ners.presets import ners_reference
 
-    if arm.algo not in ("rainbow", "ners"):
-        raise ValueError(
-            f"arm {arm.name!r}: `algo` must be 'rainbow' or 'ners', got {arm.algo!r}"
-        )
     buffer_type = NERS_BUFFER if arm.algo == "ners" else FAST_BUFFER
     if task.algo == "sac":
         config = NERSSACConfig()
-    elif task.algo == "dqn":
+    else:  # "dqn" (`Task` checks it)
         config = NERSDQNConfig() if arm.algo == "ners" else RainbowDQNConfig()
-    else:
-        raise ValueError(f"task {task.name!r}: `algo` must be 'dqn' or 'sac'")
     config = task.agent(config.environment(task.env))
     alpha = task.per_alpha if arm.alpha is None else arm.alpha
     learning_starts = config.num_steps_sampled_before_learning_starts
@@ -145,6 +139,28 @@ def build_config(task: Task, arm: Arm, seed: int):
         if arm.reference:
             config = ners_reference(config)
     return config
+
+
+def check_configs(runs: Sequence[Tuple[Task, Arm, int]]) -> None:
+    """Builds and validates the config of every (task, arm) among `runs` (with
+    its first seed) before any run starts: a setting RLlib refuses, in a task's
+    agent function or an arm's `.ners()` settings, stops the study here with the
+    task and arm named, instead of failing in every run's child process."""
+    from rllib_ners.cli.quiet import silence_known_noise
+
+    silence_known_noise()
+    register_envs()
+    first_seed: Dict[Tuple[str, str], Tuple[Task, Arm, int]] = {}
+    for task, arm, seed in runs:
+        first_seed.setdefault((task.name, arm.name), (task, arm, seed))
+    for task, arm, seed in first_seed.values():
+        try:
+            build_config(task, arm, seed).validate()
+        except Exception as error:
+            raise SystemExit(
+                f"task {task.name!r} with arm {arm.name!r} does not build a valid "
+                f"config: {type(error).__name__}: {error}"
+            ) from error
 
 
 # ---------------------------------------------------------------------------

@@ -545,3 +545,98 @@ def test_rllib_ners_study_is_the_study_cli(capsys):
     assert "hopper_100k" in capsys.readouterr().out
     assert main(["study", "run", "--results-dir", "x", "--arms", "nope"]) == 2
     assert "rllib-ners study: error: --arms: unknown 'nope'" in capsys.readouterr().err
+
+
+def _user_task(**changes):
+    """The user's task of USER_DECLARATIONS, with `changes`."""
+    fields = {
+        "name": "my_cartpole",
+        "env": "CartPole-v1",
+        "budget": 2000,
+        "eval_every": 1000,
+        "eval_episodes": 2,
+        "eval_max_steps": 100,
+        "log_every": 500,
+        "random_return": 22.2,
+        "max_return": 500.0,
+        "anchor_note": "random play; the episode cap",
+        "agent": lambda config: config,
+        "capacity": 2000,
+    }
+    fields.update(changes)
+    return decl.Task(**fields)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"name": "my/cartpole"}, "task name 'my/cartpole': use letters"),
+        ({"env": ""}, "`env` must be a gymnasium id"),
+        ({"budget": 2500}, r"`budget` \(2500\) must be a multiple of `eval_every`"),
+        ({"eval_every": 0}, "`eval_every` must be a positive int, got 0"),
+        ({"eval_episodes": 2.0}, "`eval_episodes` must be a positive int"),
+        ({"log_every": True}, "`log_every` must be a positive int, got True"),
+        ({"capacity": -1}, "`capacity` must be a positive int"),
+        ({"max_return": 10.0}, r"`max_return` \(10.0\) must be above"),
+        ({"random_return": float("nan")}, "must be finite numbers"),
+        ({"agent": "my_agent"}, "`agent` must be a function"),
+        ({"eval_env": 3}, "`eval_env` must be None or a function"),
+        ({"per_alpha": -0.1}, "`per_alpha` must be >= 0"),
+        ({"beta": 1.5}, r"`beta` must be in \[0, 1\]"),
+        ({"algo": "ppo"}, "`algo` must be one of 'dqn', 'sac', got 'ppo'"),
+    ],
+)
+def test_a_task_with_a_wrong_field_is_refused_naming_it(changes, message):
+    _user_task()  # the unchanged declaration is fine
+    with pytest.raises(decl.DeclarationError, match=message):
+        _user_task(**changes)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"name": "", "algo": "rainbow"}, "arm name '': use letters"),
+        ({"name": "a", "algo": "dqn"}, "`algo` must be one of 'rainbow', 'ners'"),
+        ({"name": "a", "algo": "rainbow", "alpha": -1}, "`alpha` must be None"),
+        ({"name": "a", "algo": "ners", "ners_settings": ["lr"]}, "must be a dict"),
+        ({"name": "a", "algo": "rainbow", "reference": True}, "need algo='ners'"),
+        ({"name": "a", "algo": "rainbow", "ners_settings": {"lr": 1e-3}}, "need algo="),
+    ],
+)
+def test_an_arm_with_a_wrong_field_is_refused_naming_it(fields, message):
+    with pytest.raises(decl.DeclarationError, match=message):
+        decl.Arm(**fields)
+
+
+def test_a_declarations_file_with_a_wrong_field_names_the_file_and_field(tmp_path):
+    path = tmp_path / "bad_budget.py"
+    path.write_text(USER_DECLARATIONS.replace("budget=2000", "budget=2500"))
+    with pytest.raises(
+        SystemExit, match=r"bad_budget.py: task 'my_cartpole': `budget`"
+    ):
+        decl.load_declarations(path)
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry-run"])
+def test_a_config_rllib_refuses_stops_the_study_before_any_run(
+    user_declarations, tmp_path, monkeypatch, dry_run
+):
+    """A setting RLlib's `validate()` refuses, in the user's agent function,
+    ends `study run` (and its dry run) with the task and arm named, before a
+    child process starts."""
+    bad = tmp_path / "bad_agent.py"
+    bad.write_text(
+        USER_DECLARATIONS.replace(
+            "train_batch_size_per_learner=16",
+            "train_batch_size_per_learner=16, n_step=0",
+        )
+    )
+    monkeypatch.setattr(runs, "run_study", lambda *a, **k: pytest.fail("a run started"))
+    argv = ["run", "--tasks", "my_cartpole", "--arms", "uniform", "per_03"]
+    argv += ["--seeds", "100", "--results-dir", str(tmp_path / "results")]
+    with pytest.raises(
+        SystemExit,
+        match="task 'my_cartpole' with arm 'uniform' does not build a valid "
+        "config: ValueError: `n_step` must be an integer >= 1",
+    ):
+        cli.main([*argv, "--declarations", str(bad), *dry_run])
