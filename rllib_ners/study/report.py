@@ -33,7 +33,10 @@ Throughput: env steps per CPU second of a run = training env steps / (CPU time
 of the run's process - the CPU time of the study's own greedy evaluation; wall
 time where a CSV has no CPU time). CPU time, because the machine is shared with
 other work, whose load changes wall time from run to run. An arm's figure is
-the median over its runs, shown relative to PER's on the same task. The
+the median over its runs, shown relative to PER's on the same task, with the
+lowest and highest run beside it: on a shared machine the same arm's runs differ
+by tens of percent (load, CPU model), and a ratio inside that spread is not a
+cost difference (`benchmarks/peers.py` times the arms side by side). The
 `ners_reference` arm's own evaluation episodes (its replay reward) are part of
 its cost and stay in.
 
@@ -243,7 +246,8 @@ def compute(
       `BASELINES` that has runs), where scope is a task name or a group of
       `aggregate_groups` (an arm is aggregated over a group when it has 2+ runs
       on every task of it, on the seeds it finished on all of them);
-      `throughput[task][arm] = (median env steps/s, {baseline: ratio})`;
+      `throughput[task][arm] = (median env steps/s, {baseline: ratio},
+      (lowest, highest) over the runs)`;
       `diagnostics[task][arm] = {key: median final value}`; `curves`.
     """
     scores, curves = score_tables(runs, tasks)
@@ -304,14 +308,13 @@ def compute(
         by[run.task][run.arm].append(run)
     throughput, diagnostics = {}, {}
     for task in task_names:
-        medians = {
-            arm: float(np.median([r.env_steps_per_s for r in by[task][arm]]))
-            for arm in by[task]
-        }
+        rates = {arm: [r.env_steps_per_s for r in by[task][arm]] for arm in by[task]}
+        medians = {arm: float(np.median(values)) for arm, values in rates.items()}
         throughput[task] = {
             arm: (
                 value,
                 {b: value / medians[b] for b in baselines if medians.get(b)},
+                (float(min(rates[arm])), float(max(rates[arm]))),
             )
             for arm, value in medians.items()
         }
@@ -453,6 +456,11 @@ def render_markdown(
         "## Throughput: env steps per CPU second (median over runs), relative to "
         + " and to ".join(names[b] for b in baselines),
         "",
+        "[lowest-highest run] where an arm has 2+ runs on a task: CPU seconds of "
+        "runs made at different times on a shared machine vary with its load and "
+        "CPU model (see Machines), so ratios within that spread are not a cost "
+        "difference; benchmarks/peers.py measures the arms' costs side by side.",
+        "",
         "| arm | " + " | ".join(result["tasks"]) + " |",
         "|---|" + "---|" * len(result["tasks"]),
     ]
@@ -466,7 +474,9 @@ def render_markdown(
             ratios = ", ".join(
                 f"{ratio:.2f}x {names[b]}" for b, ratio in value[1].items()
             )
-            cells.append(f"{value[0]:.0f}" + (f" ({ratios})" if ratios else ""))
+            low, high = value[2]
+            spread = f" [{low:.0f}-{high:.0f}]" if low != high else ""
+            cells.append(f"{value[0]:.0f}{spread}" + (f" ({ratios})" if ratios else ""))
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     diag_rows = [
         (task, arm, values)

@@ -243,6 +243,24 @@ def test_report_numbers_on_known_cases(tmp_path):
     assert result["throughput"]["cartpole"]["per"][0] == pytest.approx(200.0)
 
 
+def test_throughput_shows_the_median_and_the_spread_of_the_runs(tmp_path):
+    """Runs of one arm at different CPU costs: the table shows their median
+    and [lowest-highest]; runs at one cost show no spread."""
+    _fixture(tmp_path)
+    path = runs.csv_path(tmp_path, "cartpole", "better", 101)
+    rows = list(csv.DictReader(path.open()))
+    for row in rows:  # this run took twice the CPU time: half the rate
+        row["cpu_time_s"] = float(row["cpu_time_s"]) * 2
+    runs.write_csv_atomic(path, rows)
+    result = report.compute(report.load_runs(tmp_path)[0], reps=REPS)
+    median, ratios, spread = result["throughput"]["cartpole"]["better"]
+    assert median == pytest.approx(200.0) and spread == pytest.approx((100.0, 200.0))
+    assert result["throughput"]["cartpole"]["per"][2] == pytest.approx((200.0, 200.0))
+    text = report.render_markdown(result, [], expected_runs=24)
+    assert "| better | 200 [100-200] (1.00x PER) | 200 (1.00x PER) |" in text
+    assert "| per | 200 (1.00x PER) | 200 (1.00x PER) |" in text
+
+
 def test_report_regenerates_from_csvs_alone(tmp_path):
     _fixture(tmp_path)
     path = report.write_report(tmp_path, reps=REPS)
