@@ -62,6 +62,9 @@ from rllib_ners.study.declarations import ARMS, DEFAULT_SEEDS, TASKS, Task
 
 # Arms every other arm is compared with (probability of improvement, cost).
 BASELINES = ("uniform", "per")
+# The other NERS arms (`Arm.algo == "ners"`, e.g. the paper's semantics in
+# `ners_reference`) are also compared with this one: does a variant beat ours?
+NERS_BASELINE = "ners"
 BOOTSTRAP_REPS = 5000
 CURVE_BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
@@ -235,6 +238,12 @@ def _with_intervals(points, intervals, sizes=None):
     }
 
 
+def _is_ners_arm(name: str) -> bool:
+    """Whether `name` is a declared arm with a NERS sampler (`algo == "ners"`)."""
+    arm = ARMS.get(name)
+    return arm is not None and arm.algo == "ners"
+
+
 def compute(
     runs: Sequence[Run], tasks: Dict[str, Task] = TASKS, reps: int = BOOTSTRAP_REPS
 ) -> dict:
@@ -242,8 +251,10 @@ def compute(
 
     Returns a dict with, for kind in ("final", "auc"):
       `iqm[kind][scope][arm] = (point, low, high, n_runs)` and
-      `poi[kind][baseline][scope][arm] = (point, low, high)` (arm vs each of
-      `BASELINES` that has runs), where scope is a task name or a group of
+      `poi[kind][baseline][scope][arm] = (point, low, high)` (every arm vs
+      each of `BASELINES` that has runs, and the other NERS arms vs
+      `NERS_BASELINE`; `poi_compared[baseline]` lists the arms compared with
+      it), where scope is a task name or a group of
       `aggregate_groups` (an arm is aggregated over a group when it has 2+ runs
       on every task of it, on the seeds it finished on all of them);
       `throughput[task][arm] = (median env steps/s, {baseline: ratio},
@@ -255,18 +266,24 @@ def compute(
     task_names = [t for t in tasks if t in scores["final"]]
     groups = aggregate_groups(task_names, tasks)
     baselines = [b for b in BASELINES if b in arms]
+    # baseline -> the arms compared with it
+    compared = {baseline: [a for a in arms if a != baseline] for baseline in baselines}
+    variants = [a for a in arms if a != NERS_BASELINE and _is_ners_arm(a)]
+    if NERS_BASELINE in arms and variants:
+        compared[NERS_BASELINE] = variants
     out = {
         "arms": arms,
         "tasks": task_names,
         "groups": groups,
         "baselines": baselines,
+        "poi_compared": compared,
         "iqm": {},
         "poi": {},
     }
     for kind in ("final", "auc"):
         table = scores[kind]
         iqm = defaultdict(dict)
-        poi = {baseline: defaultdict(dict) for baseline in baselines}
+        poi = {baseline: defaultdict(dict) for baseline in compared}
         samples = {}  # scope -> {arm: matrix [runs x tasks]}
         for task in task_names:
             for arm in arms:
@@ -291,11 +308,11 @@ def compute(
             points, intervals = _estimates(per_arm, _iqm, reps)
             sizes = {arm: matrix.shape[0] for arm, matrix in per_arm.items()}
             iqm[scope].update(_with_intervals(points, intervals, sizes))
-            for baseline in baselines:
+            for baseline, compared_arms in compared.items():
                 pairs = {
                     arm: (per_arm[arm], per_arm[baseline])
-                    for arm in per_arm
-                    if arm != baseline and baseline in per_arm
+                    for arm in compared_arms
+                    if arm in per_arm and baseline in per_arm
                 }
                 if pairs:
                     points, intervals = _estimates(pairs, _poi, reps)
@@ -390,7 +407,8 @@ def render_markdown(
     arms, baselines = result["arms"], result["baselines"]
     scopes = result["tasks"] + list(result["groups"])
     partial = result["n_runs"] < expected_runs
-    names = {"uniform": "uniform", "per": "PER"}
+    names = {"uniform": "uniform", "per": "PER", NERS_BASELINE: NERS_BASELINE}
+    compared = result["poi_compared"]
     lines = [
         "# Sample-efficiency study" + (" (PARTIAL)" if partial else ""),
         "",
@@ -404,6 +422,11 @@ def render_markdown(
         "evaluation return, min-max normalised per task; IQM with 95% "
         "stratified-bootstrap intervals and probabilities of improvement over "
         + " and over ".join(names[b] for b in baselines)
+        + (
+            f" (the other NERS arms also over {NERS_BASELINE})"
+            if NERS_BASELINE in compared
+            else ""
+        )
         + f", from rliable ({BOOTSTRAP_REPS} bootstrap samples, seeded).",
         "",
         "| task | env | budget (env steps) | normalisation anchors (0 / 1) |",
@@ -437,7 +460,7 @@ def render_markdown(
                 est = result["iqm"][kind].get(scope, {}).get(arm)
                 cells.append("-" if est is None else f"{_fmt(est)} ({est[3]})")
             lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-        for baseline in baselines:
+        for baseline, compared_arms in compared.items():
             lines += [
                 "",
                 f"Probability of improvement over {names[baseline]}, {kind} score:",
@@ -446,9 +469,7 @@ def render_markdown(
                 "|---|" + "---|" * len(scopes),
             ]
             table = result["poi"][kind][baseline]
-            for arm in arms:
-                if arm == baseline:
-                    continue
+            for arm in compared_arms:
                 cells = [_fmt(table.get(scope, {}).get(arm)) for scope in scopes]
                 lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += [

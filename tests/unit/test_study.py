@@ -389,6 +389,21 @@ def test_domains_are_aggregated_apart_and_compared_with_uniform_and_per(tmp_path
     assert "Probability of improvement over PER, auc score" in text
     assert "(1.00x uniform, 1.00x PER)" in text
     assert report.planned_runs(report.load_runs(tmp_path)[0]) == (4 + 3) * 5
+    # The paper's sampler is also compared with ours (the plan's rule 2): its
+    # every run is below every `ners` run, so P(ners_reference > ners) = 0.
+    assert result["poi_compared"] == {
+        "uniform": ["per", "ners_reference", "ners"],
+        "per": ["uniform", "ners_reference", "ners"],
+        "ners": ["ners_reference"],
+    }
+    over_ners = result["poi"]["final"]["ners"]
+    assert over_ners["pendulum"]["ners_reference"][0] == 0.0
+    assert over_ners["all sac tasks"]["ners_reference"][0] == 0.0
+    assert "all tasks" not in over_ners and "cartpole" not in over_ners
+    table = text.split("Probability of improvement over ners, final score:")[1]
+    table = table.split("\n\n")[1].splitlines()
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| ners_reference"]
+    assert "(the other NERS arms also over ners)" in text
 
 
 def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
