@@ -33,10 +33,11 @@ Throughput: env steps per CPU second of a run = training env steps / (CPU time
 of the run's process - the CPU time of the study's own greedy evaluation; wall
 time where a CSV has no CPU time). CPU time, because the machine is shared with
 other work, whose load changes wall time from run to run. An arm's figure is
-the median over its runs, shown relative to PER's on the same task, with the
-lowest and highest run beside it: on a shared machine the same arm's runs differ
-by tens of percent (load, CPU model), and a ratio inside that spread is not a
-cost difference (`benchmarks/peers.py` times the arms side by side). The
+the median over its runs, shown relative to uniform's and PER's on the same
+task, with the lowest and highest run beside it: on a shared machine the same
+arm's runs differ by tens of percent (load, CPU model), and a ratio inside that
+spread is not a cost difference (`benchmarks/peers.py` times the arms side by
+side). The
 `ners_reference` arm's own evaluation episodes (its replay reward) are part of
 its cost and stay in.
 
