@@ -1,0 +1,216 @@
+"""What the study's arms cost, measured side by side in one process.
+
+`rllib-ners study report` gives each arm's throughput from its runs' CPU time.
+The runs of a long study are made hours apart, on whatever CPU model the machine
+had that day and beside other work, so that figure spreads by tens of percent
+between runs of one arm: more than the arms differ. This benchmark measures the
+arms of a study task the way `peers.py` measures the peers. Every arm is the
+study's own config (`rllib_ners.study.runs.build_config`: the task's agent with
+the arm's replay, tuning seed 0, one torch thread, no EnvRunner actors), built in
+this one process. Each is trained to a point of its run (`--at`, env steps);
+then the arms take turns, round by round with the order rotating, each training
+one chunk of `--steps` env steps, so whatever else loads the machine hits them
+alike. With several `--at` points every arm then trains on to the next point
+(untimed) and the rounds repeat there: the NERS arms' costs change along a run
+(one REINFORCE step per finished episode; `ners_reference` plays greedy
+episodes, longer as it learns, for its replay reward).
+
+Printed per task and point: env steps per second (wall clock) and per CPU second
+of this process, updates per second, the ratios to uniform (median over the
+rounds of each), and for the NERS arms the sampler's own parts (scoring the
+replayed batches, the REINFORCE steps). An arm's cost is everything its
+`train()` does, `ners_reference`'s replay-reward episodes included; the study's
+own greedy evaluations are not part of it (the report leaves them out too).
+
+How to run
+----------
+    pip install torch==2.13.0 -e ".[study,mujoco,atari,bench]"
+    python benchmarks/study_costs.py --tasks hopper_100k --at 10000 50000
+    python benchmarks/study_costs.py --tasks ms_pacman_100k --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Dict, List, Sequence
+
+from peers import RLlibArm, _time_sampler_parts, cpu_model, measure
+
+# The arms the paper-settings study runs (results/ners_paper_settings/PLAN.md).
+DEFAULT_ARMS = {
+    "sac": ("uniform", "per", "ners", "ners_reference"),
+    "dqn": ("uniform", "per", "ners"),
+}
+TUNING_SEED = 0
+
+
+class StudyArm(RLlibArm):
+    """One study arm on one task; a chunk is one `train()` of `steps` env steps."""
+
+    def __init__(self, task, arm, steps: int):
+        from rllib_ners.study.runs import build_config
+
+        config = build_config(task, arm, TUNING_SEED)
+        super().__init__(
+            config,
+            steps,
+            config.num_steps_sampled_before_learning_starts,
+            config.train_batch_size_per_learner,
+        )
+        self.sampler_times: Dict[str, List[float]] = {}
+        self.measured_from = 0
+
+    def train_to(self, env_steps: int) -> None:
+        """Trains (untimed) until the run has sampled `env_steps` env steps, then
+        restarts the sampler parts' tallies: they cover the next rounds only."""
+        if self.algo is None:
+            self.algo = self.config.build_algo()
+            self.sampler_times = _time_sampler_parts(self.algo)
+        while self.counts[0] < env_steps:
+            self._read(self.algo.train())
+        for tally in self.sampler_times.values():
+            tally[:] = [0, 0.0]
+        self.measured_from = self.counts[0]
+
+
+def build_arms(task, arm_names: Sequence[str], steps: int) -> Dict[str, StudyArm]:
+    from rllib_ners.study.declarations import ARMS
+
+    return {name: StudyArm(task, ARMS[name], steps) for name in arm_names}
+
+
+def measure_at(
+    arms: Dict[str, StudyArm], point: int, rounds: int, steps: int
+) -> Dict[str, dict]:
+    """Every arm trained to `point` env steps, then `rounds` rounds of one
+    `steps`-step chunk per arm: the medians of each arm's rates."""
+    for name, arm in arms.items():
+        print(f"training {name} to {point} env steps", flush=True)
+        arm.train_to(point)
+    return measure(arms, rounds, steps)
+
+
+def table(
+    median: Dict[str, dict], arms: Dict[str, StudyArm], reference: str
+) -> List[str]:
+    """The markdown rows for one task and point; ratios are to `reference`."""
+    ref = median[reference]
+    header = [
+        "arm",
+        "env steps/s",
+        "env steps / CPU s",
+        "updates/s",
+        f"vs {reference} (wall)",
+        f"vs {reference} (CPU)",
+        "sampler ms per env step (scoring, REINFORCE)",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, rate in median.items():
+        arm = arms[name]
+        measured = max(arm.counts[0] - arm.measured_from, 1)
+        parts = ", ".join(
+            f"{1e3 * seconds / measured:.2f}"
+            for calls, seconds in arm.sampler_times.values()
+        )
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    name,
+                    f"{rate['wall']:.1f}",
+                    f"{rate['cpu']:.1f}",
+                    f"{rate['updates']:.1f}",
+                    f"{rate['wall'] / ref['wall']:.2f}x",
+                    f"{rate['cpu'] / ref['cpu']:.2f}x",
+                    parts or "-",
+                ]
+            )
+            + " |"
+        )
+    return lines
+
+
+def main(argv=None) -> int:
+    from rllib_ners.study.declarations import ARMS, TASKS, load_declarations
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=["hopper_100k"])
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        help="study arms (default: the paper-settings study's arms for the "
+        "task's agent: "
+        + "; ".join(f"{k}: {' '.join(v)}" for k, v in DEFAULT_ARMS.items())
+        + ")",
+    )
+    parser.add_argument(
+        "--at",
+        nargs="+",
+        type=int,
+        default=[10_000],
+        help="env steps of the run at which to measure (ascending)",
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=1000, help="env steps per chunk")
+    parser.add_argument(
+        "--declarations",
+        type=str,
+        action="append",
+        default=[],
+        metavar="FILE.py",
+        help="a Python file declaring more tasks and arms (as `rllib-ners study`)",
+    )
+    args = parser.parse_args(argv)
+    for path in args.declarations:
+        load_declarations(path)
+    unknown = [name for name in args.tasks if name not in TASKS]
+    unknown += [name for name in args.arms or () if name not in ARMS]
+    if unknown:
+        parser.error(
+            f"unknown tasks or arms: {', '.join(unknown)} (`rllib-ners study list`)"
+        )
+    if args.at != sorted(args.at) or min(args.at) < 1:
+        parser.error(f"--at takes ascending positive env steps, got {args.at}")
+    if args.rounds < 1 or args.steps < 1:
+        parser.error("--rounds and --steps must be at least 1")
+
+    import ray
+    import torch
+
+    from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.study.runs import check_task_available, register_envs
+
+    silence_known_noise()
+    register_envs()
+    torch.set_num_threads(1)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        for task_name in args.tasks:
+            task = TASKS[task_name]
+            check_task_available(task)
+            arm_names = list(args.arms or DEFAULT_ARMS[task.algo])
+            reference = "uniform" if "uniform" in arm_names else arm_names[0]
+            arms = build_arms(task, arm_names, args.steps)
+            try:
+                for point in args.at:
+                    load_before = os.getloadavg()[0]
+                    median = measure_at(arms, point, args.rounds, args.steps)
+                    print(
+                        f"\n{task_name} at {point} env steps: median of "
+                        f"{args.rounds} rounds x {args.steps} env steps per arm; "
+                        f"{cpu_model()}, {os.cpu_count()} cores, 1 torch thread; "
+                        f"load average before {load_before:.2f}, after "
+                        f"{os.getloadavg()[0]:.2f}"
+                    )
+                    print("\n".join(table(median, arms, reference)), flush=True)
+            finally:
+                for arm in arms.values():
+                    arm.close()
+    finally:
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
