@@ -39,7 +39,7 @@ DIRECTIVE = re.compile(
     r"^<!-- (settings|cli-help|tuned-examples|include)(?:: (.*?))? -->$", re.M
 )
 # Study files the results page shows or links to, served at their repository path.
-STUDY_FILES = ("results/*/report.png", "results/*/PLAN.md")
+STUDY_FILES = ("results/*/report.png", "results/*/PLAN.md", "results/*/costs.md")
 
 
 def on_files(files, config):
