@@ -19,12 +19,17 @@ from rllib_ners.study import declarations as decl
 from rllib_ners.study.runs import build_config
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))  # study_costs imports peers.py beside it
 _spec = importlib.util.spec_from_file_location(
     "study_costs", BENCHMARKS / "study_costs.py"
 )
 study_costs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(study_costs)
+# study_costs imports peers.py from beside it; the other tests' imports never
+# see the benchmarks folder.
+sys.path.insert(0, str(BENCHMARKS))
+try:
+    _spec.loader.exec_module(study_costs)
+finally:
+    sys.path.remove(str(BENCHMARKS))
 
 POINT, ROUNDS, STEPS = 1200, 2, 100
 
