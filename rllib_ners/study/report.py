@@ -36,10 +36,9 @@ other work, whose load changes wall time from run to run. An arm's figure is
 the median over its runs, shown relative to uniform's and PER's on the same
 task, with the lowest and highest run beside it: on a shared machine the same
 arm's runs differ by tens of percent (load, CPU model), and a ratio inside that
-spread is not a cost difference (`benchmarks/peers.py` times the arms side by
-side). The
-`ners_reference` arm's own evaluation episodes (its replay reward) are part of
-its cost and stay in.
+spread is not a cost difference (`benchmarks/study_costs.py` times a task's
+arms side by side, from the same configs). The `ners_reference` arm's own
+evaluation episodes (its replay reward) are part of its cost and stay in.
 
 Machines. A results folder may hold a `machines.csv` (columns task, arm, seed,
 cpu, recorded_from: one row per run, written by
@@ -481,7 +480,8 @@ def render_markdown(
         "[lowest-highest run] where an arm has 2+ runs on a task: CPU seconds of "
         "runs made at different times on a shared machine vary with its load and "
         "CPU model (see Machines), so ratios within that spread are not a cost "
-        "difference; benchmarks/peers.py measures the arms' costs side by side.",
+        "difference; benchmarks/study_costs.py measures the arms' costs side by "
+        "side.",
         "",
         "| arm | " + " | ".join(result["tasks"]) + " |",
         "|---|" + "---|" * len(result["tasks"]),
