@@ -15,6 +15,7 @@ CSVs alone. `--declarations FILE.py` adds your own tasks and arms (see
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -111,6 +112,9 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     )
     report.add_argument("--arms", nargs="+", help="report only these arms")
     report.add_argument("--tasks", nargs="+", help="report only these tasks")
+    report.add_argument(
+        "--title", help="the report's heading (default: 'Sample-efficiency study')"
+    )
     _add_declarations(report)
 
     listing = commands.add_parser("list", help="the declared tasks and arms")
@@ -187,7 +191,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
 
 
 def _report(args, argv) -> int:
-    from rllib_ners.study.report import write_report
+    from rllib_ners.study.report import DEFAULT_TITLE, write_report
 
     for option, given, known in (
         ("--arms", args.arms, ARMS),
@@ -199,13 +203,18 @@ def _report(args, argv) -> int:
     for folder in [args.results_dir, *args.also]:
         if not folder.is_dir():
             raise SystemExit(f"no such results folder: {folder}")
+    title = DEFAULT_TITLE if args.title is None else args.title.strip()
+    if not title or "\n" in title:
+        raise SystemExit(f"--title must be one non-empty line, got {args.title!r}")
     given = list(sys.argv[1:] if argv is None else argv)
     write_report(
         args.results_dir,
         also=args.also,
         arms=args.arms,
         tasks=args.tasks,
-        command=" ".join(["rllib-ners study", *given]),
+        # Quoted so that the command printed in the report can be pasted back.
+        command=shlex.join(["rllib-ners", "study", *given]),
+        title=title,
     )
     return 0
 

@@ -70,6 +70,7 @@ CURVE_BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 # What the report says produced it, unless told otherwise.
 STUDY_REPORT_COMMAND = "rllib-ners study report"
+DEFAULT_TITLE = "Sample-efficiency study"
 MACHINES_FILE = "machines.csv"
 MACHINE_NOT_RECORDED = "not recorded"
 
@@ -402,6 +403,7 @@ def render_markdown(
     png_name="report.png",
     command: str = STUDY_REPORT_COMMAND,
     machines: Optional[Dict[tuple, dict]] = None,
+    title: str = DEFAULT_TITLE,
 ) -> str:
     """The report's Markdown; `machines` as `machine_table` returns it."""
     arms, baselines = result["arms"], result["baselines"]
@@ -410,7 +412,7 @@ def render_markdown(
     names = {"uniform": "uniform", "per": "PER", NERS_BASELINE: NERS_BASELINE}
     compared = result["poi_compared"]
     lines = [
-        "# Sample-efficiency study" + (" (PARTIAL)" if partial else ""),
+        f"# {title}" + (" (PARTIAL)" if partial else ""),
         "",
         f"{result['n_runs']} finished runs"
         + (
@@ -654,6 +656,7 @@ def write_report(
     expected_runs: Optional[int] = None,
     reps: int = BOOTSTRAP_REPS,
     command: str = STUDY_REPORT_COMMAND,
+    title: str = DEFAULT_TITLE,
 ) -> Path:
     """Writes report.md and report.png into `results_dir`; returns the .md path.
 
@@ -693,6 +696,7 @@ def write_report(
         expected_runs=expected_runs,
         command=command,
         machines=machine_table(runs, load_machines([results_dir, *also])),
+        title=title,
     )
     path = results_dir / "report.md"
     path.write_text(text)

@@ -265,7 +265,8 @@ def test_report_regenerates_from_csvs_alone(tmp_path):
     _fixture(tmp_path)
     path = report.write_report(tmp_path, reps=REPS)
     text = path.read_text()
-    assert "(PARTIAL)" in text  # 3 arms x 2 tasks x 4 of 5 seeds
+    # 3 arms x 2 tasks x 4 of 5 seeds; the default heading.
+    assert text.startswith("# Sample-efficiency study (PARTIAL)\n")
     assert "24 finished runs of the 30 planned" in text
     assert "| same |" in text and "0.50 [" in text
     png = tmp_path / "report.png"
@@ -439,9 +440,13 @@ def test_a_side_study_is_reported_with_the_studys_own_runs(tmp_path):
         "uniform",
         "--tasks",
         "acrobot",
+        "--title",
+        "Acrobot side study",
     ]
     assert cli.main(["report", *argv]) == 0
     text = (side / "report.md").read_text()
+    assert text.startswith("# Acrobot side study (PARTIAL)\n")
+    assert "--title 'Acrobot side study'`" in text  # the command, pasteable
     # Only acrobot, only per (4 runs) and uniform (3 runs): 7 of 2 x 1 x 5.
     assert "7 finished runs of the 10 planned" in text
     assert "| acrobot |" in text and "| cartpole |" not in text
@@ -466,6 +471,8 @@ def test_a_run_in_two_folders_is_an_error(tmp_path):
         (["--arms", "nope"], "--arms: unknown"),
         (["--tasks", "pong"], "--tasks: unknown"),
         (["--also", "/nonexistent/folder"], "no such results folder"),
+        (["--title", "  "], "--title must be one non-empty line"),
+        (["--title", "two\nlines"], "--title must be one non-empty line"),
     ],
 )
 def test_bad_report_options_name_the_option(argv, message, tmp_path):
