@@ -28,6 +28,7 @@ from rllib_ners.study.declarations import (
     TASKS,
     load_declarations,
 )
+from rllib_ners.study.report import DEFAULT_TITLE, write_report
 
 
 def _check_names(given: Sequence[str], known: Dict, option: str) -> List[str]:
@@ -113,7 +114,9 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     report.add_argument("--arms", nargs="+", help="report only these arms")
     report.add_argument("--tasks", nargs="+", help="report only these tasks")
     report.add_argument(
-        "--title", help="the report's heading (default: 'Sample-efficiency study')"
+        "--title",
+        default=DEFAULT_TITLE,
+        help="the report's heading (default: %(default)r)",
     )
     _add_declarations(report)
 
@@ -191,8 +194,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
 
 
 def _report(args, argv) -> int:
-    from rllib_ners.study.report import DEFAULT_TITLE, write_report
-
     for option, given, known in (
         ("--arms", args.arms, ARMS),
         ("--tasks", args.tasks, TASKS),
@@ -203,7 +204,7 @@ def _report(args, argv) -> int:
     for folder in [args.results_dir, *args.also]:
         if not folder.is_dir():
             raise SystemExit(f"no such results folder: {folder}")
-    title = DEFAULT_TITLE if args.title is None else args.title.strip()
+    title = args.title.strip()
     if not title or "\n" in title:
         raise SystemExit(f"--title must be one non-empty line, got {args.title!r}")
     given = list(sys.argv[1:] if argv is None else argv)
