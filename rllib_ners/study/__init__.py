@@ -5,7 +5,9 @@ a seeded rliable report computed from the CSVs alone.
   the built-in ones (`TASKS`, `ARMS`) and `load_declarations()` for your own;
 * `runs`: one run (`run_one`) and a resumable study in child processes
   (`plan_runs`, `run_study`);
-* `report`: `write_report()`;
+* `results`: the finished runs a results folder holds (`load_runs`);
+* `statistics`: every number of the report (`compute`), seeded;
+* `report`: `write_report()`, the Markdown and the figure;
 * `cli`: `rllib-ners study run|report|list`.
 
 Importing this package imports neither Ray nor torch; the runs do.

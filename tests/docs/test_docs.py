@@ -234,7 +234,7 @@ def _option_values(words, option):
 
 
 def test_the_study_reports_cover_the_committed_runs():
-    from rllib_ners.study.report import load_runs
+    from rllib_ners.study.results import load_runs
 
     reports = sorted(REPO.glob("results/*/report.md"))
     assert reports

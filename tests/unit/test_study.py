@@ -18,7 +18,7 @@ from rllib_ners.study import declarations as decl
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 pytest.importorskip("rliable")
-from rllib_ners.study import report  # noqa: E402
+from rllib_ners.study import report, results, statistics  # noqa: E402
 
 REPS = 200  # bootstrap samples: the tests check point estimates and bounds only
 
@@ -218,9 +218,9 @@ def _fixture(results_dir):
 
 def test_report_numbers_on_known_cases(tmp_path):
     _fixture(tmp_path)
-    runs, notes = report.load_runs(tmp_path)
+    runs, notes = results.load_runs(tmp_path)
     assert not notes and len(runs) == 24
-    result = report.compute(runs, reps=REPS)
+    result = statistics.compute(runs, reps=REPS)
     assert result["groups"] == {"all tasks": ["cartpole", "acrobot"]}
     assert result["baselines"] == ["per"]  # no uniform runs here
     per = {kind: result["poi"][kind]["per"] for kind in ("final", "auc")}
@@ -252,7 +252,7 @@ def test_throughput_shows_the_median_and_the_spread_of_the_runs(tmp_path):
     for row in rows:  # this run took twice the CPU time: half the rate
         row["cpu_time_s"] = float(row["cpu_time_s"]) * 2
     runs.write_csv_atomic(path, rows)
-    result = report.compute(report.load_runs(tmp_path)[0], reps=REPS)
+    result = statistics.compute(results.load_runs(tmp_path)[0], reps=REPS)
     median, ratios, spread = result["throughput"]["cartpole"]["better"]
     assert median == pytest.approx(200.0) and spread == pytest.approx((100.0, 200.0))
     assert result["throughput"]["cartpole"]["per"][2] == pytest.approx((200.0, 200.0))
@@ -292,7 +292,7 @@ def test_report_lists_the_cpu_model_of_each_run(tmp_path):
     rows.append("acrobot,better,100,Intel(R) Xeon(R) Processor,/proc/cpuinfo at commit")
     rows.append("acrobot,better,100,AMD EPYC,a later duplicate row is ignored")
     rows.append("cartpole,per,999,AMD EPYC,a run that is not in the report")
-    (tmp_path / report.MACHINES_FILE).write_text("\n".join(rows) + "\n")
+    (tmp_path / results.MACHINES_FILE).write_text("\n".join(rows) + "\n")
     path = report.write_report(tmp_path, reps=REPS)
     text = path.read_text()
     section = text[text.index("## Machines") : text.index("![study]")]
@@ -308,7 +308,7 @@ def test_report_lists_the_cpu_model_of_each_run(tmp_path):
     assert "| cartpole | same | not recorded (4) |" in section
     # The same CSVs and machines.csv give the same report, byte for byte.
     again = tmp_path / "again"
-    for source in [*tmp_path.glob("*/*/seed*.csv"), tmp_path / report.MACHINES_FILE]:
+    for source in [*tmp_path.glob("*/*/seed*.csv"), tmp_path / results.MACHINES_FILE]:
         target = again / source.relative_to(tmp_path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(source.read_bytes())
@@ -332,7 +332,7 @@ def test_report_leaves_out_runs_of_another_schedule(tmp_path):
             }
         ],
     )
-    loaded, notes = report.load_runs(tmp_path)
+    loaded, notes = results.load_runs(tmp_path)
     assert len(loaded) == 24
     assert len(notes) == 1 and "seed104.csv" in notes[0]
 
@@ -345,7 +345,7 @@ def test_a_single_run_shows_its_score_without_an_interval(tmp_path):
     for seed in (100, 101):
         _write_run(tmp_path, "cartpole", "per", seed, np.full(n, 261.1))
     _write_run(tmp_path, "cartpole", "uniform", 100, np.full(n, 500.0))
-    result = report.compute(report.load_runs(tmp_path)[0], reps=REPS)
+    result = statistics.compute(results.load_runs(tmp_path)[0], reps=REPS)
     point, low, high, n_runs = result["iqm"]["final"]["cartpole"]["uniform"]
     assert (point, n_runs) == (1.0, 1) and np.isnan(low) and np.isnan(high)
     assert report._fmt((point, low, high)) == "1.00 [no CI]"
@@ -369,7 +369,7 @@ def test_domains_are_aggregated_apart_and_compared_with_uniform_and_per(tmp_path
             _write_run(tmp_path, task_name, "ners", seed, base + 0.4 * (hi - lo))
             if task_name == "pendulum":
                 _write_run(tmp_path, task_name, "ners_reference", seed, base)
-    result = report.compute(report.load_runs(tmp_path)[0], reps=REPS)
+    result = statistics.compute(results.load_runs(tmp_path)[0], reps=REPS)
     assert result["groups"] == {
         "all tasks": ["cartpole", "pendulum"],
         "all dqn tasks": ["cartpole"],
@@ -389,7 +389,7 @@ def test_domains_are_aggregated_apart_and_compared_with_uniform_and_per(tmp_path
     assert "Probability of improvement over uniform, final score" in text
     assert "Probability of improvement over PER, auc score" in text
     assert "(1.00x uniform, 1.00x PER)" in text
-    assert report.planned_runs(report.load_runs(tmp_path)[0]) == (4 + 3) * 5
+    assert results.planned_runs(results.load_runs(tmp_path)[0]) == (4 + 3) * 5
     # The paper's sampler is also compared with ours (the plan's rule 2): its
     # every run is below every `ners` run, so P(ners_reference > ners) = 0.
     assert result["poi_compared"] == {

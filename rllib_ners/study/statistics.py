@@ -1,0 +1,274 @@
+"""Every number of a study's report, from its runs: scores, IQM and
+probabilities of improvement with seeded bootstrap intervals, throughput and the
+sampler's diagnostics.
+
+Scores. A run's greedy evaluation return (`eval_return_mean`: the mean over the
+task's `eval_episodes` greedy episodes, every `eval_every` env steps) is min-max
+normalised with the task's anchors, `(R - random_return) / (max_return -
+random_return)` (each task's declaration says where its anchors come from;
+scores are not clipped, so a run can score above 1 or below 0):
+- final: the normalised return of the evaluation at the budget;
+- AUC: the mean of the normalised returns of all evaluations (every
+  `eval_every` env steps up to the budget): the area under the learning curve
+  divided by its length.
+
+Statistics, all from `rliable` (Agarwal et al. 2021): IQM (25% trimmed mean over
+runs, and over runs x tasks for the aggregate) with 95% percentile intervals from
+the stratified bootstrap (runs resampled within each task), and the probability
+of improvement P(X > PER) (Mann-Whitney over runs, averaged over tasks) with a
+stratified independent bootstrap interval. The aggregate over tasks uses, for
+each arm, the seeds it has finished on every task that all arms have runs on.
+
+Throughput: a run's env steps per CPU second (`results.Run`). An arm's figure is
+the median over its runs, shown relative to uniform's and PER's on the same
+task, with the lowest and highest run beside it: on a shared machine the same
+arm's runs differ by tens of percent (load, CPU model), and a ratio inside that
+spread is not a cost difference (`benchmarks/study_costs.py` times a task's
+arms side by side, from the same configs).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from rllib_ners.study.declarations import ARMS, TASKS, Task
+from rllib_ners.study.results import Run
+
+# Arms every other arm is compared with (probability of improvement, cost).
+BASELINES = ("uniform", "per")
+# The other NERS arms (`Arm.algo == "ners"`, e.g. the paper's semantics in
+# `ners_reference`) are also compared with this one: does a variant beat ours?
+NERS_BASELINE = "ners"
+BOOTSTRAP_REPS = 5000
+CURVE_BOOTSTRAP_REPS = 1000
+BOOTSTRAP_SEED = 0
+
+
+def normalise(returns: np.ndarray, task: Task) -> np.ndarray:
+    return (returns - task.random_return) / (task.max_return - task.random_return)
+
+
+def _ordered_arms(names) -> List[str]:
+    known = [a for a in ARMS if a in names]
+    return known + sorted(set(names) - set(known))
+
+
+def score_tables(runs: Sequence[Run], tasks: Dict[str, Task] = TASKS):
+    """{kind: {task: {arm: {seed: score}}}} for kind "final" and "auc", and
+    {task: {arm: (steps, [runs x evals] normalised returns)}} for the curves."""
+    scores = {
+        "final": defaultdict(lambda: defaultdict(dict)),
+        "auc": defaultdict(lambda: defaultdict(dict)),
+    }
+    curves = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        task = tasks[run.task]
+        norm = normalise(run.eval_returns, task)
+        scores["final"][run.task][run.arm][run.seed] = float(norm[-1])
+        scores["auc"][run.task][run.arm][run.seed] = float(np.mean(norm))
+        curves[run.task][run.arm].append((run.eval_steps, norm))
+    return scores, curves
+
+
+def _iqm(x):
+    from rliable import metrics
+
+    return np.array([metrics.aggregate_iqm(x)])
+
+
+def _poi(x, y):
+    from rliable import metrics
+
+    return np.array([metrics.probability_of_improvement(x, y)])
+
+
+def iqm_per_point(x):
+    """IQM over runs x tasks at every evaluation point of x [runs, tasks,
+    points]: rliable's `aggregate_iqm` (scipy's 25% trimmed mean), per point."""
+    import scipy.stats
+
+    return scipy.stats.trim_mean(x.reshape(-1, x.shape[-1]), 0.25, axis=0)
+
+
+def interval_estimates(score_dict, func, reps):
+    """rliable's interval estimates, seeded: the same scores give the same
+    intervals. rliable 1.2's bootstraps draw their indices from numpy's global
+    RNG (`np.random.choice`), whatever `random_state` says, so the global RNG
+    is seeded for the call (and restored after it)."""
+    from rliable import library as rly
+
+    state = np.random.get_state()
+    np.random.seed(BOOTSTRAP_SEED)
+    try:
+        return rly.get_interval_estimates(
+            score_dict,
+            func,
+            reps=reps,
+            random_state=np.random.RandomState(BOOTSTRAP_SEED),
+        )
+    finally:
+        np.random.set_state(state)
+
+
+def aggregate_matrix(
+    table: Dict[str, Dict[str, Dict[int, float]]], arm: str, tasks: Sequence[str]
+) -> Optional[np.ndarray]:
+    """[runs x tasks] scores of `arm` on `tasks` over the seeds it finished on
+    all of them (None if fewer than two)."""
+    seeds = None
+    for task in tasks:
+        have = set(table[task].get(arm, {}))
+        seeds = have if seeds is None else seeds & have
+    seeds = sorted(seeds or ())
+    if len(seeds) < 2:
+        return None
+    return np.array([[table[task][arm][s] for task in tasks] for s in seeds])
+
+
+def aggregate_groups(task_names: Sequence[str], tasks: Dict[str, Task]):
+    """The groups of tasks the report aggregates over: all tasks, and one group
+    per algorithm (e.g. SAC on MuJoCo, Rainbow on Atari) when there are several.
+    """
+    groups = {"all tasks": list(task_names)}
+    algos = sorted({tasks[name].algo for name in task_names})
+    if len(algos) > 1:
+        for algo in algos:
+            groups[f"all {algo} tasks"] = [
+                name for name in task_names if tasks[name].algo == algo
+            ]
+    return groups
+
+
+def _with_intervals(points, intervals, sizes=None):
+    return {
+        key: (
+            float(points[key][0]),
+            float(intervals[key][0, 0]),
+            float(intervals[key][1, 0]),
+        )
+        + ((sizes[key],) if sizes is not None else ())
+        for key in points
+    }
+
+
+def _is_ners_arm(name: str) -> bool:
+    """Whether `name` is a declared arm with a NERS sampler (`algo == "ners"`)."""
+    arm = ARMS.get(name)
+    return arm is not None and arm.algo == "ners"
+
+
+def compute(
+    runs: Sequence[Run], tasks: Dict[str, Task] = TASKS, reps: int = BOOTSTRAP_REPS
+) -> dict:
+    """Every number of the report.
+
+    Returns a dict with, for kind in ("final", "auc"):
+      `iqm[kind][scope][arm] = (point, low, high, n_runs)` and
+      `poi[kind][baseline][scope][arm] = (point, low, high)` (every arm vs
+      each of `BASELINES` that has runs, and the other NERS arms vs
+      `NERS_BASELINE`; `poi_compared[baseline]` lists the arms compared with
+      it), where scope is a task name or a group of
+      `aggregate_groups` (an arm is aggregated over a group when it has 2+ runs
+      on every task of it, on the seeds it finished on all of them);
+      `throughput[task][arm] = (median env steps/s, {baseline: ratio},
+      (lowest, highest) over the runs)`;
+      `diagnostics[task][arm] = {key: median final value}`; `curves`.
+    """
+    scores, curves = score_tables(runs, tasks)
+    arms = _ordered_arms({r.arm for r in runs})
+    task_names = [t for t in tasks if t in scores["final"]]
+    groups = aggregate_groups(task_names, tasks)
+    baselines = [b for b in BASELINES if b in arms]
+    # baseline -> the arms compared with it
+    compared = {baseline: [a for a in arms if a != baseline] for baseline in baselines}
+    variants = [a for a in arms if a != NERS_BASELINE and _is_ners_arm(a)]
+    if NERS_BASELINE in arms and variants:
+        compared[NERS_BASELINE] = variants
+    out = {
+        "arms": arms,
+        "tasks": task_names,
+        "groups": groups,
+        "baselines": baselines,
+        "poi_compared": compared,
+        "iqm": {},
+        "poi": {},
+    }
+    for kind in ("final", "auc"):
+        table = scores[kind]
+        iqm = defaultdict(dict)
+        poi = {baseline: defaultdict(dict) for baseline in compared}
+        samples = {}  # scope -> {arm: matrix [runs x tasks]}
+        for task in task_names:
+            for arm in arms:
+                if len(table[task].get(arm, {})) == 1:
+                    # One run: its score, no interval (nothing to resample).
+                    (value,) = table[task][arm].values()
+                    iqm[task][arm] = (float(value), float("nan"), float("nan"), 1)
+            samples[task] = {
+                arm: np.array(list(table[task][arm].values()))[:, None]
+                for arm in arms
+                if len(table[task].get(arm, {})) >= 2
+            }
+        for group, group_tasks in groups.items():
+            samples[group] = {
+                arm: matrix
+                for arm in arms
+                if (matrix := aggregate_matrix(table, arm, group_tasks)) is not None
+            }
+        for scope, per_arm in samples.items():
+            if not per_arm:
+                continue
+            points, intervals = interval_estimates(per_arm, _iqm, reps)
+            sizes = {arm: matrix.shape[0] for arm, matrix in per_arm.items()}
+            iqm[scope].update(_with_intervals(points, intervals, sizes))
+            for baseline, compared_arms in compared.items():
+                pairs = {
+                    arm: (per_arm[arm], per_arm[baseline])
+                    for arm in compared_arms
+                    if arm in per_arm and baseline in per_arm
+                }
+                if pairs:
+                    points, intervals = interval_estimates(pairs, _poi, reps)
+                    poi[baseline][scope].update(_with_intervals(points, intervals))
+        out["iqm"][kind] = dict(iqm)
+        out["poi"][kind] = {b: dict(p) for b, p in poi.items()}
+
+    by = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        by[run.task][run.arm].append(run)
+    throughput, diagnostics = {}, {}
+    for task in task_names:
+        rates = {arm: [r.env_steps_per_s for r in by[task][arm]] for arm in by[task]}
+        medians = {arm: float(np.median(values)) for arm, values in rates.items()}
+        throughput[task] = {
+            arm: (
+                value,
+                {b: value / medians[b] for b in baselines if medians.get(b)},
+                (float(min(rates[arm])), float(max(rates[arm]))),
+            )
+            for arm, value in medians.items()
+        }
+        diagnostics[task] = {}
+        for arm in by[task]:
+            keys = sorted({k for r in by[task][arm] for k in r.final_diagnostics})
+            if keys:
+                diagnostics[task][arm] = {
+                    k: float(
+                        np.median(
+                            [
+                                r.final_diagnostics[k]
+                                for r in by[task][arm]
+                                if k in r.final_diagnostics
+                            ]
+                        )
+                    )
+                    for k in keys
+                }
+    out["throughput"] = throughput
+    out["diagnostics"] = diagnostics
+    out["curves"] = {t: dict(curves[t]) for t in task_names}
+    out["n_runs"] = len(runs)
+    return out
