@@ -100,9 +100,11 @@ class Arm:
 
 
 class RLlibArm(Arm):
-    """An RLlib algorithm; one chunk is one `train()` iteration."""
+    """An RLlib algorithm; one chunk is one `train()` iteration. It warms up
+    until the config's own learning start has passed (the first iteration with
+    updates, then one more)."""
 
-    def __init__(self, config, steps: int, learning_starts: int, batch_size: int):
+    def __init__(self, config, steps: int, batch_size: int):
         self.config = (
             config.env_runners(num_env_runners=0)
             .reporting(
@@ -111,7 +113,6 @@ class RLlibArm(Arm):
             )
             .debugging(seed=0)
         )
-        self.learning_starts = learning_starts
         self.batch_size = batch_size
         self.algo = None
         self.counts = (0, 0)
@@ -397,7 +398,7 @@ def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
                     "beta": 0.4,
                 }
             )
-            arms[name] = RLlibArm(config, steps, SAC_LEARNING_STARTS, SAC_BATCH)
+            arms[name] = RLlibArm(config, steps, SAC_BATCH)
         else:
             replay, _, vec = name.partition("-vec")
             config = sac_config(
@@ -405,7 +406,7 @@ def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
             )
             if vec:
                 config = config.env_runners(num_envs_per_env_runner=int(vec))
-            arms[name] = RLlibArm(config, steps, SAC_LEARNING_STARTS, SAC_BATCH)
+            arms[name] = RLlibArm(config, steps, SAC_BATCH)
     return arms
 
 
@@ -496,7 +497,7 @@ def dqn_arms(names: List[str], steps: int) -> Dict[str, Arm]:
                     num_envs_per_env_runner=int(vec),
                     rollout_fragment_length=max(1, DQN_TRAIN_EVERY // int(vec)),
                 )
-        arms[name] = RLlibArm(config, steps, DQN_LEARNING_STARTS, DQN_BATCH)
+        arms[name] = RLlibArm(config, steps, DQN_BATCH)
     return arms
 
 
@@ -547,7 +548,7 @@ def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
             config = atari_data_efficient_rainbow(
                 ATARI_GAME, replay=name, learning_starts=ATARI_LEARNING_STARTS
             )
-            arms[name] = RLlibArm(config, steps, ATARI_LEARNING_STARTS, ATARI_BATCH)
+            arms[name] = RLlibArm(config, steps, ATARI_BATCH)
     return arms
 
 

@@ -52,12 +52,7 @@ class StudyArm(RLlibArm):
         from rllib_ners.study.runs import build_config
 
         config = build_config(task, arm, TUNING_SEED)
-        super().__init__(
-            config,
-            steps,
-            config.num_steps_sampled_before_learning_starts,
-            config.train_batch_size_per_learner,
-        )
+        super().__init__(config, steps, config.train_batch_size_per_learner)
         self.sampler_times: Dict[str, List[float]] = {}
         self.measured_from = 0
 
