@@ -10,7 +10,10 @@ a seeded rliable report computed from the CSVs alone.
 * `report`: `write_report()`, the Markdown and the figure;
 * `cli`: `rllib-ners study run|report|list`.
 
-Importing this package imports neither Ray nor torch; the runs do.
+Ray and torch are imported inside the functions that build and run a run's
+config, never at module level here: reading CSVs and writing a report need
+neither. (Importing any of this through the `rllib_ners` package still loads
+Ray, because the package's `__init__` registers its algorithms with Tune.)
 """
 
 from rllib_ners.study.declarations import (
