@@ -7,6 +7,9 @@ imports inside `rllib_ners`, transitively, and fails naming the chain that
 reaches Ray. (The package's `__init__` registers with Tune, so importing these
 modules through `rllib_ners` loads Ray anyway; what matters is that their own
 code does not depend on it.)
+
+The study harness is looser: its modules may import Ray and torch inside the
+functions that run a study, never when they are imported.
 """
 
 from __future__ import annotations
@@ -48,9 +51,11 @@ def _module_path(name: str) -> Path:
     return module if module.exists() else PACKAGE_ROOT / relative / "__init__.py"
 
 
-def _imports(name: str):
+def _imports(name: str, module_level_only: bool = False):
+    """The absolute imports of module `name`: all of them, or with
+    `module_level_only` those run when it is imported (not inside functions)."""
     tree = ast.parse(_module_path(name).read_text())
-    for node in ast.walk(tree):
+    for node in tree.body if module_level_only else ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -81,3 +86,28 @@ def test_module_never_imports_ray(name):
 def test_the_check_finds_a_ray_import():
     # The walk itself must see Ray where it is imported.
     assert _chain_to_ray("rllib_ners.algorithms.common.training_ops", set())
+
+
+# The study harness imports Ray and torch inside the functions that build and
+# run a run's config; reading CSVs and writing a report need neither.
+STUDY_MODULES = sorted(
+    f"rllib_ners.study.{path.stem}" for path in (PACKAGE_ROOT / "study").glob("*.py")
+)
+
+
+@pytest.mark.parametrize("name", STUDY_MODULES)
+def test_study_module_imports_ray_and_torch_only_inside_functions(name):
+    """No study module imports Ray, torch or a module of ours outside
+    `rllib_ners.study` at module level (the `rllib_ners.study` docstring's
+    promise)."""
+    heavy = [
+        imported
+        for imported in _imports(name, module_level_only=True)
+        if imported.split(".")[0] in ("ray", "torch", "rllib_ners")
+        and not imported.startswith("rllib_ners.study")
+    ]
+    assert heavy == []
+
+
+def test_the_study_check_sees_every_study_module():
+    assert {"rllib_ners.study.runs", "rllib_ners.study.report"} <= set(STUDY_MODULES)

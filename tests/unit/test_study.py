@@ -680,30 +680,3 @@ def test_a_config_rllib_refuses_stops_the_study_before_any_run(
         "config: ValueError: `n_step` must be an integer >= 1",
     ):
         cli.main([*argv, "--declarations", str(bad), *dry_run])
-
-
-def test_study_modules_import_ray_and_torch_only_inside_functions():
-    """The package docstring's promise: no study module imports Ray, torch, or a
-    module of ours outside `rllib_ners.study` at module level, so reading CSVs
-    and writing a report load neither (the runs import them when they run)."""
-    import ast
-
-    heavy = ("ray", "torch", "rllib_ners")
-    study_dir = Path(runs.__file__).parent
-    found = []
-    for path in sorted(study_dir.glob("*.py")):
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module]
-            else:
-                continue
-            found += [
-                f"{path.name}: {name}"
-                for name in names
-                if name.split(".")[0] in heavy
-                and not name.startswith("rllib_ners.study")
-            ]
-    assert len(list(study_dir.glob("*.py"))) >= 7
-    assert found == []
