@@ -32,6 +32,7 @@ from rllib_ners.study.results import (
     planned_runs,
 )
 from rllib_ners.study.statistics import (
+    BEATS_PROBABILITY,
     BOOTSTRAP_REPS,
     CURVE_BOOTSTRAP_REPS,
     NERS_BASELINE,
@@ -133,6 +134,31 @@ def render_markdown(
             for arm in compared_arms:
                 cells = [_fmt(table.get(scope, {}).get(arm)) for scope in scopes]
                 lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Which arm beats which",
+        "",
+        f"X beats Y when P(X > Y) >= {BEATS_PROBABILITY:g} and the lower end of its "
+        "95% interval is above 0.5; every ordered pair of the arms with 2+ runs "
+        "on a scope is compared (P(Y > X) = 1 - P(X > Y) where only one way was "
+        "bootstrapped).",
+        "",
+        "| scope | score | X beats Y: P(X > Y) [95% CI] | no other arm beats |",
+        "|---|---|---|---|",
+    ]
+    for scope in scopes:
+        for kind in ("final", "auc"):
+            if scope not in result["unbeaten"][kind]:
+                continue
+            wins = "; ".join(
+                f"{x} beats {y}: {_fmt(estimate)}"
+                for x, y, estimate in result["wins"][kind][scope]
+            )
+            lines.append(
+                f"| {scope} | {kind} | {wins or 'none'} | "
+                + ", ".join(result["unbeaten"][kind][scope])
+                + " |"
+            )
     lines += [
         "",
         "## Throughput: env steps per CPU second (median over runs), relative to "

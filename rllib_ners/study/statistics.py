@@ -19,6 +19,13 @@ of improvement P(X > PER) (Mann-Whitney over runs, averaged over tasks) with a
 stratified independent bootstrap interval. The aggregate over tasks uses, for
 each arm, the seeds it has finished on every task that all arms have runs on.
 
+Which arm beats which: "X beats Y" on a scope's scores when P(X > Y) is at least
+`BEATS_PROBABILITY` and the lower end of its 95% interval is above 1/2 (the
+definition the decision rules of results/ners_paper_settings/PLAN.md use), for
+every ordered pair of the arms with 2+ runs there. P(Y > X) is 1 - P(X > Y):
+Mann-Whitney's U counts ties as halves, so the two sum to 1 on every task and on
+every bootstrap sample, and the percentile interval mirrors.
+
 Throughput: a run's env steps per CPU second (`results.Run`). An arm's figure is
 the median over its runs, shown relative to uniform's and PER's on the same
 task, with the lowest and highest run beside it: on a shared machine the same
@@ -45,6 +52,10 @@ NERS_BASELINE = "ners"
 BOOTSTRAP_REPS = 5000
 CURVE_BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
+# "X beats Y": P(X > Y) at least this, and its interval's lower end above 1/2.
+BEATS_PROBABILITY = 0.6
+# Slack for P(Y > X) = 1 - P(X > Y) landing an ulp below a threshold.
+_PROBABILITY_SLACK = 1e-9
 
 
 def normalise(returns: np.ndarray, task: Task) -> np.ndarray:
@@ -160,6 +171,43 @@ def _is_ners_arm(name: str) -> bool:
     return arm is not None and arm.algo == "ners"
 
 
+def beats(estimate) -> bool:
+    """Whether a probability of improvement (point, low, high) says "X beats Y"."""
+    point, low = estimate[0], estimate[1]
+    return point >= BEATS_PROBABILITY - _PROBABILITY_SLACK and low > 0.5
+
+
+def _reverse(estimate):
+    """P(Y > X) with its interval, from P(X > Y)'s."""
+    point, low, high = estimate
+    return (1.0 - point, 1.0 - high, 1.0 - low)
+
+
+def pairwise_improvement(per_arm, known, reps):
+    """P(X > Y) (point, low, high) for every ordered pair of the arms of
+    `per_arm` ({arm: [runs x tasks] scores}): the pairs of `known` ({(x, y):
+    estimate}), the reverses of those, and the pairs neither covers bootstrapped
+    here."""
+    pairs = dict(known)
+    for (x, y), estimate in known.items():
+        # A pair bootstrapped both ways (e.g. uniform and PER, each a baseline)
+        # keeps both estimates, as the report's tables show them.
+        pairs.setdefault((y, x), _reverse(estimate))
+    arms = list(per_arm)
+    missing = {
+        (x, y): (per_arm[x], per_arm[y])
+        for i, x in enumerate(arms)
+        for y in arms[i + 1 :]
+        if (x, y) not in pairs
+    }
+    if missing:
+        points, intervals = interval_estimates(missing, _poi, reps)
+        for pair, est in _with_intervals(points, intervals).items():
+            pairs[pair] = est
+            pairs[pair[::-1]] = _reverse(est)
+    return {(x, y): pairs[(x, y)] for x in arms for y in arms if x != y}
+
+
 def compute(
     runs: Sequence[Run], tasks: Dict[str, Task] = TASKS, reps: int = BOOTSTRAP_REPS
 ) -> dict:
@@ -173,6 +221,9 @@ def compute(
       it), where scope is a task name or a group of
       `aggregate_groups` (an arm is aggregated over a group when it has 2+ runs
       on every task of it, on the seeds it finished on all of them);
+      `wins[kind][scope] = [(x, y, estimate of P(x > y))]` for every pair
+      where x beats y (`beats`), and `unbeaten[kind][scope]`, the arms with
+      2+ runs there that no other arm beats;
       `throughput[task][arm] = (median env steps/s, {baseline: ratio},
       (lowest, highest) over the runs)`;
       `diagnostics[task][arm] = {key: median final value}`; `curves`.
@@ -195,11 +246,14 @@ def compute(
         "poi_compared": compared,
         "iqm": {},
         "poi": {},
+        "wins": {},
+        "unbeaten": {},
     }
     for kind in ("final", "auc"):
         table = scores[kind]
         iqm = defaultdict(dict)
         poi = {baseline: defaultdict(dict) for baseline in compared}
+        wins, unbeaten = {}, {}
         samples = {}  # scope -> {arm: matrix [runs x tasks]}
         for task in task_names:
             for arm in arms:
@@ -233,8 +287,24 @@ def compute(
                 if pairs:
                     points, intervals = interval_estimates(pairs, _poi, reps)
                     poi[baseline][scope].update(_with_intervals(points, intervals))
+            known = {
+                (arm, baseline): estimate
+                for baseline in compared
+                for arm, estimate in poi[baseline].get(scope, {}).items()
+            }
+            every_pair = pairwise_improvement(per_arm, known, reps)
+            wins[scope] = [
+                (x, y, estimate)
+                for (x, y), estimate in every_pair.items()
+                if beats(estimate)
+            ]
+            unbeaten[scope] = [
+                arm for arm in per_arm if not any(y == arm for _, y, _ in wins[scope])
+            ]
         out["iqm"][kind] = dict(iqm)
         out["poi"][kind] = {b: dict(p) for b, p in poi.items()}
+        out["wins"][kind] = wins
+        out["unbeaten"][kind] = unbeaten
 
     by = defaultdict(lambda: defaultdict(list))
     for run in runs:

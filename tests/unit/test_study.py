@@ -243,6 +243,41 @@ def test_report_numbers_on_known_cases(tmp_path):
     assert result["throughput"]["cartpole"]["per"][0] == pytest.approx(200.0)
 
 
+def test_which_arm_beats_which(tmp_path):
+    """`better` beats `per` and `same` (every run above theirs); `same` and `per`
+    are identical, so neither beats the other; only `better` is unbeaten. The
+    pair (better, same) has no baseline in it and is bootstrapped on its own."""
+    _fixture(tmp_path)
+    result = statistics.compute(results.load_runs(tmp_path)[0], reps=REPS)
+    for kind in ("final", "auc"):
+        for scope in ("cartpole", "acrobot", "all tasks"):
+            wins = {(x, y): est for x, y, est in result["wins"][kind][scope]}
+            assert set(wins) == {("better", "per"), ("better", "same")}
+            assert wins[("better", "same")] == (1.0, 1.0, 1.0)
+            assert result["unbeaten"][kind][scope] == ["better"]
+    text = report.render_markdown(result, [], expected_runs=24)
+    assert (
+        "| all tasks | final | better beats per: 1.00 [1.00, 1.00]; "
+        "better beats same: 1.00 [1.00, 1.00] | better |"
+    ) in text
+
+
+def test_beats_needs_the_probability_and_the_interval_above_one_half():
+    assert statistics.beats((0.6, 0.51, 0.7))
+    assert not statistics.beats((0.59, 0.55, 0.7))  # point below 0.6
+    assert not statistics.beats((0.8, 0.5, 0.95))  # interval reaches 0.5
+    # The reverse of a pair bootstrapped one way only: P(Y > X) = 1 - P(X > Y),
+    # its interval mirrored; a pair bootstrapped both ways keeps both.
+    x, y = np.array([[1.0], [2.0]]), np.array([[0.0], [3.0]])
+    pairs = statistics.pairwise_improvement(
+        {"x": x, "y": y}, {("x", "y"): (0.4, 0.3, 0.49)}, reps=REPS
+    )
+    assert pairs[("y", "x")] == pytest.approx((0.6, 0.51, 0.7))
+    assert statistics.beats(pairs[("y", "x")])
+    both = {("x", "y"): (0.4, 0.3, 0.49), ("y", "x"): (0.55, 0.45, 0.8)}
+    assert statistics.pairwise_improvement({"x": x, "y": y}, both, reps=REPS) == both
+
+
 def test_throughput_shows_the_median_and_the_spread_of_the_runs(tmp_path):
     """Runs of one arm at different CPU costs: the table shows their median
     and [lowest-highest]; runs at one cost show no spread."""
