@@ -54,6 +54,25 @@ def _fmt(estimate) -> str:
     return f"{estimate[0]:.2f} [{estimate[1]:.2f}, {estimate[2]:.2f}]"
 
 
+def _compute_line(compute: dict) -> str:
+    """What the runs cost: CPU hours in all and per group of tasks."""
+    total = compute.get("all tasks")
+    if total is None:  # no runs on a reported task
+        return ""
+    groups = [
+        f"{group} {cost['cpu_hours']:.1f}"
+        for group, cost in compute.items()
+        if group != "all tasks"
+    ]
+    missing = total["runs_without_cpu_time"]
+    return (
+        f"The runs took {total['cpu_hours']:.1f} CPU hours"
+        + (f" ({', '.join(groups)})" if groups else "")
+        + f", {total['wall_hours']:.1f} hours of wall time of their processes"
+        + (f"; {missing} run(s) recorded no CPU time." if missing else ".")
+    )
+
+
 def render_markdown(
     result: dict,
     notes: Sequence[str],
@@ -90,6 +109,7 @@ def render_markdown(
             else ""
         )
         + f", from rliable ({BOOTSTRAP_REPS} bootstrap samples, seeded).",
+        _compute_line(result["compute"]),
         "",
         "| task | env | budget (env steps) | normalisation anchors (0 / 1) |",
         "|---|---|---|---|",

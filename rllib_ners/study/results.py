@@ -53,6 +53,9 @@ class Run:
             )
         self.env_steps_per_s = self.env_steps / busy if busy > 0 else float("nan")
         self.wall_time_s = float(last["wall_time_s"])
+        # The whole run's CPU time, the study's evaluations included (None in
+        # CSVs written before CPU time was recorded).
+        self.cpu_time_s = float(last["cpu_time_s"]) if last.get("cpu_time_s") else None
         self.eval_env_steps = int(float(last.get("eval_env_steps") or 0))
         self.final_diagnostics = {
             key: float(last[key])

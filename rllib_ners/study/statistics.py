@@ -226,7 +226,9 @@ def compute(
       2+ runs there that no other arm beats;
       `throughput[task][arm] = (median env steps/s, {baseline: ratio},
       (lowest, highest) over the runs)`;
-      `diagnostics[task][arm] = {key: median final value}`; `curves`.
+      `diagnostics[task][arm] = {key: median final value}`; `curves`;
+      `compute[group] = {"cpu_hours", "wall_hours", "runs_without_cpu_time"}`
+      summed over the runs of each group of tasks.
     """
     scores, curves = score_tables(runs, tasks)
     arms = _ordered_arms({r.arm for r in runs})
@@ -338,6 +340,20 @@ def compute(
                     for k in keys
                 }
     out["throughput"] = throughput
+    # What the runs cost in all, per aggregate group: CPU hours of the runs'
+    # processes (wall hours for runs without CPU time, counted apart).
+    out["compute"] = {
+        group: {
+            "cpu_hours": sum(
+                r.cpu_time_s for r in group_runs if r.cpu_time_s is not None
+            )
+            / 3600,
+            "wall_hours": sum(r.wall_time_s for r in group_runs) / 3600,
+            "runs_without_cpu_time": sum(r.cpu_time_s is None for r in group_runs),
+        }
+        for group, group_tasks in groups.items()
+        if (group_runs := [r for r in runs if r.task in group_tasks])
+    }
     out["diagnostics"] = diagnostics
     out["curves"] = {t: dict(curves[t]) for t in task_names}
     out["n_runs"] = len(runs)

@@ -241,6 +241,35 @@ def test_report_numbers_on_known_cases(tmp_path):
     # Same CPU time per step for every arm: throughput ratio 1.
     assert result["throughput"]["cartpole"]["better"][1]["per"] == pytest.approx(1.0)
     assert result["throughput"]["cartpole"]["per"][0] == pytest.approx(200.0)
+    # Compute in all: 3 arms x 4 seeds per task, each run budget / 200 CPU
+    # seconds and budget / 100 wall seconds.
+    budgets = decl.TASKS["cartpole"].budget + decl.TASKS["acrobot"].budget
+    cost = result["compute"]["all tasks"]
+    assert cost["cpu_hours"] == pytest.approx(12 * budgets / 200 / 3600)
+    assert cost["wall_hours"] == pytest.approx(12 * budgets / 100 / 3600)
+    assert cost["runs_without_cpu_time"] == 0
+    assert (
+        f"The runs took {12 * budgets / 200 / 3600:.1f} CPU hours, "
+        f"{12 * budgets / 100 / 3600:.1f} hours of wall time of their processes."
+    ) in report.render_markdown(result, [], expected_runs=24)
+
+
+def test_compute_counts_runs_without_cpu_time_apart(tmp_path):
+    _fixture(tmp_path)
+    path = runs.csv_path(tmp_path, "cartpole", "better", 101)
+    rows = list(csv.DictReader(path.open()))
+    for row in rows:  # a CSV from before CPU time was recorded
+        row["cpu_time_s"] = ""
+    runs.write_csv_atomic(path, rows)
+    result = statistics.compute(results.load_runs(tmp_path)[0], reps=REPS)
+    budgets = decl.TASKS["cartpole"].budget + decl.TASKS["acrobot"].budget
+    without = decl.TASKS["cartpole"].budget  # the run left without CPU time
+    cost = result["compute"]["all tasks"]
+    assert cost["runs_without_cpu_time"] == 1
+    assert cost["cpu_hours"] == pytest.approx((12 * budgets - without) / 200 / 3600)
+    assert cost["wall_hours"] == pytest.approx(12 * budgets / 100 / 3600)
+    text = report.render_markdown(result, [], expected_runs=24)
+    assert "of their processes; 1 run(s) recorded no CPU time." in text
 
 
 def test_which_arm_beats_which(tmp_path):
