@@ -469,6 +469,23 @@ def test_domains_are_aggregated_apart_and_compared_with_uniform_and_per(tmp_path
     table = table.split("\n\n")[1].splitlines()
     assert [row.split(" | ")[0] for row in table[2:]] == ["| ners_reference"]
     assert "(the other NERS arms also over ners)" in text
+    # Which arm beats which, per domain: `ners` beats every other arm, the
+    # paper's sampler included (pairs no table compares, e.g. ners over
+    # ners_reference, are the complement of the one that is).
+    for scope, others in (
+        ("all sac tasks", {"uniform", "per", "ners_reference"}),
+        ("all dqn tasks", {"uniform", "per"}),
+    ):
+        wins = {(x, y) for x, y, _ in result["wins"]["final"][scope]}
+        assert wins == {("ners", other) for other in others}
+        assert result["unbeaten"]["final"][scope] == ["ners"]
+    # The compute line sums each domain's runs: budget / 200 CPU s per run.
+    sac = 4 * 3 * decl.TASKS["pendulum"].budget / 200 / 3600
+    dqn = 3 * 3 * decl.TASKS["cartpole"].budget / 200 / 3600
+    assert (
+        f"The runs took {sac + dqn:.1f} CPU hours (all dqn tasks {dqn:.1f}, "
+        f"all sac tasks {sac:.1f})"
+    ) in text
 
 
 def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
