@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from rllib_ners.study import claims
 from rllib_ners.study.declarations import (
     ARMS,
     DEFAULT_SEEDS,
@@ -152,7 +153,16 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         _check_names([args.arm], ARMS, "arm")
         task = runs.with_budget(TASKS[args.task], args.budget)
         runs.check_task_available(task)
-        path = runs.run_one(task, ARMS[args.arm], args.seed, results_dir)
+        csv = runs.csv_path(results_dir, task.name, args.arm, args.seed)
+        try:
+            with claims.RunClaim(csv):
+                if csv.exists():  # finished by the holder before us
+                    print(f"not started: {csv} exists", flush=True)
+                    return 0
+                path = runs.run_one(task, ARMS[args.arm], args.seed, results_dir)
+        except claims.RunAlreadyClaimed as held:
+            print(f"not started: {held}", flush=True)
+            return claims.ALREADY_RUNNING
         print(f"wrote {path}")
         return 0
     if args.jobs < 1:
@@ -172,16 +182,30 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
             for task, arm, seed in todo
         ]
     )
+    elsewhere = {
+        run: holder
+        for run in todo
+        if (holder := claims.holder(runs.csv_path(results_dir, *run)))
+    }
     print(
-        f"{len(done)} runs finished already (skipped), {len(todo)} to run, "
-        f"{args.jobs} at a time; results in {results_dir}",
+        f"{len(done)} runs finished already (skipped), {len(todo)} to run"
+        + (f" ({len(elsewhere)} being trained by other processes)" if elsewhere else "")
+        + f", {args.jobs} at a time; results in {results_dir}",
         flush=True,
     )
+    if not claims.CLAIMS_SUPPORTED:
+        print(
+            "note: no fcntl on this system: runs are not claimed, so run one "
+            "`study run` per results folder at a time",
+            flush=True,
+        )
     if args.dry_run:
-        for task, arm, seed in todo:
-            print(f"  {task} {arm} seed{seed}")
+        for run in todo:
+            task, arm, seed = run
+            note = f" ({elsewhere[run]} is training it)" if run in elsewhere else ""
+            print(f"  {task} {arm} seed{seed}{note}")
         return 0
-    failures = runs.run_study(
+    outcome = runs.run_study(
         todo,
         results_dir,
         args.jobs,
@@ -189,8 +213,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         args.budget,
         [path.resolve() for path in args.declarations],
     )
-    print(f"study finished: {len(todo) - failures} runs done, {failures} failed")
-    return 1 if failures else 0
+    print(
+        f"study finished: {outcome.done} runs done, {outcome.failed} failed, "
+        f"{outcome.skipped} skipped (finished or being trained by another process)"
+    )
+    return 1 if outcome.failed else 0
 
 
 def _report(args, argv) -> int:

@@ -4,7 +4,8 @@ Every (arm, task, seed) trains one agent for the task's fixed env-step budget
 and writes its learning curve to `<results-dir>/<task>/<arm>/seed<k>.csv` when,
 and only when, it finishes (a temporary file renamed into place, so a CSV is
 always a whole run). A rerun skips the runs whose CSV exists, so a study
-resumes after an interruption.
+resumes after an interruption; a run in progress holds a claim (`claims`) that
+keeps other drivers on the same folder from starting it too.
 
 What a CSV row holds (one row per training iteration, `log_every` env steps):
 `env_steps` (training env steps, RLlib's `num_env_steps_sampled_lifetime`),
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from rllib_ners.study import claims
 from rllib_ners.study.declarations import (
     FAST_BUFFER,
     NERS_BUFFER,
@@ -399,6 +401,26 @@ def _child_command(
     ]
 
 
+@dataclasses.dataclass
+class StudyOutcome:
+    """What `run_study` did with its runs."""
+
+    done: int = 0
+    failed: int = 0
+    # Finished or being trained by another process when their turn came.
+    skipped: int = 0
+
+
+def _taken_elsewhere(results_dir: Path, task: str, arm: str, seed: int) -> str:
+    """Why another process has this run ("" if none has): its CSV appeared
+    since the study was planned, or a live process holds its claim."""
+    path = csv_path(results_dir, task, arm, seed)
+    if path.exists():
+        return "another process finished it"
+    holder = claims.holder(path)
+    return f"{holder} is training it" if holder else ""
+
+
 def run_study(
     todo: Sequence[Tuple[str, str, int]],
     results_dir: Path,
@@ -406,9 +428,11 @@ def run_study(
     log_dir: Path,
     budget: Optional[int] = None,
     declarations: Sequence[Path] = (),
-) -> int:
+) -> StudyOutcome:
     """Runs `todo` in child processes, `jobs` at a time (one torch thread each).
-    Returns the number of failed runs."""
+
+    A run is skipped when its turn comes if another process has finished it or
+    is training it (`claims`), so several drivers can share a results folder."""
     import rllib_ners
 
     env = dict(os.environ)
@@ -421,12 +445,20 @@ def run_study(
     log_dir.mkdir(parents=True, exist_ok=True)
     pending = list(todo)
     running: Dict[subprocess.Popen, Tuple[Tuple[str, str, int], float, object]] = {}
-    failures = 0
-    finished = 0
+    outcome = StudyOutcome()
     while pending or running:
         while pending and len(running) < jobs:
             run = pending.pop(0)
             task, arm, seed = run
+            why = _taken_elsewhere(results_dir, task, arm, seed)
+            if why:
+                outcome.skipped += 1
+                print(
+                    f"{time.strftime('%H:%M:%S')} skip {task} {arm} seed{seed}: {why}",
+                    flush=True,
+                )
+                continue
+            # Opened only now: the log of a run another process trains is its.
             log = open(log_dir / f"{task}_{arm}_seed{seed}.log", "w")
             proc = subprocess.Popen(
                 _child_command(task, arm, seed, results_dir, budget, declarations),
@@ -442,13 +474,20 @@ def run_study(
         for proc in [p for p in running if p.poll() is not None]:
             (task, arm, seed), t0, log = running.pop(proc)
             log.close()
-            finished += 1
-            status = "done" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
-            failures += proc.returncode != 0
+            if proc.returncode == 0:
+                status = "done"
+                outcome.done += 1
+            elif proc.returncode == claims.ALREADY_RUNNING:
+                status = "skipped (another process claimed it first)"
+                outcome.skipped += 1
+            else:
+                status = f"FAILED ({proc.returncode})"
+                outcome.failed += 1
+            ended = outcome.done + outcome.failed + outcome.skipped
             print(
                 f"{time.strftime('%H:%M:%S')} {status} {task} {arm} seed{seed} "
-                f"in {time.time() - t0:.0f}s ({finished}/{len(todo)}; "
+                f"in {time.time() - t0:.0f}s ({ended}/{len(todo)}; "
                 f"log {log.name})",
                 flush=True,
             )
-    return failures
+    return outcome
