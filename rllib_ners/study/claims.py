@@ -75,8 +75,8 @@ def holder(csv_path: Path) -> Optional[str]:
 class RunClaim:
     """Holds the claim on one run while its process trains it:
 
-        with RunClaim(csv_path):   # raises RunAlreadyClaimed if it is held
-            ...train, write csv_path...
+    with RunClaim(csv_path):   # raises RunAlreadyClaimed if it is held
+        ...train, write csv_path...
     """
 
     def __init__(self, csv_path: Path):
@@ -84,7 +84,7 @@ class RunClaim:
         self.csv_path = Path(csv_path)
         self._fd: Optional[int] = None
 
-    def __enter__(self) -> "RunClaim":
+    def __enter__(self) -> RunClaim:
         if not CLAIMS_SUPPORTED:
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)

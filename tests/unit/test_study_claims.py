@@ -62,7 +62,14 @@ def test_run_one_does_not_start_a_run_another_process_trains_or_finished(
 ):
     csv, _ = held_claim
     monkeypatch.setattr(runs, "run_one", lambda *a: pytest.fail("a run started"))
-    argv = ["run-one", "cartpole", "uniform", "100", "--results-dir", str(csv.parents[2])]
+    argv = [
+        "run-one",
+        "cartpole",
+        "uniform",
+        "100",
+        "--results-dir",
+        str(csv.parents[2]),
+    ]
     assert cli.main(argv) == claims.ALREADY_RUNNING
     assert "is training this run" in capsys.readouterr().out
     # Finished by another process: nothing to do.
