@@ -252,109 +252,149 @@ def compute(
         "unbeaten": {},
     }
     for kind in ("final", "auc"):
-        table = scores[kind]
+        samples, single_runs = _scope_samples(scores[kind], arms, task_names, groups)
         iqm = defaultdict(dict)
-        poi = {baseline: defaultdict(dict) for baseline in compared}
+        for task, values in single_runs.items():
+            # One run: its score, no interval (nothing to resample).
+            for arm, value in values.items():
+                iqm[task][arm] = (float(value), float("nan"), float("nan"), 1)
+        poi = {baseline: {} for baseline in compared}
         wins, unbeaten = {}, {}
-        samples = {}  # scope -> {arm: matrix [runs x tasks]}
-        for task in task_names:
-            for arm in arms:
-                if len(table[task].get(arm, {})) == 1:
-                    # One run: its score, no interval (nothing to resample).
-                    (value,) = table[task][arm].values()
-                    iqm[task][arm] = (float(value), float("nan"), float("nan"), 1)
-            samples[task] = {
-                arm: np.array(list(table[task][arm].values()))[:, None]
-                for arm in arms
-                if len(table[task].get(arm, {})) >= 2
-            }
-        for group, group_tasks in groups.items():
-            samples[group] = {
-                arm: matrix
-                for arm in arms
-                if (matrix := aggregate_matrix(table, arm, group_tasks)) is not None
-            }
         for scope, per_arm in samples.items():
             if not per_arm:
                 continue
-            points, intervals = interval_estimates(per_arm, _iqm, reps)
-            sizes = {arm: matrix.shape[0] for arm, matrix in per_arm.items()}
-            iqm[scope].update(_with_intervals(points, intervals, sizes))
-            for baseline, compared_arms in compared.items():
-                pairs = {
-                    arm: (per_arm[arm], per_arm[baseline])
-                    for arm in compared_arms
-                    if arm in per_arm and baseline in per_arm
-                }
-                if pairs:
-                    points, intervals = interval_estimates(pairs, _poi, reps)
-                    poi[baseline][scope].update(_with_intervals(points, intervals))
-            known = {
-                (arm, baseline): estimate
-                for baseline in compared
-                for arm, estimate in poi[baseline].get(scope, {}).items()
-            }
-            every_pair = pairwise_improvement(per_arm, known, reps)
-            wins[scope] = [
-                (x, y, estimate)
-                for (x, y), estimate in every_pair.items()
-                if beats(estimate)
-            ]
-            unbeaten[scope] = [
-                arm for arm in per_arm if not any(y == arm for _, y, _ in wins[scope])
-            ]
+            scope_iqm, scope_poi, wins[scope], unbeaten[scope] = _scope_statistics(
+                per_arm, compared, reps
+            )
+            iqm[scope].update(scope_iqm)
+            for baseline, estimates in scope_poi.items():
+                if estimates:
+                    poi[baseline][scope] = estimates
         out["iqm"][kind] = dict(iqm)
-        out["poi"][kind] = {b: dict(p) for b, p in poi.items()}
+        out["poi"][kind] = poi
         out["wins"][kind] = wins
         out["unbeaten"][kind] = unbeaten
 
-    by = defaultdict(lambda: defaultdict(list))
+    by_task = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        by[run.task][run.arm].append(run)
-    throughput, diagnostics = {}, {}
-    for task in task_names:
-        rates = {arm: [r.env_steps_per_s for r in by[task][arm]] for arm in by[task]}
-        medians = {arm: float(np.median(values)) for arm, values in rates.items()}
-        throughput[task] = {
-            arm: (
-                value,
-                {b: value / medians[b] for b in baselines if medians.get(b)},
-                (float(min(rates[arm])), float(max(rates[arm]))),
-            )
-            for arm, value in medians.items()
-        }
-        diagnostics[task] = {}
-        for arm in by[task]:
-            keys = sorted({k for r in by[task][arm] for k in r.final_diagnostics})
-            if keys:
-                diagnostics[task][arm] = {
-                    k: float(
-                        np.median(
-                            [
-                                r.final_diagnostics[k]
-                                for r in by[task][arm]
-                                if k in r.final_diagnostics
-                            ]
-                        )
-                    )
-                    for k in keys
-                }
-    out["throughput"] = throughput
-    # What the runs cost in all, per aggregate group: CPU hours of the runs'
-    # processes (wall hours for runs without CPU time, counted apart).
-    out["compute"] = {
-        group: {
-            "cpu_hours": sum(
-                r.cpu_time_s for r in group_runs if r.cpu_time_s is not None
-            )
-            / 3600,
-            "wall_hours": sum(r.wall_time_s for r in group_runs) / 3600,
-            "runs_without_cpu_time": sum(r.cpu_time_s is None for r in group_runs),
-        }
-        for group, group_tasks in groups.items()
-        if (group_runs := [r for r in runs if r.task in group_tasks])
+        by_task[run.task][run.arm].append(run)
+    out["throughput"] = {
+        task: _throughput(by_task[task], baselines) for task in task_names
     }
-    out["diagnostics"] = diagnostics
+    out["compute"] = _compute_used(runs, groups)
+    out["diagnostics"] = {
+        task: _final_diagnostics(by_task[task]) for task in task_names
+    }
     out["curves"] = {t: dict(curves[t]) for t in task_names}
     out["n_runs"] = len(runs)
     return out
+
+
+def _scope_samples(table, arms, task_names, groups):
+    """The scores the statistics resample, per scope: `{scope: {arm: [runs x
+    tasks]}}` for every task and group (arms with 2+ runs there), and `{task:
+    {arm: score}}` for arms with a single run on a task."""
+    samples, single_runs = {}, defaultdict(dict)
+    for task in task_names:
+        for arm in arms:
+            if len(table[task].get(arm, {})) == 1:
+                (single_runs[task][arm],) = table[task][arm].values()
+        samples[task] = {
+            arm: np.array(list(table[task][arm].values()))[:, None]
+            for arm in arms
+            if len(table[task].get(arm, {})) >= 2
+        }
+    for group, group_tasks in groups.items():
+        samples[group] = {
+            arm: matrix
+            for arm in arms
+            if (matrix := aggregate_matrix(table, arm, group_tasks)) is not None
+        }
+    return samples, single_runs
+
+
+def _scope_statistics(per_arm, compared, reps):
+    """One scope's IQMs `{arm: estimate}`, probabilities of improvement
+    `{baseline: {arm: estimate}}`, wins `[(x, y, estimate)]` and unbeaten arms."""
+    points, intervals = interval_estimates(per_arm, _iqm, reps)
+    sizes = {arm: matrix.shape[0] for arm, matrix in per_arm.items()}
+    iqm = _with_intervals(points, intervals, sizes)
+    poi = {}
+    for baseline, compared_arms in compared.items():
+        pairs = {
+            arm: (per_arm[arm], per_arm[baseline])
+            for arm in compared_arms
+            if arm in per_arm and baseline in per_arm
+        }
+        poi[baseline] = {}
+        if pairs:
+            points, intervals = interval_estimates(pairs, _poi, reps)
+            poi[baseline] = _with_intervals(points, intervals)
+    known = {
+        (arm, baseline): estimate
+        for baseline, estimates in poi.items()
+        for arm, estimate in estimates.items()
+    }
+    every_pair = pairwise_improvement(per_arm, known, reps)
+    wins = [
+        (x, y, estimate) for (x, y), estimate in every_pair.items() if beats(estimate)
+    ]
+    unbeaten = [arm for arm in per_arm if not any(y == arm for _, y, _ in wins)]
+    return iqm, poi, wins, unbeaten
+
+
+def _throughput(by_arm: Dict[str, List[Run]], baselines: Sequence[str]) -> dict:
+    """One task's `{arm: (median env steps/s, {baseline: ratio}, (lowest,
+    highest))}`."""
+    rates = {
+        arm: [r.env_steps_per_s for r in arm_runs] for arm, arm_runs in by_arm.items()
+    }
+    medians = {arm: float(np.median(values)) for arm, values in rates.items()}
+    return {
+        arm: (
+            value,
+            {b: value / medians[b] for b in baselines if medians.get(b)},
+            (float(min(rates[arm])), float(max(rates[arm]))),
+        )
+        for arm, value in medians.items()
+    }
+
+
+def _final_diagnostics(by_arm: Dict[str, List[Run]]) -> dict:
+    """One task's `{arm: {key: median over runs of the value at the end}}`, for
+    the arms whose runs recorded sampler diagnostics."""
+    diagnostics = {}
+    for arm, arm_runs in by_arm.items():
+        keys = sorted({k for r in arm_runs for k in r.final_diagnostics})
+        if keys:
+            diagnostics[arm] = {
+                k: float(
+                    np.median(
+                        [
+                            r.final_diagnostics[k]
+                            for r in arm_runs
+                            if k in r.final_diagnostics
+                        ]
+                    )
+                )
+                for k in keys
+            }
+    return diagnostics
+
+
+def _compute_used(runs: Sequence[Run], groups: Dict[str, List[str]]) -> dict:
+    """What the runs cost in all, per group of tasks: CPU hours of the runs'
+    processes, wall hours, and how many runs recorded no CPU time."""
+    used = {}
+    for group, group_tasks in groups.items():
+        group_runs = [r for r in runs if r.task in group_tasks]
+        if group_runs:
+            used[group] = {
+                "cpu_hours": sum(
+                    r.cpu_time_s for r in group_runs if r.cpu_time_s is not None
+                )
+                / 3600,
+                "wall_hours": sum(r.wall_time_s for r in group_runs) / 3600,
+                "runs_without_cpu_time": sum(r.cpu_time_s is None for r in group_runs),
+            }
+    return used
