@@ -10,7 +10,8 @@ process ends, however it ends: a run killed mid-way leaves a file nobody holds,
 and the next driver trains that run again, from scratch.
 
 Locks need a filesystem with `flock` (local disks; NFS v4 on Linux). Where
-`fcntl` is missing (Windows) runs are not claimed, and `study run` says so.
+`fcntl` is missing (Windows) runs are not claimed, and `study run` says so; on a
+filesystem that refuses `flock`, the run prints that it trains unclaimed.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def holder(csv_path: Path) -> Optional[str]:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return _describe(path)
+        except OSError:  # no flock on this filesystem: nobody can hold a claim
+            return None
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
@@ -95,6 +98,15 @@ class RunClaim:
             except BlockingIOError:
                 os.close(fd)
                 raise RunAlreadyClaimed(self.csv_path, _describe(self.path)) from None
+            except OSError as error:  # e.g. ENOLCK: the filesystem has no flock
+                os.close(fd)
+                self.path.unlink(missing_ok=True)
+                print(
+                    f"note: {self.path}: cannot lock it ({error.strerror}), so this "
+                    "run trains unclaimed: run one `study run` per results folder",
+                    flush=True,
+                )
+                return self
             # The holder before us may have removed the file between our open
             # and our lock (it removes it when it finishes): then the lock is on
             # a file nobody else will open, so take the one now at the path.

@@ -3,6 +3,7 @@ train it twice (`rllib_ners.study.claims`)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -116,3 +117,19 @@ def test_the_driver_skips_runs_other_processes_train_or_finished(
     assert "skip cartpole per seed100: another process finished it" in out
     assert "skipped (another process claimed it first) cartpole ners seed100" in out
     assert running_log.read_text() == "the other process's progress\n"
+
+
+def test_a_filesystem_without_flock_trains_unclaimed_and_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(claims.fcntl, "flock", no_locks)
+    csv = runs.csv_path(tmp_path, "cartpole", "uniform", 100)
+    with claims.RunClaim(csv):
+        assert claims.holder(csv) is None
+    assert not claims.claim_path(csv).exists()
+    assert "cannot lock it (No locks available), so this run trains unclaimed" in (
+        capsys.readouterr().out
+    )
