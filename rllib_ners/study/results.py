@@ -45,17 +45,17 @@ class Run:
         self.eval_returns = np.array([float(r["eval_return_mean"]) for r in evals])
         last = rows[-1]
         self.env_steps = int(float(last["env_steps"]))
-        if last.get("cpu_time_s"):
-            busy = float(last["cpu_time_s"]) - float(last.get("study_eval_cpu_s") or 0)
+        # The whole run's CPU time, the study's evaluations included (None in
+        # CSVs written before CPU time was recorded).
+        self.cpu_time_s = float(last["cpu_time_s"]) if last.get("cpu_time_s") else None
+        if self.cpu_time_s is not None:
+            busy = self.cpu_time_s - float(last.get("study_eval_cpu_s") or 0)
         else:
             busy = float(last["wall_time_s"]) - float(
                 last.get("study_eval_time_s") or 0
             )
         self.env_steps_per_s = self.env_steps / busy if busy > 0 else float("nan")
         self.wall_time_s = float(last["wall_time_s"])
-        # The whole run's CPU time, the study's evaluations included (None in
-        # CSVs written before CPU time was recorded).
-        self.cpu_time_s = float(last["cpu_time_s"]) if last.get("cpu_time_s") else None
         self.eval_env_steps = int(float(last.get("eval_env_steps") or 0))
         self.final_diagnostics = {
             key: float(last[key])
