@@ -209,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         todo,
         results_dir,
         args.jobs,
-        results_dir / "logs",
+        results_dir / runs.LOG_DIR_NAME,
         args.budget,
         [path.resolve() for path in args.declarations],
     )

@@ -174,6 +174,14 @@ def csv_path(results_dir: Path, task: str, arm: str, seed: int) -> Path:
     return Path(results_dir) / task / arm / f"seed{seed}.csv"
 
 
+# `study run` writes each run's output to `<results-dir>/logs/`.
+LOG_DIR_NAME = "logs"
+
+
+def log_path(log_dir: Path, task: str, arm: str, seed: int) -> Path:
+    return Path(log_dir) / f"{task}_{arm}_seed{seed}.log"
+
+
 def write_csv_atomic(path: Path, rows: Sequence[dict]) -> None:
     """Writes `rows` to `path` through a temporary file renamed into place, so
     that `path` exists only as a whole run."""
@@ -459,7 +467,7 @@ def run_study(
                 )
                 continue
             # Opened only now: the log of a run another process trains is its.
-            log = open(log_dir / f"{task}_{arm}_seed{seed}.log", "w")
+            log = open(log_path(log_dir, task, arm, seed), "w")
             proc = subprocess.Popen(
                 _child_command(task, arm, seed, results_dir, budget, declarations),
                 stdout=log,
