@@ -3,13 +3,15 @@
     rllib-ners study list                                   # tasks and arms
     rllib-ners study run --tasks cartpole --arms uniform per ners \\
         --seeds 100 101 102 --jobs 2 --results-dir results/my_study
+    rllib-ners study status --results-dir results/my_study  # while it runs
     rllib-ners study report --results-dir results/my_study
 
 `run` trains every (task, arm, seed) that has no CSV yet, `--jobs` at a time
 in child processes (one torch thread each), seed by seed: stop it and run the
 same command again to resume. `report` computes the rliable report from the
-CSVs alone. `--declarations FILE.py` adds your own tasks and arms (see
-`rllib_ners.study.load_declarations`).
+CSVs alone; `status` says how far a study is and what it has cost, from the
+results folder alone (drivers may be running on it). `--declarations FILE.py`
+adds your own tasks and arms (see `rllib_ners.study.load_declarations`).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
         description="Sample-efficiency studies of replay methods: runs and report.",
     )
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{run,report,list}"
+        dest="command", required=True, metavar="{run,status,report,list}"
     )
 
     run = commands.add_parser(
@@ -99,6 +101,31 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
         help="check every (task, arm) config and print the runs to do, then stop",
     )
     _add_declarations(run)
+
+    status = commands.add_parser(
+        "status",
+        help="finished, training and to-do runs, and the CPU hours used and left",
+    )
+    status.add_argument("--results-dir", type=Path, required=True)
+    status.add_argument(
+        "--tasks",
+        nargs="+",
+        help="task names (default: the tasks with finished runs in the folder)",
+    )
+    status.add_argument(
+        "--arms",
+        nargs="+",
+        help="arm names (default: per task, the arms with finished runs on tasks "
+        "of its algorithm)",
+    )
+    status.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=list(DEFAULT_SEEDS),
+        help="seeds (default 100-104)",
+    )
+    _add_declarations(status)
 
     report = commands.add_parser(
         "report", help="write report.md and report.png from the CSVs alone"
@@ -143,6 +170,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         return _list()
     if args.command == "report":
         return _report(args, argv)
+    if args.command == "status":
+        return _status(args)
     from rllib_ners.study import runs
 
     if getattr(args, "budget", None) is not None and args.budget < 1:
@@ -243,6 +272,29 @@ def _report(args, argv) -> int:
         # Quoted so that the command printed in the report can be pasted back.
         command=shlex.join(["rllib-ners", "study", *given]),
         title=title,
+    )
+    return 0
+
+
+def _status(args) -> int:
+    from rllib_ners.study import status
+
+    if not args.results_dir.is_dir():
+        raise SystemExit(f"no such results folder: {args.results_dir}")
+    for option, given, known in (
+        ("--tasks", args.tasks, TASKS),
+        ("--arms", args.arms, ARMS),
+    ):
+        if given is not None:
+            _check_names(given, known, option)
+    cells = status.planned_cells(args.results_dir, args.tasks, args.arms)
+    if not cells:
+        raise SystemExit(
+            f"{args.results_dir} has no finished runs to read the study's tasks and "
+            "arms from: give them with --tasks and --arms"
+        )
+    print(
+        status.render_status(status.study_status(args.results_dir, cells, args.seeds))
     )
     return 0
 
