@@ -142,6 +142,14 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     report.add_argument("--arms", nargs="+", help="report only these arms")
     report.add_argument("--tasks", nargs="+", help="report only these tasks")
     report.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        help="report only these seeds, the plan being these seeds of every task "
+        "and arm (e.g. an interim report on a staged study's first seeds; "
+        "default: every finished run, the plan being seeds 100-104)",
+    )
+    report.add_argument(
         "--title",
         default=DEFAULT_TITLE,
         help="the report's heading (default: %(default)r)",
@@ -269,6 +277,7 @@ def _report(args, argv) -> int:
         also=args.also,
         arms=args.arms,
         tasks=args.tasks,
+        seeds=args.seeds,
         # Quoted so that the command printed in the report can be pasted back.
         command=shlex.join(["rllib-ners", "study", *given]),
         title=title,

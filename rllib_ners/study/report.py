@@ -87,9 +87,14 @@ def render_markdown(
     command: str = STUDY_REPORT_COMMAND,
     machines: Optional[Dict[tuple, dict]] = None,
     title: str = DEFAULT_TITLE,
+    seeds: Optional[Sequence[int]] = None,
+    other_seed_runs: int = 0,
 ) -> str:
-    """The report's Markdown; `machines` as `machine_table` returns it."""
-    lines = _header(result, expected_runs, tasks, command, title)
+    """The report's Markdown; `machines` as `machine_table` returns it; `seeds`
+    the seeds it is limited to, which leave out `other_seed_runs` runs."""
+    lines = _header(
+        result, expected_runs, tasks, command, title, seeds, other_seed_runs
+    )
     lines += _score_sections(result)
     lines += _beats_section(result)
     lines += _throughput_section(result)
@@ -106,14 +111,23 @@ def _scopes(result: dict) -> List[str]:
     return result["tasks"] + list(result["groups"])
 
 
-def _header(result, expected_runs, tasks, command, title) -> List[str]:
+def _header(
+    result, expected_runs, tasks, command, title, seeds, other_seed_runs
+) -> List[str]:
     """Title, what made the report, its compute, the tasks and the groups."""
     baselines, compared = result["baselines"], result["poi_compared"]
     partial = result["n_runs"] < expected_runs
+    seeds_note = ""
+    if seeds is not None:
+        seeds_note = f" on seeds {', '.join(map(str, sorted(seeds)))} only" + (
+            f" ({other_seed_runs} finished runs of other seeds left out)"
+            if other_seed_runs
+            else ""
+        )
     lines = [
         f"# {title}" + (" (PARTIAL)" if partial else ""),
         "",
-        f"{result['n_runs']} finished runs"
+        f"{result['n_runs']} finished runs{seeds_note}"
         + (
             f" of the {expected_runs} planned: the numbers will move."
             if partial
@@ -386,6 +400,7 @@ def write_report(
     also: Sequence[Path] = (),
     arms: Optional[Sequence[str]] = None,
     tasks: Optional[Sequence[str]] = None,
+    seeds: Optional[Sequence[int]] = None,
     expected_runs: Optional[int] = None,
     reps: int = BOOTSTRAP_REPS,
     command: str = STUDY_REPORT_COMMAND,
@@ -394,7 +409,9 @@ def write_report(
     """Writes report.md and report.png into `results_dir`; returns the .md path.
 
     The report covers the runs under `results_dir` and under each folder of
-    `also`, keeping only the runs of `arms` and `tasks` when they are given."""
+    `also`, keeping only the runs of `arms`, `tasks` and `seeds` when they are
+    given (the plan is then those seeds of every task and arm: e.g. an interim
+    report on a staged study's first seeds)."""
     results_dir = Path(results_dir)
     runs, notes = load_runs(results_dir)
     for folder in also:
@@ -414,13 +431,22 @@ def write_report(
         runs = [r for r in runs if r.arm in arms]
     if tasks is not None:
         runs = [r for r in runs if r.task in tasks]
+    other_seed_runs = 0
+    if seeds is not None:
+        kept = [r for r in runs if r.seed in seeds]
+        other_seed_runs = len(runs) - len(kept)
+        runs = kept
     if not runs:
         raise SystemExit(
             f"no finished runs (seed*.csv) under {[str(results_dir), *map(str, also)]}"
-            + ("" if arms is None and tasks is None else " for the given arms/tasks")
+            + (
+                ""
+                if arms is None and tasks is None and seeds is None
+                else " for the given arms/tasks/seeds"
+            )
         )
     if expected_runs is None:
-        expected_runs = planned_runs(runs, tasks)
+        expected_runs = planned_runs(runs, tasks, seeds)
     result = compute(runs, reps=reps)
     plot(result, results_dir / "report.png", reps=min(reps, CURVE_BOOTSTRAP_REPS))
     text = render_markdown(
@@ -430,6 +456,8 @@ def write_report(
         command=command,
         machines=machine_table(runs, load_machines([results_dir, *also])),
         title=title,
+        seeds=seeds,
+        other_seed_runs=other_seed_runs,
     )
     path = results_dir / "report.md"
     path.write_text(text)

@@ -122,14 +122,18 @@ def machine_table(runs: Sequence[Run], machines: Dict[tuple, str]) -> Dict[tuple
     return {key: dict(sorted(by_cpu.items())) for key, by_cpu in counts.items()}
 
 
-def planned_runs(runs: Sequence[Run], tasks: Optional[Sequence[str]] = None) -> int:
+def planned_runs(
+    runs: Sequence[Run],
+    tasks: Optional[Sequence[str]] = None,
+    seeds: Optional[Sequence[int]] = None,
+) -> int:
     """The runs a study plans: on each task (the given ones, else those with
     runs), every arm that has runs on a task of the same algorithm, times the
-    report seeds (`DEFAULT_SEEDS`)."""
+    seeds (the given ones, else the report seeds, `DEFAULT_SEEDS`)."""
     planned = set(tasks) if tasks is not None else {r.task for r in runs}
     arms_by_algo = defaultdict(set)
     for run in runs:
         arms_by_algo[TASKS[run.task].algo].add(run.arm)
     return sum(
         len(arms_by_algo[TASKS[task].algo]) for task in planned if task in TASKS
-    ) * len(DEFAULT_SEEDS)
+    ) * len(DEFAULT_SEEDS if seeds is None else seeds)

@@ -252,6 +252,9 @@ def test_the_study_reports_cover_the_committed_runs():
             runs = [r for r in runs if r.arm in _option_values(words, "--arms")]
         if _option_values(words, "--tasks"):
             runs = [r for r in runs if r.task in _option_values(words, "--tasks")]
+        if _option_values(words, "--seeds"):
+            seeds = {int(seed) for seed in _option_values(words, "--seeds")}
+            runs = [r for r in runs if r.seed in seeds]
         assert len(runs) == int(stated.group(1)), (
             f"{_relative(report)} reports {stated.group(1)} runs but the CSVs hold "
             f"{len(runs)}: regenerate it with `rllib-ners study report "

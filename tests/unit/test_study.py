@@ -345,6 +345,36 @@ def test_report_regenerates_from_csvs_alone(tmp_path):
     assert report.write_report(again, reps=REPS).read_bytes() == path.read_bytes()
 
 
+def test_a_report_on_some_seeds_is_the_report_of_those_runs_alone(tmp_path):
+    """An interim report on a staged study's first seeds (`--seeds`)."""
+    study, alone = tmp_path / "study", tmp_path / "alone"
+    _fixture(study)
+    for csv_file in study.glob("*/*/seed10[01].csv"):
+        target = alone / csv_file.relative_to(study)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(csv_file.read_bytes())
+    text = report.write_report(study, seeds=[100, 101], reps=REPS).read_text()
+    lines = text.splitlines()
+    # 3 arms x 2 tasks x 2 seeds, which are the plan: not partial.
+    assert lines[0] == "# Sample-efficiency study"
+    assert lines[2] == (
+        "12 finished runs on seeds 100, 101 only (12 finished runs of other "
+        "seeds left out)."
+    )
+    expected = report.write_report(alone, reps=REPS).read_text().splitlines()
+    assert expected[2] == "12 finished runs of the 30 planned: the numbers will move."
+    assert lines[3:] == expected[3:]  # every number the same
+    # Seeds with runs still to come: partial, against those seeds' plan.
+    text = report.write_report(study, seeds=[100, 101, 104], reps=REPS).read_text()
+    assert text.startswith("# Sample-efficiency study (PARTIAL)\n")
+    assert (
+        "12 finished runs on seeds 100, 101, 104 only (12 finished runs of other "
+        "seeds left out) of the 18 planned: the numbers will move."
+    ) in text
+    with pytest.raises(SystemExit, match="for the given arms/tasks/seeds"):
+        report.write_report(study, seeds=[7], reps=REPS)
+
+
 def test_report_lists_the_cpu_model_of_each_run(tmp_path):
     _fixture(tmp_path)
     text = report.write_report(tmp_path, reps=REPS).read_text()
