@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 DEFAULT_SEEDS = (100, 101, 102, 103, 104)  # seeds 0-9 are reserved for tuning
 
@@ -603,6 +603,13 @@ STUDY_ARMS = ("uniform", "per", "ners_reference", "ners")
 # ---------------------------------------------------------------------------
 # Your own tasks and arms
 # ---------------------------------------------------------------------------
+
+
+def in_declaration_order(arm_names) -> List[str]:
+    """Arm names in the order `ARMS` declares them (as reports list arms),
+    undeclared ones (whose declarations file was not loaded) after them."""
+    names = set(arm_names)
+    return [arm for arm in ARMS if arm in names] + sorted(names - set(ARMS))
 
 
 def load_declarations(path) -> None:

@@ -122,6 +122,16 @@ def machine_table(runs: Sequence[Run], machines: Dict[tuple, str]) -> Dict[tuple
     return {key: dict(sorted(by_cpu.items())) for key, by_cpu in counts.items()}
 
 
+def arms_by_algorithm(task_arm_pairs) -> Dict[str, set]:
+    """`{algo: arms}`: the arms of the (task, arm) pairs, by their task's
+    algorithm. A study runs one arm set per algorithm (no SAC-only arm on
+    Atari), so an arm with runs on one task of an algorithm is planned on all."""
+    arms: Dict[str, set] = defaultdict(set)
+    for task, arm in task_arm_pairs:
+        arms[TASKS[task].algo].add(arm)
+    return arms
+
+
 def planned_runs(
     runs: Sequence[Run],
     tasks: Optional[Sequence[str]] = None,
@@ -131,9 +141,7 @@ def planned_runs(
     runs), every arm that has runs on a task of the same algorithm, times the
     seeds (the given ones, else the report seeds, `DEFAULT_SEEDS`)."""
     planned = set(tasks) if tasks is not None else {r.task for r in runs}
-    arms_by_algo = defaultdict(set)
-    for run in runs:
-        arms_by_algo[TASKS[run.task].algo].add(run.arm)
+    arms_by_algo = arms_by_algorithm((run.task, run.arm) for run in runs)
     return sum(
         len(arms_by_algo[TASKS[task].algo]) for task in planned if task in TASKS
     ) * len(DEFAULT_SEEDS if seeds is None else seeds)

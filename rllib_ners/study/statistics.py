@@ -41,7 +41,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from rllib_ners.study.declarations import ARMS, TASKS, Task
+from rllib_ners.study.declarations import ARMS, TASKS, Task, in_declaration_order
 from rllib_ners.study.results import Run
 
 # Arms every other arm is compared with (probability of improvement, cost).
@@ -60,11 +60,6 @@ _PROBABILITY_SLACK = 1e-9
 
 def normalise(returns: np.ndarray, task: Task) -> np.ndarray:
     return (returns - task.random_return) / (task.max_return - task.random_return)
-
-
-def _ordered_arms(names) -> List[str]:
-    known = [a for a in ARMS if a in names]
-    return known + sorted(set(names) - set(known))
 
 
 def score_tables(runs: Sequence[Run], tasks: Dict[str, Task] = TASKS):
@@ -231,7 +226,7 @@ def compute(
       summed over the runs of each group of tasks.
     """
     scores, curves = score_tables(runs, tasks)
-    arms = _ordered_arms({r.arm for r in runs})
+    arms = in_declaration_order({r.arm for r in runs})
     task_names = [t for t in tasks if t in scores["final"]]
     groups = aggregate_groups(task_names, tasks)
     baselines = [b for b in BASELINES if b in arms]

@@ -23,8 +23,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rllib_ners.study import claims, runs
-from rllib_ners.study.declarations import ARMS, TASKS
-from rllib_ners.study.results import read_run
+from rllib_ners.study.declarations import TASKS, in_declaration_order
+from rllib_ners.study.results import arms_by_algorithm, read_run
 
 # A progress line of `runs.run_one`: "[task arm seedK] it 3 steps 3000 train ...".
 _PROGRESS = re.compile(rb"\] it \d+ steps (\d+) ")
@@ -110,20 +110,12 @@ def planned_cells(
         tasks = [task for task in TASKS if any(task == t for t, _ in found)]
     if arms is not None:
         return [(task, arm) for task in tasks for arm in arms]
-    arms_by_algo: Dict[str, set] = {}
-    for task, arm in found:
-        arms_by_algo.setdefault(TASKS[task].algo, set()).add(arm)
+    arms_by_algo = arms_by_algorithm(found)
     return [
         (task, arm)
         for task in tasks
-        for arm in _declared_first(arms_by_algo.get(TASKS[task].algo, set()))
+        for arm in in_declaration_order(arms_by_algo[TASKS[task].algo])
     ]
-
-
-def _declared_first(arms: set) -> List[str]:
-    """Arms in declaration order (as the report lists them), undeclared ones
-    (whose declarations file was not given) after them."""
-    return [arm for arm in ARMS if arm in arms] + sorted(arms - set(ARMS))
 
 
 def study_status(
