@@ -317,11 +317,15 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     arms, tasks = result["arms"], result["tasks"]
     colors = {arm: f"C{i}" for i, arm in enumerate(arms)}
     ncols = max(3, len(tasks))
-    fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 8.0), squeeze=False)
+    fig = plt.figure(figsize=(4.2 * ncols, 8.0), layout="constrained")
+    # The three summary panels share the top row's full width (their y labels are
+    # long); the learning curves take one column per task below.
+    rows = fig.add_gridspec(2, 1)
     scopes = tasks + list(result["groups"])
     baseline = (
         "per" if "per" in result["baselines"] else next(iter(result["baselines"]), None)
@@ -331,7 +335,11 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
         ("auc", "IQM normalised AUC"),
         (None, f"P(arm > {baseline}), final score"),
     ]
-    for ax, (kind, title) in zip(axes[0], panels):
+    summary_row = rows[0].subgridspec(1, len(panels))
+    curve_row = rows[1].subgridspec(1, ncols)
+    summary_axes = [fig.add_subplot(summary_row[0, i]) for i in range(len(panels))]
+    curve_axes = [fig.add_subplot(curve_row[0, i]) for i in range(ncols)]
+    for ax, (kind, title) in zip(summary_axes, panels):
         y = 0
         ticks, labels = [], []
         for scope in scopes:
@@ -362,9 +370,7 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
         ax.set_yticks(ticks)
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_title(title, fontsize=10)
-    for ax in axes[0][len(panels) :]:
-        ax.axis("off")
-    for ax, task in zip(axes[1], tasks):
+    for ax, task in zip(curve_axes, tasks):
         for arm, runs in result["curves"][task].items():
             if len(runs) < 2:  # one run: its curve, dashed, no interval
                 steps, norm = runs[0]
@@ -385,11 +391,12 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
             )
         ax.set_title(f"{task}: IQM greedy return, normalised", fontsize=10)
         ax.set_xlabel("training env steps")
+        # 20k, not 20000: six-digit tick labels run into each other.
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    for ax in axes[1][len(tasks) :]:
+    for ax in curve_axes[len(tasks) :]:
         ax.axis("off")
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
