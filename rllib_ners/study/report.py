@@ -338,7 +338,8 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
     summary_row = rows[0].subgridspec(1, len(panels))
     curve_row = rows[1].subgridspec(1, ncols)
     summary_axes = [fig.add_subplot(summary_row[0, i]) for i in range(len(panels))]
-    curve_axes = [fig.add_subplot(curve_row[0, i]) for i in range(ncols)]
+    # One axes per task; with fewer than three tasks the rest of the row stays empty.
+    curve_axes = [fig.add_subplot(curve_row[0, i]) for i in range(len(tasks))]
     for ax, (kind, title) in zip(summary_axes, panels):
         y = 0
         ticks, labels = [], []
@@ -395,8 +396,6 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    for ax in curve_axes[len(tasks) :]:
-        ax.axis("off")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
