@@ -66,7 +66,6 @@ from ray.rllib.env.env_runner import (
 )
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
     ENV_STEP_TIMER,
@@ -86,7 +85,11 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.spaces.space_utils import unsquash_action
 from ray.rllib.utils.typing import ResultDict
 
-from rllib_ners.utils.torch_ops import squashed_gaussian_sample_and_logp
+from rllib_ners.seam.episodes import append_steps
+from rllib_ners.utils.torch_ops import (
+    numpy_to_tensor,
+    squashed_gaussian_sample_and_logp,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -165,27 +168,16 @@ class _SubEnvSteps:
     ) -> None:
         """Adds the steps to `episode` as that many `add_env_step()` calls would,
         then forgets them."""
-        n = len(self)
-        if n == 0:
-            return
-        episode.observations.data.extend(self.observations)
-        episode.infos.data.extend(self.infos)
-        episode.actions.data.extend(self.actions)
-        episode.rewards.data.extend(self.rewards)
-        for key, values in self.extra.items():
-            buffer = episode.extra_model_outputs.get(key)
-            if buffer is None:
-                episode.extra_model_outputs[key] = InfiniteLookbackBuffer(values)
-            else:
-                buffer.data.extend(values)
-        episode.t += n
-        episode.is_terminated = bool(terminated)
-        episode.is_truncated = bool(truncated)
-        episode._last_added_observation = self.observations[-1]
-        episode._last_added_infos = self.infos[-1]
-        episode._last_step_time = time.perf_counter()
-        if episode._start_time is None:
-            episode._start_time = episode._last_step_time
+        append_steps(
+            episode,
+            observations=self.observations,
+            actions=self.actions,
+            rewards=self.rewards,
+            infos=self.infos,
+            extra_model_outputs=self.extra,
+            terminated=terminated,
+            truncated=truncated,
+        )
         self.__init__()
 
 
@@ -391,7 +383,7 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
                     infos[env_index],
                     step_extra,
                 )
-            obs_tensor = _observations_to_tensor(observations, self._device)
+            obs_tensor = numpy_to_tensor(observations, self._device)
 
             for env_index in range(num_envs):
                 if not (terminateds[env_index] or truncateds[env_index]):
@@ -530,15 +522,6 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         if self.config.clip_actions:
             return np.clip(actions, space.low, space.high)  # clip_action's Box case
         return actions
-
-
-def _observations_to_tensor(observations: np.ndarray, device) -> torch.Tensor:
-    """`convert_to_torch_tensor` (what `NumpyToTensor` applies) for one array:
-    float64 becomes float32, then the tensor moves to `device`."""
-    tensor = torch.from_numpy(np.asarray(observations))
-    if tensor.is_floating_point() and tensor.dtype != torch.float16:
-        tensor = tensor.float()
-    return tensor.to(device)
 
 
 class _PendingSamplingMetrics:

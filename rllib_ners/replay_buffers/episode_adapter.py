@@ -15,12 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.env.single_agent_episode import (
-    _REWARDS_BOX_SPACE as REWARDS_SPACE,  # the rewards' space in every episode
-)
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
-from ray.rllib.utils.spaces.space_utils import get_base_struct_from_space
 
 from rllib_ners.replay_buffers.buffer_names import (
     ACTIONS,
@@ -37,6 +32,7 @@ from rllib_ners.replay_buffers.buffer_names import (
 )
 from rllib_ners.replay_buffers.frame_stack import check_stackable
 from rllib_ners.replay_buffers.ring_storage import RingStorage
+from rllib_ners.seam.episodes import OneStepEpisodeBuilder
 
 
 class EpisodeReplayBufferMeta(ABCMeta):
@@ -247,7 +243,10 @@ def transitions_to_episodes(
     if include_extra:
         extra_columns.update({key: batch[key] for key in storage.extra})
     extra_values = {key: list(column) for key, column in extra_columns.items()}
-    episodes = OneStepEpisodes(observation_space, storage.action_space).build(
+    identities = identities or {}
+    no_identity = [None] * num_items
+    episodes = OneStepEpisodeBuilder(observation_space, storage.action_space).build(
+        ids=identities.get("id_") or new_episode_ids(num_items),
         observations=list(batch[OBS]),
         next_observations=list(batch[NEXT_OBS]),
         infos=infos,
@@ -257,97 +256,16 @@ def transitions_to_episodes(
         truncateds=batch[TRUNCATEDS].tolist(),
         t_starteds=batch[TIMESTEPS].tolist(),
         extra_model_outputs=extra_values,
-        identities=identities or {},
+        agent_ids=identities.get("agent_id") or no_identity,
+        module_ids=identities.get("module_id") or no_identity,
+        multi_agent_episode_ids=(
+            identities.get("multi_agent_episode_id") or no_identity
+        ),
     )
     if to_numpy:
         for episode in episodes:
             episode.to_numpy()
     return episodes
-
-
-class OneStepEpisodes:
-    """Builds the 1-step `SingleAgentEpisode`s of `sample()`, cheaply.
-
-    `SingleAgentEpisode(...)` spends ~20 us per call on argument handling,
-    space lookups and validation, most of a drop-in `sample()`'s time. This
-    sets the same slots to the same values directly (the episode equals the
-    one the constructor builds, lookback buffers included: a contract test
-    compares them and the slot list), with each space's struct looked up once
-    per call of `sample()`.
-    """
-
-    def __init__(self, observation_space, action_space):
-        self._spaces = {
-            "obs": (observation_space, get_base_struct_from_space(observation_space)),
-            "actions": (action_space, get_base_struct_from_space(action_space)),
-            "rewards": (REWARDS_SPACE, get_base_struct_from_space(REWARDS_SPACE)),
-            None: (None, get_base_struct_from_space(None)),
-        }
-
-    def build(
-        self,
-        *,
-        observations: list,
-        next_observations: list,
-        infos: list,
-        actions: list,
-        rewards: list,
-        terminateds: list,
-        truncateds: list,
-        t_starteds: list,
-        extra_model_outputs: Dict[str, list],
-        identities: Dict[str, list],
-    ) -> List[SingleAgentEpisode]:
-        """One episode per item: `(o, o')`, infos `[i, i']`, one action and
-        reward, the flags, `t_started`, each extra model output's value and
-        each identity (`id_`, `agent_id`, `module_id`,
-        `multi_agent_episode_id`; `id_` defaults to a new uuid as in RLlib)."""
-        new_episode = SingleAgentEpisode.__new__
-        new_buffer = InfiniteLookbackBuffer.__new__
-        obs_space, obs_struct = self._spaces["obs"]
-        action_space, action_struct = self._spaces["actions"]
-        reward_space, reward_struct = self._spaces["rewards"]
-        no_struct = self._spaces[None][1]
-
-        def buffer(data, space=None, struct=no_struct):
-            # What InfiniteLookbackBuffer(data=data, lookback=0, space=...) sets.
-            b = new_buffer(InfiniteLookbackBuffer)
-            b.data, b.lookback, b.finalized = data, 0, False
-            b._space, b._space_struct = space, struct
-            return b
-
-        num_items = len(t_starteds)
-        ids = identities.get("id_") or new_episode_ids(num_items)
-        none = [None] * num_items
-        agent_ids = identities.get("agent_id") or none
-        module_ids = identities.get("module_id") or none
-        multi_agent_ids = identities.get("multi_agent_episode_id") or none
-        extras = list(extra_model_outputs.items())
-        episodes = []
-        for i, t_started in enumerate(t_starteds):
-            e = new_episode(SingleAgentEpisode)
-            e.id_ = ids[i]
-            e.agent_id = agent_ids[i]
-            e.module_id = module_ids[i]
-            e.multi_agent_episode_id = multi_agent_ids[i]
-            e.observations = buffer(
-                [observations[i], next_observations[i]], obs_space, obs_struct
-            )
-            e._observation_space = obs_space
-            e.infos = buffer(infos[i])
-            e.actions = buffer([actions[i]], action_space, action_struct)
-            e._action_space = action_space
-            e.rewards = buffer([rewards[i]], reward_space, reward_struct)
-            e.is_terminated = terminateds[i]
-            e.is_truncated = truncateds[i]
-            e.extra_model_outputs = {key: buffer([values[i]]) for key, values in extras}
-            e.t_started = t_started
-            e.t = t_started + 1
-            e._custom_data = {}
-            e._start_time = e._last_step_time = None
-            e._last_added_observation = e._last_added_infos = None
-            episodes.append(e)
-        return episodes
 
 
 def new_episode_ids(num: int) -> List[str]:
@@ -359,33 +277,6 @@ def new_episode_ids(num: int) -> List[str]:
     raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80
     text = raw.tobytes().hex()
     return [text[start : start + 32] for start in range(0, 32 * num, 32)]
-
-
-# The slots `OneStepEpisodes` sets (a contract test checks RLlib's list).
-ONE_STEP_EPISODE_SLOTS = frozenset(
-    (
-        "actions",
-        "agent_id",
-        "extra_model_outputs",
-        "id_",
-        "infos",
-        "is_terminated",
-        "is_truncated",
-        "module_id",
-        "multi_agent_episode_id",
-        "observations",
-        "rewards",
-        "t",
-        "t_started",
-        "_action_space",
-        "_last_added_observation",
-        "_last_added_infos",
-        "_last_step_time",
-        "_observation_space",
-        "_start_time",
-        "_custom_data",
-    )
-)
 
 
 def sequences_to_episodes(

@@ -11,6 +11,23 @@ from torch import nn
 from torch.nn import functional as F
 
 
+def numpy_to_tensor(value, device) -> torch.Tensor:
+    """A numpy array (or tensor) as a torch tensor on `device`, converted as
+    RLlib's `convert_to_torch_tensor` converts it: float64 (and any other
+    float but float16) becomes float32; a read-only array is copied first
+    (`torch.from_numpy` shares the array's memory)."""
+    if torch.is_tensor(value):
+        tensor = value
+    else:
+        array = np.asarray(value)
+        if not array.flags.writeable:
+            array = array.copy()
+        tensor = torch.from_numpy(array)
+    if tensor.is_floating_point() and tensor.dtype != torch.float16:
+        tensor = tensor.float()
+    return tensor.to(device)
+
+
 def channels_last_conv(
     x: torch.Tensor, conv: nn.Conv2d, scale: float = 1.0
 ) -> torch.Tensor:

@@ -71,7 +71,7 @@ from ray.rllib.utils.typing import ParamDict
 
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
-from rllib_ners.utils.torch_ops import step_optimizers
+from rllib_ners.utils.torch_ops import numpy_to_tensor, step_optimizers
 
 # `Learner.update()` keyword that asks for an update with deferred metrics.
 DEFER_METRICS = "rllib_ners_defer_metrics"
@@ -80,24 +80,16 @@ PRIORITY_ROWS = "priority_rows"
 
 
 def columns_to_tensors(columns, device) -> Dict[str, Any]:
-    """A batch's numpy columns as torch tensors on `device`, converted as RLlib's
-    `convert_to_torch_tensor` converts them (float64 becomes float32; object
-    and string arrays stay numpy)."""
+    """A batch's numpy columns as torch tensors on `device` (`numpy_to_tensor`);
+    object and string arrays stay numpy, as RLlib leaves them."""
     tensors = {}
     for name, value in columns.items():
-        if torch.is_tensor(value):
-            tensor = value
-        else:
-            array = np.asarray(value)
-            if array.dtype == object or array.dtype.type is np.str_:
-                tensors[name] = array
+        if not torch.is_tensor(value):
+            value = np.asarray(value)
+            if value.dtype == object or value.dtype.type is np.str_:
+                tensors[name] = value
                 continue
-            if not array.flags.writeable:
-                array = array.copy()
-            tensor = torch.from_numpy(array)
-        if tensor.is_floating_point() and tensor.dtype != torch.float16:
-            tensor = tensor.float()
-        tensors[name] = tensor.to(device)
+        tensors[name] = numpy_to_tensor(value, device)
     return tensors
 
 
