@@ -23,6 +23,7 @@ from rllib_ners.replay_buffers import (
     with_replay_buffer,
 )
 from rllib_ners.rl_modules import NoisyLinear, RainbowCatalog, RainbowTorchRLModule
+from rllib_ners.seam.ray_runtime import run_after_every_ray_init
 
 __version__ = "0.1.0"
 
@@ -70,16 +71,7 @@ def register_with_tune() -> None:
     register_atari_env()
 
 
-def _register_on_every_ray_init() -> None:
-    # Tune's registry writes import-time registrations into the first Ray
-    # session's KV store and then forgets them, so after ray.shutdown() and a
-    # new ray.init() in the same process "NERS-DQN" would be unknown. Ray runs
-    # these hooks after each ray.init(), right after Tune's own flush hook.
-    import ray._private.worker as ray_worker
-
-    if register_with_tune not in ray_worker._post_init_hooks:
-        ray_worker._post_init_hooks.append(register_with_tune)
-
-
 register_with_tune()
-_register_on_every_ray_init()
+# Tune forgets import-time registrations at ray.shutdown(); register again
+# after every ray.init().
+run_after_every_ray_init(register_with_tune)

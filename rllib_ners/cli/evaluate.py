@@ -136,13 +136,13 @@ def make_render_env(config, render_mode: str):
     """A single env of the checkpoint's config that renders in `render_mode`."""
     env = config.env
     env_config = dict(config.env_config or {})
-    from ray.tune.registry import ENV_CREATOR, _global_registry
+    from rllib_ners.seam.ray_runtime import registered_env_creator
 
     try:
-        if isinstance(env, str) and _global_registry.contains(ENV_CREATOR, env):
+        creator = registered_env_creator(env) if isinstance(env, str) else None
+        if creator is not None:
             from ray.rllib.env.env_context import EnvContext
 
-            creator = _global_registry.get(ENV_CREATOR, env)
             return creator(EnvContext({**env_config, "render_mode": render_mode}, 0))
         if isinstance(env, str):
             import gymnasium as gym

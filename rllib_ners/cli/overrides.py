@@ -101,12 +101,11 @@ def _check_env(env: Any) -> None:
         raise CLIError("no environment: give --env ENV or set `env` in the config")
     if not isinstance(env, str):
         return  # an env class or creator set in a Python example
-    from ray.tune.registry import ENV_CREATOR, _global_registry
-
     from rllib_ners import register_with_tune
+    from rllib_ners.seam.ray_runtime import registered_env_creator
 
     register_with_tune()  # "rllib_ners.atari", even after a ray.shutdown()
-    if _global_registry.contains(ENV_CREATOR, env):
+    if registered_env_creator(env) is not None:
         return
     import gymnasium as gym
 

@@ -20,37 +20,6 @@ def _fail(what_changed: str, ours: str) -> str:
     return f"RLlib changed: {what_changed}. Adapt {ours}."
 
 
-# ------------------------------------------------------------------- Ray core
-def test_ray_runs_post_init_hooks_after_every_init():
-    import ray._private.worker as ray_worker
-
-    hooks = getattr(ray_worker, "_post_init_hooks", None)
-    assert isinstance(hooks, list), _fail(
-        "ray._private.worker._post_init_hooks is gone (it is how Tune re-registers "
-        "names after ray.init)",
-        "rllib_ners/__init__.py (_register_on_every_ray_init)",
-    )
-    source = inspect.getsource(ray_worker.init)
-    assert "_post_init_hooks" in source, _fail(
-        "ray.init() no longer runs _post_init_hooks",
-        "rllib_ners/__init__.py (_register_on_every_ray_init)",
-    )
-
-
-def test_tune_global_registry_looks_up_env_creators():
-    from ray.tune.registry import ENV_CREATOR, _global_registry, register_env
-
-    register_env("rllib_ners_contract_env", lambda cfg: gym.make("CartPole-v1"))
-    assert _global_registry.contains(ENV_CREATOR, "rllib_ners_contract_env"), _fail(
-        "ray.tune.registry._global_registry.contains(ENV_CREATOR, name)",
-        "rllib_ners/algorithms/common/config_checks.py (env_spaces) and the CLI",
-    )
-    creator = _global_registry.get(ENV_CREATOR, "rllib_ners_contract_env")
-    env = creator({})
-    assert isinstance(env, gym.Env)
-    env.close()
-
-
 # -------------------------------------------------------------- AlgorithmConfig
 def test_algorithm_config_value_error_raises_value_error():
     from ray.rllib.algorithms.dqn import DQNConfig

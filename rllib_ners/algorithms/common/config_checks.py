@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 import gymnasium as gym
 
+from rllib_ners.seam.config import custom_env_to_module_connector
 from rllib_ners.utils.spaces import bounded_box_actions_error, discrete_actions_error
 
 
@@ -30,13 +31,15 @@ def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
     if env_spec is None or config.is_multi_agent:
         return None
     from ray.rllib.env.env_context import EnvContext
-    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    from rllib_ners.seam.ray_runtime import registered_env_creator
 
     env_config = EnvContext(dict(config.env_config or {}), worker_index=0)
     try:
         if isinstance(env_spec, str):
-            if _global_registry.contains(ENV_CREATOR, env_spec):
-                env = _global_registry.get(ENV_CREATOR, env_spec)(env_config)
+            creator = registered_env_creator(env_spec)
+            if creator is not None:
+                env = creator(env_config)
             else:
                 env = gym.make(env_spec, **dict(env_config))
         else:
@@ -95,7 +98,7 @@ def check_cnn_encoder_fits_observations(config) -> None:
     """
     if config.model_config.get("cnn_encoder") is None:
         return  # the catalogs then pick a CNN that fits
-    if config._env_to_module_connector is not None:
+    if custom_env_to_module_connector(config) is not None:
         return
     spaces = env_spaces(config)
     if spaces is None:
