@@ -52,6 +52,7 @@ from rllib_ners.algorithms.rainbow.presets import (
     atari_data_efficient_rainbow,
 )
 from rllib_ners.env.atari import GAME_RETURN_KEY
+from rllib_ners.seam.algorithm import local_learner_of
 from rllib_ners.utils.plotting import TrialCurve, aggregate
 
 ARMS = tuple(ATARI_REPLAYS)
@@ -94,7 +95,7 @@ def instrument(algo, timer: Timer) -> None:
     # sample_batch() serves the columnar path and RLlib's sample() alike.
     timer.wrap(algo.local_replay_buffer, "sample_batch", "buffer_sample")
     timer.wrap(algo.env_runner, "sample", "env_sample")
-    learner = algo.learner_group._learner
+    learner = local_learner_of(algo.learner_group)
     scorer = getattr(learner, "ners_scorer", None)
     if scorer is None:
         return
@@ -124,14 +125,15 @@ def game_returns(buffer, seen: set) -> list:
     the CSV gets each game exactly once with the env step it ended at.
     """
     found = []
-    slots = np.flatnonzero(buffer._occupied & ~buffer._is_transition)
+    storage = buffer.storage
+    slots = np.flatnonzero(storage.occupied & ~storage.is_transition)
     for slot in slots:
-        info = buffer._infos[slot]
+        info = storage.infos[slot]
         if isinstance(info, dict) and GAME_RETURN_KEY in info:
-            key = (int(buffer._stamp[slot]), float(info[GAME_RETURN_KEY]))
+            key = (int(storage.stamp[slot]), float(info[GAME_RETURN_KEY]))
             if key not in seen:
                 seen.add(key)
-                found.append((int(buffer._stamp[slot]), float(info[GAME_RETURN_KEY])))
+                found.append((int(storage.stamp[slot]), float(info[GAME_RETURN_KEY])))
     return found
 
 

@@ -156,7 +156,7 @@ def save_and_restore_buffer(kind: str, directory: Path, copy: bool) -> dict:
     t_restore = time.perf_counter() - t0
     restore_peak = peak_mb() - start_mb
     assert len(fresh) == NUM_TRANSITIONS
-    assert fresh._obs.flags.writeable  # adopted arrays take new episodes
+    assert fresh.storage.obs.flags.writeable  # adopted arrays take new episodes
     path.unlink()
     return {
         "data_mb": data_mb,

@@ -72,9 +72,9 @@ def _is_marked(obs: np.ndarray, rewards: np.ndarray, marker: str) -> np.ndarray:
 
 def marked_mass(buffer, marker: str = "reward") -> float:
     """Sampling mass on the stored transitions that carry the marker."""
-    storage = buffer._storage
+    storage = buffer.storage
     slots = np.flatnonzero(storage.is_transition)
-    leaves = np.asarray(buffer._sampler.sum_tree.leaves)[slots]
+    leaves = np.asarray(buffer.sampler.sum_tree.leaves)[slots]
     marked = _is_marked(storage.obs[slots], storage.rewards[slots], marker)
     return float(leaves[marked].sum() / leaves.sum())
 
@@ -119,8 +119,8 @@ def run_oracle(
         for _ in range(batches):
             batch = buffer.sample_batch(batch_size)
             slots = batch["indices"]
-            batch["delta"] = buffer._delta[slots]
-            batch["q"] = buffer._q[slots]
+            batch["delta"] = buffer.slot_memory.delta[slots]
+            batch["q"] = buffer.slot_memory.q[slots]
             with torch.no_grad():
                 # As the Learner scores: merge the batch into the running
                 # feature statistics first, then score it.

@@ -106,10 +106,11 @@ def soak(cycles: int, capacity: int, check_every: int, sampler_every: int, seed:
             if not np.all(np.isfinite(leaves)):
                 raise RuntimeError("a non-finite priority reached the sum tree")
             if not (
-                np.all(np.isfinite(buffer._delta)) and np.all(np.isfinite(buffer._q))
+                np.all(np.isfinite(buffer.slot_memory.delta))
+                and np.all(np.isfinite(buffer.slot_memory.q))
             ):
                 raise RuntimeError("a non-finite value reached the feature cache")
-            if buffer._num_nonfinite_priorities != injected_scores:
+            if buffer.sampler.num_nonfinite_priorities != injected_scores:
                 raise RuntimeError(
                     "the buffer did not count every bad score it skipped"
                 )
@@ -125,7 +126,7 @@ def soak(cycles: int, capacity: int, check_every: int, sampler_every: int, seed:
         f"end: resident {end_mb:.1f} MiB (start {start_mb:.1f} MiB, "
         f"growth {end_mb - start_mb:+.1f} MiB); non-finite scores injected "
         f"{injected_scores}, skipped and counted by the buffer "
-        f"{buffer._num_nonfinite_priorities}"
+        f"{buffer.sampler.num_nonfinite_priorities}"
     )
     return start_mb, end_mb
 

@@ -3,8 +3,9 @@
 Reads `SingleAgentEpisode` fragments into plain chunk dicts for the `writer`,
 sizes the `RingStorage` from the first one, and turns sampled numpy batches
 back into lists of `SingleAgentEpisode`, as RLlib's
-`PrioritizedEpisodeReplayBuffer.sample()` returns them. Also holds the
-metaclass that lets the buffer class pass RLlib's `type` check.
+`PrioritizedEpisodeReplayBuffer.sample()` returns them (`sample_episodes`
+serves the buffer's `sample()`). Also holds the metaclass that lets the buffer
+class pass RLlib's `type` check.
 """
 
 from __future__ import annotations
@@ -25,14 +26,18 @@ from rllib_ners.replay_buffers.buffer_names import (
     NEXT_OBS,
     OBS,
     REWARDS,
+    SETTING_FIX,
     TERMINATEDS,
     TIMESTEPS,
     TRUNCATEDS,
     WEIGHTS,
 )
 from rllib_ners.replay_buffers.frame_stack import check_stackable
+from rllib_ners.replay_buffers.n_step import check_gamma, normalize_n_step
+from rllib_ners.replay_buffers.priority_sampler import check_beta
 from rllib_ners.replay_buffers.ring_storage import RingStorage
 from rllib_ners.seam.episodes import OneStepEpisodeBuilder
+from rllib_ners.utils.checks import check_positive_int
 
 
 class EpisodeReplayBufferMeta(ABCMeta):
@@ -205,6 +210,67 @@ def check_sample_kwargs(kwargs: dict) -> None:
             "`lookback` and `min_batch_length_T` (stateful modules, burn-in) are "
             "not supported by this buffer; use a stateless RLModule."
         )
+
+
+def sample_episodes(
+    buffer,
+    *,
+    num_items: Optional[int],
+    batch_size_B: Optional[int],
+    batch_length_T: Optional[int],
+    n_step,
+    beta: Optional[float],
+    gamma: float,
+    include_infos: bool,
+    include_extra_model_outputs: bool,
+    to_numpy: bool,
+    **kwargs,
+) -> List[SingleAgentEpisode]:
+    """What the buffer's `sample()` returns for RLlib's `sample()` arguments:
+    with `batch_length_T > 1` sequences (`buffer.sample_sequences()`), else
+    1-step transitions (`buffer.sample_batch()`), as `SingleAgentEpisode`s.
+
+    Raises a ValueError for arguments the buffer cannot serve (see
+    `check_sample_kwargs`; sequences need `n_step=1`).
+    """
+    check_sample_kwargs(kwargs)
+    T = batch_length_T if batch_length_T is not None else buffer.batch_length_T
+    if beta is not None:
+        check_beta(beta)
+    check_gamma(gamma)
+    if T and T > 1:
+        if normalize_n_step(n_step) != (1, 1):
+            raise ValueError(
+                f"Sequence sampling (batch_length_T={T}) needs n_step=1, got "
+                f"n_step={n_step!r}."
+            )
+        B = batch_size_B or (num_items // T if num_items else buffer.batch_size_B)
+        B = check_positive_int("batch_size_B", B, fix=SETTING_FIX)
+        batch = buffer.sample_sequences(B, T, beta=beta, include_infos=include_infos)
+        return sequences_to_episodes(
+            batch,
+            buffer.storage,
+            include_infos=include_infos,
+            observation_space=buffer.sampled_observation_space,
+            identities=buffer.episode_identities(batch[INDICES]),
+        )
+    batch = buffer.sample_batch(
+        num_items or batch_size_B or buffer.batch_size_B,
+        n_step=n_step,
+        gamma=gamma,
+        beta=beta,
+        include_extra_model_outputs=include_extra_model_outputs,
+    )
+    return transitions_to_episodes(
+        batch,
+        buffer.storage,
+        item_columns=buffer.item_columns(batch),
+        include_infos=include_infos,
+        include_extra=include_extra_model_outputs,
+        observation_space=buffer.sampled_observation_space,
+        to_numpy=to_numpy,
+        identities=buffer.episode_identities(batch[INDICES]),
+    )
 
 
 def transitions_to_episodes(

@@ -46,19 +46,51 @@ from ray.rllib.utils.replay_buffers.multi_agent_prioritized_episode_buffer impor
 )
 from ray.rllib.utils.typing import ModuleID
 
-from rllib_ners.replay_buffers import episode_adapter, rllib_states
-from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
-from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+from rllib_ners.replay_buffers import (
+    buffer_metrics,
+    episode_adapter,
+    rllib_states,
+    writer,
+)
+from rllib_ners.replay_buffers.agent_episodes import AgentEpisodeOwners
+from rllib_ners.replay_buffers.bookkeeping import AddTally
+from rllib_ners.replay_buffers.buffer_metrics import (
     MAX_PRIORITY,
     SAMPLE_BETA,
-    FastPrioritizedEpisodeReplayBuffer,
+    log_latest,
+)
+from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
+from rllib_ners.replay_buffers.buffer_settings import (
+    check_no_unknown_settings,
     check_weight,
 )
+from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+    FastPrioritizedEpisodeReplayBuffer,
+)
+from rllib_ners.seam.replay import log_add_metrics, log_sample_metrics
 from rllib_ners.utils.checks import is_positive_int
 
 # `replay_mode`s: the one served, and RLlib's other names for lockstep replay.
 INDEPENDENT = "independent"
 _LOCKSTEP_MODES = ("lockstep", "synchronized")
+
+# The constructor's settings, as the error for an unknown one lists them.
+SETTINGS = (
+    "capacity",
+    "replay_mode",
+    "batch_size_B",
+    "batch_length_T",
+    "alpha",
+    "beta",
+    "beta_final",
+    "beta_annealing_timesteps",
+    "seed",
+    "frame_stack",
+    "metrics_num_episodes_for_smoothing",
+)
+# A module buffer's capacity for the settings check at construction: a large
+# capacity is checked, not allocated.
+_PROBE_CAPACITY = 16
 
 
 def check_replay_mode(replay_mode: Any) -> None:
@@ -88,23 +120,19 @@ def _module_seed(seed: Optional[int], module_id: ModuleID) -> Optional[List[int]
 
 
 class _ModuleReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
-    """One module's buffer: tells its owner which agent episodes come and go,
-    and gives sampled episodes their agent, module and multi-agent ids."""
+    """One module's buffer: gives sampled episodes their agent, module and
+    multi-agent episode ids."""
 
-    owner: FastMultiAgentPrioritizedEpisodeReplayBuffer
     module_id: ModuleID
+    owners: AgentEpisodeOwners
 
     @override(FastPrioritizedEpisodeReplayBuffer)
-    def _on_episodes_changed(self, evicted: List[str], added: List[str]) -> None:
-        self.owner._agent_episodes_changed(self.module_id, evicted, added)
-
-    @override(FastPrioritizedEpisodeReplayBuffer)
-    def _episode_identities(self, slots: np.ndarray) -> Dict[str, list]:
-        episode_ids = self._storage.episode_ids
+    def episode_identities(self, slots: np.ndarray) -> Dict[str, list]:
+        episode_ids = self.storage.episode_ids
         # One dict lookup per item: the item's SingleAgentEpisode is built in a
         # per-item loop anyway (RLlib's API is one episode per item).
-        ids = [episode_ids[uid] for uid in self._storage.episode_uid[slots].tolist()]
-        owners = [self.owner._owner_of[agent_episode] for agent_episode in ids]
+        ids = [episode_ids[uid] for uid in self.storage.episode_uid[slots].tolist()]
+        owners = self.owners.owners(ids)
         return {
             "id_": ids,
             "agent_id": [agent_id for _, agent_id in owners],
@@ -175,14 +203,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         beta_annealing_timesteps: Optional[int] = None,
         **kwargs,
     ):
-        if kwargs:
-            raise ValueError(
-                f"Unknown replay buffer settings {sorted(kwargs)} for "
-                f"{type(self).__name__}. Remove them from `replay_buffer_config`; "
-                f"known settings are capacity, replay_mode, batch_size_B, "
-                f"batch_length_T, alpha, beta, beta_final, beta_annealing_timesteps, "
-                f"seed, frame_stack, metrics_num_episodes_for_smoothing."
-            )
+        check_no_unknown_settings(kwargs, type(self).__name__, SETTINGS)
         check_replay_mode(replay_mode)
         self.replay_mode = replay_mode
         self._seed = seed
@@ -198,7 +219,9 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         }
         # Checks every setting now (a module's buffer is built with its data),
         # on a small probe: a large capacity is checked, not allocated.
-        probe_capacity = min(capacity, 16) if is_positive_int(capacity) else capacity
+        probe_capacity = (
+            min(capacity, _PROBE_CAPACITY) if is_positive_int(capacity) else capacity
+        )
         FastPrioritizedEpisodeReplayBuffer(probe_capacity, **self._module_settings)
         capacity = int(capacity)
         self._module_buffers: Dict[ModuleID, _ModuleReplayBuffer] = {}
@@ -211,21 +234,12 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             batch_length_T=batch_length_T,
             metrics_num_episodes_for_smoothing=metrics_num_episodes_for_smoothing,
         )
-        # Agent episode id -> (multi-agent episode id, agent id) and its number
-        # of stored fragments (1, but for an overflowing add), while stored;
-        # multi-agent episode id -> number of its agent episodes stored.
-        self._owner_of: Dict[str, Tuple[str, Any]] = {}
-        self._fragments: Dict[str, int] = {}
-        self._stored_agent_episodes: Dict[str, int] = {}
-        # Agent episodes a running add() is about to store: id -> owner.
-        self._incoming: Dict[str, Tuple[str, Any]] = {}
-        self._num_episodes_added = 0
-        self._num_episodes_evicted_total = 0
+        self._owners = AgentEpisodeOwners()
         self._num_env_steps_added = 0
         self._num_agent_steps_added = 0
         self.sampled_timesteps_per_module: Dict[ModuleID, int] = defaultdict(int)
         # Counts since the last get_metrics() (RLlib logs them per add()).
-        self._add_tally = _AddTally()
+        self._add_tally = AddTally()
 
     # ---------------------------------------------------------------- modules
     def module_buffer(self, module_id: ModuleID) -> FastPrioritizedEpisodeReplayBuffer:
@@ -245,7 +259,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
                 seed=_module_seed(self._seed, module_id),
                 **self._module_settings,
             )
-            buffer.owner, buffer.module_id = self, module_id
+            buffer.module_id, buffer.owners = module_id, self._owners
             self._module_buffers[module_id] = buffer
         return buffer
 
@@ -274,7 +288,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             weight = dict.fromkeys(self._modules_of(episodes), weight)
         for module_weight in (weight or {}).values():
             check_weight(module_weight)
-        self._add_episodes(episodes, weight or {})
+        self.add_episodes(episodes, weight or {})
 
     @staticmethod
     def _modules_of(episodes: List[MultiAgentEpisode]) -> set:
@@ -284,17 +298,42 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             for agent_id in episode.agent_episodes
         }
 
-    def _add_episodes(
+    def add_episodes(
         self,
         episodes: List[MultiAgentEpisode],
-        weights: Dict[ModuleID, float],
+        weights: Optional[Dict[ModuleID, float]] = None,
     ) -> Dict[Tuple[int, Any], np.ndarray]:
-        """Adds every agent's chunk to its module's buffer, one call per module.
+        """What `add()` does, saying where each agent's steps went (for
+        RLlib-state loading): every agent's chunk goes to its module's buffer,
+        one call per module.
 
         Returns:
             `(episode position, agent id)` -> the module slots of that chunk's
             steps (-1: not kept, as for steps beyond the capacity).
         """
+        per_module = self._chunks_per_module(episodes)
+        slots_of = {}
+        try:
+            for module_id, chunks in per_module.items():
+                buffer = self._module_buffer_for(module_id)
+                added = buffer.add_chunks(chunks, (weights or {}).get(module_id))
+                self._owners.changed(
+                    module_id,
+                    added.evicted_episodes,
+                    added.new_episodes,
+                    self._add_tally,
+                )
+                slots_of.update(writer.step_slots_by_source(chunks, added))
+        finally:
+            self._owners.incoming.clear()
+        return slots_of
+
+    def _chunks_per_module(
+        self, episodes: List[MultiAgentEpisode]
+    ) -> Dict[ModuleID, List[dict]]:
+        """Each module's agent chunks of `episodes` (each marked with its
+        `(episode position, agent id)`), counting the steps added and noting
+        each agent episode's owner as incoming."""
         per_module: Dict[ModuleID, List[dict]] = defaultdict(list)
         tally = self._add_tally
         # One pass per episode and agent: RLlib hands the episodes over as a
@@ -309,67 +348,12 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
                 chunk = episode_adapter.read_chunk(agent_episode)
                 chunk["source"] = (k, agent_id)
                 per_module[module_id].append(chunk)
-                self._incoming[agent_episode.id_] = (episode.id_, agent_id)
+                self._owners.incoming[agent_episode.id_] = (episode.id_, agent_id)
                 steps = len(agent_episode)
                 self._num_agent_steps_added += steps
                 tally.agent_steps[agent_id] += steps
                 tally.module_steps[module_id] += steps
-        slots_of = {}
-        try:
-            for module_id, chunks in per_module.items():
-                buffer = self._module_buffer_for(module_id)
-                kept, step_slots = buffer._add_chunks(chunks, weights.get(module_id))
-                for chunk in chunks:
-                    slots_of[chunk["source"]] = np.full(chunk["len"], -1, np.int64)
-                position = 0
-                for chunk in kept:
-                    first, n = chunk.get("first_step", 0), chunk["len"]
-                    slots = step_slots[position : position + n]
-                    slots_of[chunk["source"]][first : first + n] = slots
-                    position += n
-        finally:
-            self._incoming.clear()
-        return slots_of
-
-    def _agent_episodes_changed(
-        self, module_id: ModuleID, evicted: List[str], added: List[str]
-    ) -> None:
-        """A module buffer evicted the last steps of some agent episodes, then
-        stored others anew: a multi-agent episode is stored while any of its
-        agent episodes is."""
-        tally = self._add_tally
-        for agent_episode in evicted:
-            episode_id, agent_id = self._owner_of[agent_episode]
-            tally.agent_episodes_evicted[agent_id] += 1
-            tally.module_episodes_evicted[module_id] += 1
-            if self._forget(self._fragments, agent_episode):
-                del self._owner_of[agent_episode]
-                if self._forget(self._stored_agent_episodes, episode_id):
-                    self._num_episodes_evicted_total += 1
-                    tally.episodes_evicted += 1
-        for agent_episode in added:
-            episode_id, agent_id = self._incoming[agent_episode]
-            tally.agent_episodes_added[agent_id] += 1
-            tally.module_episodes_added[module_id] += 1
-            if self._fragments.get(agent_episode, 0) == 0:
-                self._owner_of[agent_episode] = (episode_id, agent_id)
-                if self._stored_agent_episodes.get(episode_id, 0) == 0:
-                    self._num_episodes_added += 1
-                    tally.episodes_added += 1
-                self._stored_agent_episodes[episode_id] = (
-                    self._stored_agent_episodes.get(episode_id, 0) + 1
-                )
-            self._fragments[agent_episode] = self._fragments.get(agent_episode, 0) + 1
-
-    @staticmethod
-    def _forget(counts: Dict[str, int], key: str) -> bool:
-        """Counts one `key` off; True (and drops it) when none is left."""
-        left = counts[key] - 1
-        if left:
-            counts[key] = left
-            return False
-        del counts[key]
-        return True
+        return per_module
 
     # ----------------------------------------------------------------- sample
     def _modules_to_sample(self, modules_to_sample) -> List[ModuleID]:
@@ -499,13 +483,13 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
     def get_num_episodes(self, module_id: Optional[ModuleID] = None) -> int:
         if module_id:
             return self._module_count(module_id, "get_num_episodes")
-        return len(self._stored_agent_episodes)
+        return len(self._owners.stored_agent_episodes)
 
     @override(MultiAgentEpisodeReplayBuffer)
     def get_num_episodes_evicted(self, module_id: Optional[ModuleID] = None) -> int:
         if module_id:
             return self._module_count(module_id, "get_num_episodes_evicted")
-        return self._num_episodes_evicted_total
+        return self._owners.num_episodes_evicted
 
     @override(MultiAgentEpisodeReplayBuffer)
     def get_added_timesteps(self, module_id: Optional[ModuleID] = None) -> int:
@@ -565,93 +549,51 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
     def get_metrics(self) -> Dict[str, Any]:
         """RLlib's multi-agent buffer metrics (per agent and module), plus each
         module's max priority and beta under `(key, module_id)`."""
-        tally, self._add_tally = self._add_tally, _AddTally()
+        tally, self._add_tally = self._add_tally, AddTally()
         steps_evicted = {
-            module_id: buffer._take_lifetime_deltas()["steps_evicted"]
+            module_id: buffer.take_lifetime_deltas()["steps_evicted"]
             for module_id, buffer in self._module_buffers.items()
         }
-        self._update_add_metrics(
-            num_episodes_added=tally.episodes_added,
-            num_env_steps_added=tally.env_steps,
-            num_episodes_evicted=tally.episodes_evicted,
-            # Agent steps: each module's ring evicts on its own.
-            num_env_steps_evicted=sum(steps_evicted.values()),
-            agent_to_num_episodes_added=dict(tally.agent_episodes_added),
-            agent_to_num_steps_added=dict(tally.agent_steps),
-            agent_to_num_episodes_evicted=dict(tally.agent_episodes_evicted),
-            agent_to_num_steps_evicted={},
-            module_to_num_episodes_added=dict(tally.module_episodes_added),
-            module_to_num_steps_added=dict(tally.module_steps),
-            module_to_num_episodes_evicted=dict(tally.module_episodes_evicted),
-            module_to_num_steps_evicted=steps_evicted,
+        log_add_metrics(
+            self, **buffer_metrics.multi_agent_add_counts(tally, steps_evicted)
         )
         samples = {
-            module_id: buffer._take_sample_tally()
+            module_id: buffer.take_sample_tally()
             for module_id, buffer in self._module_buffers.items()
         }
         samples = {m: t for m, t in samples.items() if t.steps}
         if samples:
-            steps = sum(t.steps for t in samples.values())
-            n_step_sum = sum(t.n_step_sum for t in samples.values())
-
-            def per_module(name):
-                return {m: getattr(t, name) for m, t in samples.items()}
-
-            n_step = {m: t.n_step_sum / t.steps for m, t in samples.items()}
-            self._update_sample_metrics(
-                num_env_steps_sampled=steps,
-                num_episodes_per_sample=sum(per_module("distinct_episodes").values()),
-                num_env_steps_per_sample=sum(per_module("distinct_steps").values()),
-                sampled_n_step=n_step_sum / steps if n_step_sum else None,
-                num_resamples=0,
-                agent_to_num_steps_sampled={},
-                agent_to_num_episodes_per_sample={},
-                agent_to_num_steps_per_sample={},
-                agent_to_sampled_n_step={},
-                agent_to_num_resamples={},
-                module_to_num_steps_sampled=per_module("steps"),
-                module_to_num_episodes_per_sample=per_module("distinct_episodes"),
-                module_to_num_steps_per_sample=per_module("distinct_steps"),
-                module_to_sampled_n_step=n_step if n_step_sum else {},
-                module_to_num_resamples=dict.fromkeys(samples, 0),
+            log_sample_metrics(
+                self, **buffer_metrics.multi_agent_sample_counts(samples)
             )
         for module_id, buffer in self._module_buffers.items():
-            self.metrics.log_value(
-                (MAX_PRIORITY, module_id),
-                buffer._sampler.max_priority,
-                reduce="mean",
-                window=1,
+            log_latest(
+                self.metrics, (MAX_PRIORITY, module_id), buffer.sampler.max_priority
             )
-            self.metrics.log_value(
-                (SAMPLE_BETA, module_id), buffer.current_beta(), reduce="mean", window=1
-            )
+            log_latest(self.metrics, (SAMPLE_BETA, module_id), buffer.current_beta())
         return self.metrics.reduce()
 
     # ------------------------------------------------------------------ state
-    _STATE_SCALARS = (
-        "_num_episodes_added",
-        "_num_episodes_evicted_total",
-        "_num_env_steps_added",
-        "_num_agent_steps_added",
-        "sampled_timesteps",
-    )
-
     @override(MultiAgentPrioritizedEpisodeReplayBuffer)
     def get_state(self, *, copy: bool = True) -> Dict[str, Any]:
         """Every module buffer's state, the agent-episode owners and counters."""
-        state = {name: getattr(self, name) for name in self._STATE_SCALARS}
-        state.update(
-            capacity=self.capacity,
-            module_buffers={
+        owners = self._owners
+        return {
+            "_num_episodes_added": owners.num_episodes_added,
+            "_num_episodes_evicted_total": owners.num_episodes_evicted,
+            "_num_env_steps_added": self._num_env_steps_added,
+            "_num_agent_steps_added": self._num_agent_steps_added,
+            "sampled_timesteps": self.sampled_timesteps,
+            "capacity": self.capacity,
+            "module_buffers": {
                 module_id: buffer.get_state(copy=copy)
                 for module_id, buffer in self._module_buffers.items()
             },
-            owner_of=dict(self._owner_of),
-            fragments=dict(self._fragments),
-            stored_agent_episodes=dict(self._stored_agent_episodes),
-            sampled_timesteps_per_module=dict(self.sampled_timesteps_per_module),
-        )
-        return state
+            "owner_of": dict(owners.owner_of),
+            "fragments": dict(owners.fragments),
+            "stored_agent_episodes": dict(owners.stored_agent_episodes),
+            "sampled_timesteps_per_module": dict(self.sampled_timesteps_per_module),
+        }
 
     @override(MultiAgentPrioritizedEpisodeReplayBuffer)
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
@@ -666,48 +608,65 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
                 f"Cannot restore a buffer of capacity {state['capacity']} into one of "
                 f"capacity={self.capacity}; build it with the same `capacity`."
             )
-        self._clear()
+        self.clear()
         for module_id, module_state in state["module_buffers"].items():
             self._module_buffer_for(module_id).set_state(module_state, copy=copy)
-        for name in self._STATE_SCALARS:
-            setattr(self, name, state[name])
-        self._owner_of = dict(state["owner_of"])
-        self._fragments = dict(state["fragments"])
-        self._stored_agent_episodes = dict(state["stored_agent_episodes"])
+        owners = self._owners
+        owners.num_episodes_added = state["_num_episodes_added"]
+        owners.num_episodes_evicted = state["_num_episodes_evicted_total"]
+        self._num_env_steps_added = state["_num_env_steps_added"]
+        self._num_agent_steps_added = state["_num_agent_steps_added"]
+        self.sampled_timesteps = state["sampled_timesteps"]
+        owners.owner_of = dict(state["owner_of"])
+        owners.fragments = dict(state["fragments"])
+        owners.stored_agent_episodes = dict(state["stored_agent_episodes"])
         self.sampled_timesteps_per_module = defaultdict(
             int, state["sampled_timesteps_per_module"]
         )
 
-    def _clear(self) -> None:
+    def carry_over_lifetime_counts(
+        self,
+        *,
+        episodes_evicted: int,
+        env_steps_added: int,
+        agent_steps_added: int,
+        steps_sampled: int,
+        steps_sampled_per_module: Dict[ModuleID, int],
+        episodes_evicted_per_module: Dict[ModuleID, int],
+    ) -> None:
+        """The lifetime counts of a memory just loaded from elsewhere (RLlib's
+        state): episodes it had evicted (in all and per module) count as added
+        and evicted; env and agent steps added (at least those just stored);
+        steps sampled (in all and per module)."""
+        self._owners.count_episodes_evicted_before(episodes_evicted)
+        self._num_env_steps_added = max(env_steps_added, self._num_env_steps_added)
+        self._num_agent_steps_added = max(
+            agent_steps_added, self._num_agent_steps_added
+        )
+        self.sampled_timesteps = steps_sampled
+        self.sampled_timesteps_per_module.update(steps_sampled_per_module)
+        for module_id, evicted in episodes_evicted_per_module.items():
+            if module_id in self._module_buffers:
+                storage = self._module_buffers[module_id].storage
+                storage.count_episodes_evicted_before(evicted)
+
+    def clear(self) -> None:
         """Forgets every module and counter; keeps the settings."""
         self._module_buffers = {}
-        self._owner_of, self._fragments, self._stored_agent_episodes = {}, {}, {}
-        self._num_episodes_added = self._num_episodes_evicted_total = 0
+        self._owners = AgentEpisodeOwners()
         self._num_env_steps_added = self._num_agent_steps_added = 0
         self.sampled_timesteps = 0
         self.sampled_timesteps_per_module = defaultdict(int)
-        self._add_tally = _AddTally()
+        self._add_tally = AddTally()
 
     def check_invariants(self) -> None:
         """Raises `RuntimeError` naming what is broken (tests, soak runs)."""
         for buffer in self._module_buffers.values():
             buffer.check_invariants()
-        stored = defaultdict(int)
-        for buffer in self._module_buffers.values():
-            for agent_episode in set(buffer._storage.episode_ids.values()):
-                stored[self._owner_of[agent_episode][0]] += 1
-        if dict(stored) != self._stored_agent_episodes:
+        stored = [
+            agent_episode
+            for buffer in self._module_buffers.values()
+            for agent_episode in set(buffer.storage.episode_ids.values())
+        ]
+        if not self._owners.counts_match(stored):
             raise RuntimeError("Replay buffer invariants broken: episode counts off")
-
-
-class _AddTally:
-    """What `add()` calls brought and evicted since the last `get_metrics()`."""
-
-    def __init__(self):
-        self.env_steps = self.episodes_added = self.episodes_evicted = 0
-        self.agent_steps = defaultdict(int)
-        self.module_steps = defaultdict(int)
-        self.agent_episodes_added = defaultdict(int)
-        self.module_episodes_added = defaultdict(int)
-        self.agent_episodes_evicted = defaultdict(int)
-        self.module_episodes_evicted = defaultdict(int)

@@ -20,7 +20,8 @@ computed from, whatever route (NERSDQN or stock DQN + callback) feeds it.
 
 For the sampler diagnostics (`rllib_ners.ners.diagnostics`) it keeps a per-slot
 "scored" mask: set when a NERS row sets the slot's priority, cleared when `add`
-(re)writes the slot; part of `get_state()`.
+(re)writes the slot; part of `get_state()`. The per-slot arrays are
+`buffer.slot_memory` (`ners_slot_memory`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.replay_buffers import rllib_states
-from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+from rllib_ners.replay_buffers.buffer_names import (
     ACTIONS,
     INDICES,
     N_STEP,
@@ -39,12 +40,15 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     NEXT_OBS,
     OBS,
     REWARDS,
-    SETTING_FIX,
     TIMESTEPS,
+)
+from rllib_ners.replay_buffers.buffer_settings import check_setting
+from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     FastPrioritizedEpisodeReplayBuffer,
 )
 from rllib_ners.replay_buffers.frame_stack import observation_keys
-from rllib_ners.utils.checks import check_positive_int
+from rllib_ners.replay_buffers.ners_slot_memory import NERSSlotMemory
+from rllib_ners.replay_buffers.ring_storage import copy_if_array, same
 from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
 
 # Column names of the NERS feature cache in sampler-training batches.
@@ -65,9 +69,6 @@ ENCODING_KEYS = "ners_encoding_keys"
 # Episode returns of chunks whose episode never finishes (a killed EnvRunner) are
 # forgotten beyond this many open episodes, oldest first.
 _MAX_OPEN_RETURNS = 10_000
-
-# State entries that older states may lack (`set_state` tolerates their absence).
-_OPTIONAL_STATE_ARRAYS = ("_scored_n_step", "_last_sampled_n_steps")
 
 
 def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
@@ -120,20 +121,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._init_ners_memory()
 
     def _init_ners_memory(self) -> None:
-        """The per-slot NERS cache, the sampled set and the episode returns."""
-        self._delta = np.ones(self.capacity, dtype=np.float32)
-        self._q = np.ones(self.capacity, dtype=np.float32)
-        self._in_sampled_set = np.zeros(self.capacity, dtype=bool)
-        # How often each stored transition was replayed (its row applied) since
-        # the last sampler update: I_all as a multiset (train_draw=
-        # "replay_multiset"); and whether it was ever scored (its priority is
-        # then the scorer's, not the fixed priority new transitions get).
-        self._replay_count = np.zeros(self.capacity, dtype=np.int64)
-        self._scored = np.zeros(self.capacity, dtype=bool)
-        # Per slot, the n its transition had when it was last scored (0: not
-        # known, e.g. a state saved before this was recorded); the sampler's
-        # training batch rebuilds each transition with it.
-        self._scored_n_step = np.zeros(self.capacity, dtype=np.int32)
+        """The per-slot NERS memory, the last sample's n and the returns."""
+        self._slot_memory = NERSSlotMemory(self.capacity)
         # The n of each item of the last sample, until its rows come back.
         self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
         self._finished_returns: List[float] = []
@@ -142,12 +131,15 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._score_std = float("nan")
 
     # ---------------------------------------------------------------- add
+    @property
+    def slot_memory(self) -> NERSSlotMemory:
+        """Per stored transition: the cached TD error and target, I_all, the
+        scored mask and n (see `ners_slot_memory`)."""
+        return self._slot_memory
+
     @override(FastPrioritizedEpisodeReplayBuffer)
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
-        self._delta[step_slots] = 1.0
-        self._q[step_slots] = 1.0
-        self._scored_n_step[step_slots] = 0
-        self._scored[step_slots] = False
+        self._slot_memory.reset_written(step_slots)
         for chunk in chunks:
             ret = self._partial_returns.pop(chunk["id"], 0.0) + float(
                 chunk["rewards"].sum()
@@ -170,9 +162,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def _on_evict(self, slots: np.ndarray) -> None:
-        self._in_sampled_set[slots] = False
-        self._replay_count[slots] = 0
-        self._scored[slots] = False
+        self._slot_memory.forget_evicted(slots)
 
     def pop_finished_episode_returns(self) -> List[float]:
         """Returns (and forgets) the returns of episodes finished since last call."""
@@ -213,7 +203,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             raise ValueError(
                 f"{type(self).__name__}.update_priorities() needs one "
                 f"[score, delta, q] row per sampled item "
-                f"(shape [{len(self._last_sampled_indices)}, 3]), "
+                f"(shape [{len(self.last_sampled_slots)}, 3]), "
                 f"got shape {rows.shape}. Plain TD errors mean the learner is not a "
                 f"NERS learner: use NERSDQNConfig or `rllib_ners.enable_ners(config)`."
             )
@@ -224,13 +214,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
         scores, delta, q = rows[:, 0], rows[:, 1], rows[:, 2]
         applied = self.update_priorities_at(slots, scores, stamps)
-        cache_ok = applied & np.isfinite(delta) & np.isfinite(q)
-        self._delta[slots[cache_ok]] = delta[cache_ok]
-        self._q[slots[cache_ok]] = q[cache_ok]
-        self._scored_n_step[slots[applied]] = n_steps[applied]
-        self._in_sampled_set[slots[applied]] = True
-        np.add.at(self._replay_count, slots[applied], 1)
-        self._scored[slots[applied]] = True
+        self._slot_memory.record_scores(slots, applied, delta, q, n_steps)
         if applied.any():
             self._score_mean = float(scores[applied].mean())
             self._score_std = float(scores[applied].std())
@@ -271,7 +255,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     @property
     def sampled_set_size(self) -> int:
         """|I_all|: distinct stored transitions sampled since the last update."""
-        return int(self._in_sampled_set.sum())
+        return int(self._slot_memory.in_sampled_set.sum())
 
     def sample_sampler_training_batch(
         self,
@@ -306,8 +290,9 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             is drawn from only for items whose n is not known (never scored, or
             states saved before it was recorded).
         """
-        train_size = check_positive_int("train_size", train_size, fix=SETTING_FIX)
-        replayed = self._in_sampled_set & self._storage.is_transition
+        train_size = check_setting("train_size", train_size)
+        memory = self._slot_memory
+        replayed = memory.in_sampled_set & self._storage.is_transition
         candidates = np.flatnonzero(replayed)
         if candidates.size == 0:
             return None
@@ -316,7 +301,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
                 candidates, size=min(train_size, candidates.size), replace=False
             )
         elif draw == "replay_multiset":
-            counts = self._replay_count[candidates].astype(np.float64)
+            counts = memory.replay_count[candidates].astype(np.float64)
             chosen = self.rng.choice(
                 candidates, size=train_size, replace=True, p=counts / counts.sum()
             )
@@ -330,7 +315,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             stored = np.flatnonzero(self._storage.is_transition)
             drawn = self.rng.choice(stored, size=int(normalizer_size), replace=True)
             batch["normalizer"] = self._sampler_feature_columns(drawn, n_step, gamma)
-            batch["normalizer_scored"] = self._scored[drawn].astype(np.float32)
+            batch["normalizer_scored"] = memory.scored[drawn].astype(np.float32)
             batch["normalizer_leaf"] = self.get_priorities(drawn)
             batch["num_stored"] = int(stored.size)
         return batch
@@ -338,21 +323,20 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     def _sampler_feature_columns(
         self, slots: np.ndarray, n_step, gamma: float
     ) -> Dict[str, np.ndarray]:
-        n_steps = self._scored_n_step[slots].astype(np.int64)
+        n_steps = self._slot_memory.scored_n_step[slots].astype(np.int64)
         unknown = n_steps < 1
         if unknown.any():
             n_steps[unknown] = self._draw_n_steps(int(unknown.sum()), n_step)
         columns = self._transition_columns(slots, n_steps, gamma)
         features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
         batch = {key: columns[key] for key in features}
-        batch[DELTA] = self._delta[slots]
-        batch[TARGET_Q] = self._q[slots]
+        batch[DELTA] = self._slot_memory.delta[slots]
+        batch[TARGET_Q] = self._slot_memory.q[slots]
         return batch
 
     def reset_sampled_set(self) -> None:
         """Empties I_all (after a sampler update)."""
-        self._in_sampled_set[:] = False
-        self._replay_count[:] = 0
+        self._slot_memory.reset_sampled_set()
 
     # -------------------------------------------------------- diagnostics
     def transition_slots(self) -> np.ndarray:
@@ -365,8 +349,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         slots = np.asarray(slots, dtype=np.int64)
         return {
             "leaf": np.asarray(self._sampler.sum_tree.leaves)[slots],
-            "scored": self._scored[slots],
-            DELTA: self._delta[slots],
+            "scored": self._slot_memory.scored[slots],
+            DELTA: self._slot_memory.delta[slots],
         }
 
     def slot_stamps(self, slots: np.ndarray) -> np.ndarray:
@@ -388,8 +372,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         columns = self._transition_columns(slots, np.asarray(n_steps), gamma)
         features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
         batch = {key: columns[key] for key in features}
-        batch[DELTA] = self._delta[slots]
-        batch[TARGET_Q] = self._q[slots]
+        batch[DELTA] = self._slot_memory.delta[slots]
+        batch[TARGET_Q] = self._slot_memory.q[slots]
         return batch
 
     # ------------------------------------------------------ metrics, state
@@ -406,35 +390,29 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
                 "ners_score_std", self._score_std, reduce="mean", window=1
             )
 
-    _STATE_ARRAYS = FastPrioritizedEpisodeReplayBuffer._STATE_ARRAYS + (
-        "_delta",
-        "_q",
-        "_in_sampled_set",
-        "_replay_count",
-        "_scored",
-    )
-    _STATE_SCALARS = FastPrioritizedEpisodeReplayBuffer._STATE_SCALARS + (
-        "_score_mean",
-        "_score_std",
-    )
+    @override(FastPrioritizedEpisodeReplayBuffer)
+    def storage_nbytes(self) -> int:
+        return super().storage_nbytes() + self._slot_memory.nbytes()
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def get_state(self, *, copy: bool = True) -> Dict[str, Any]:
+        take = copy_if_array if copy else same
         state = super().get_state(copy=copy)
+        state.update(self._slot_memory.get_state(take))
+        state["_score_mean"] = self._score_mean
+        state["_score_std"] = self._score_std
         state["_finished_returns"] = list(self._finished_returns)
         state["_partial_returns"] = dict(self._partial_returns)
-        for name in _OPTIONAL_STATE_ARRAYS:
-            value = getattr(self, name)
-            state[name] = value.copy() if copy else value
+        state["_last_sampled_n_steps"] = take(self._last_sampled_n_steps)
         return state
 
     # RLlib's priorities are TD errors, not scores: steps loaded from an RLlib
     # state enter as new transitions do (the max score), until scored.
-    _takes_rllib_priorities = False
+    takes_rllib_priorities = False
 
     @override(FastPrioritizedEpisodeReplayBuffer)
-    def _clear(self) -> None:
-        super()._clear()
+    def clear(self) -> None:
+        super().clear()
         self._init_ners_memory()
 
     @override(FastPrioritizedEpisodeReplayBuffer)
@@ -453,14 +431,18 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             )
             state.setdefault("_scored", np.zeros(self.capacity, dtype=bool))
         super().set_state(state, copy=copy)
+        take = copy_if_array if copy else same
+        memory = self._slot_memory
+        memory.set_state(state, take)
         if missing_scored:
-            self._scored = self._storage.is_transition & (self._delta != 1.0)
+            memory.scored = self._storage.is_transition & (memory.delta != 1.0)
+        self._score_mean = state["_score_mean"]
+        self._score_std = state["_score_std"]
         self._finished_returns = list(state["_finished_returns"])
         self._partial_returns = dict(state["_partial_returns"])
-        # Tolerant: states saved before these existed restore as "n not known".
-        self._scored_n_step = np.zeros(self.capacity, dtype=np.int32)
+        # States saved before it existed restore as "no sample pending".
         self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
-        for name in _OPTIONAL_STATE_ARRAYS:
-            if name in state:
-                value = np.asarray(state[name], dtype=getattr(self, name).dtype)
-                setattr(self, name, value.copy() if copy else value)
+        if "_last_sampled_n_steps" in state:
+            self._last_sampled_n_steps = take(
+                np.asarray(state["_last_sampled_n_steps"], dtype=np.int64)
+            )

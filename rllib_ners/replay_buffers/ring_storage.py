@@ -220,6 +220,12 @@ class RingStorage:
         """Stored episodes: fragments with at least one stored transition."""
         return len(self.steps_per_episode)
 
+    def count_episodes_evicted_before(self, num_episodes: int) -> None:
+        """Counts `num_episodes` episodes that the memory loaded into this
+        storage (RLlib's buffer state) had evicted: added and evicted."""
+        self.num_episodes_added_lifetime += num_episodes
+        self.num_episodes_evicted_lifetime += num_episodes
+
     def broken_invariants(self, leaves: np.ndarray) -> List[str]:
         """What is wrong (nothing: an empty list), given the priority leaves.
 

@@ -14,11 +14,15 @@ scatter per field.
 A call that brings more observations than the ring holds keeps its newest
 steps (`newest_that_fit`): the same steps the ring would hold had the chunks
 arrived one by one, oldest slots overwritten first.
+
+One call: `fit_to_ring` decides what is written (`count_dropped` counts the
+rest), the storage evicts the slots it takes, `write_chunks` writes them.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
@@ -138,6 +142,66 @@ def newest_steps(chunk: dict, num_steps: int) -> dict:
     return cut
 
 
+def fit_to_ring(
+    storage: RingStorage, chunks: List[dict]
+) -> Tuple[List[dict], List[bool]]:
+    """The chunks to write and which of them continue a stored tail.
+
+    All of `chunks` when their new observations fit the ring; else their
+    newest steps that do (`newest_that_fit`), none of them continuing.
+    """
+    continuing = plan_continuations(storage, chunks)
+    if num_new_slots(chunks, continuing) <= storage.capacity:
+        return chunks, continuing
+    kept = newest_that_fit(chunks, storage.capacity)
+    return kept, plan_continuations(storage, kept)
+
+
+def count_dropped(storage: RingStorage, chunks: List[dict], kept: List[dict]) -> int:
+    """Counts the steps of `chunks` that `kept` lacks as evicted, and episodes
+    of which nothing was kept nor stored before as added and evicted; returns
+    the number of kept steps."""
+    num_kept = sum(c["len"] for c in kept)
+    storage.num_steps_evicted_lifetime += sum(c["len"] for c in chunks) - num_kept
+    kept_ids = {c["id"] for c in kept}
+    lost = {
+        c["id"]
+        for c in chunks
+        if c["id"] not in kept_ids and c["id"] not in storage.open_episodes
+    }
+    storage.num_episodes_added_lifetime += len(lost)
+    storage.num_episodes_evicted_lifetime += len(lost)
+    return num_kept
+
+
+class AddedSteps(NamedTuple):
+    """Where the chunks of one `add()` call went."""
+
+    # The chunks stored (a cut chunk: its newest steps, see `newest_that_fit`).
+    kept: List[dict]
+    # The slots of the kept chunks' steps, in chunk order.
+    step_slots: np.ndarray
+    # Ids of the episodes whose last stored transition this call overwrote.
+    evicted_episodes: List[str]
+    # Ids of the episodes this call stored anew (not continuing a stored one).
+    new_episodes: List[str]
+
+
+def step_slots_by_source(
+    chunks: List[dict], added: AddedSteps
+) -> Dict[Any, np.ndarray]:
+    """Per chunk `source` (a key the caller set on each chunk), the slot of
+    each of the chunk's steps; -1 where a step was not kept."""
+    slots_of = {c["source"]: np.full(c["len"], -1, np.int64) for c in chunks}
+    position = 0
+    for chunk in added.kept:
+        first, n = chunk.get("first_step", 0), chunk["len"]
+        slots = added.step_slots[position : position + n]
+        slots_of[chunk["source"]][first : first + n] = slots
+        position += n
+    return slots_of
+
+
 def write_chunks(
     storage: RingStorage,
     chunks: List[dict],
@@ -156,9 +220,43 @@ def write_chunks(
         the slots that became (or were rewritten as) transitions, in chunk
         order; the latter include the reused tails.
     """
-    obs_slots, obs_rows, prev_slots = [], [], []
-    step_slots, next_slots = [], []
-    tail_slots = []
+    layout = _lay_out_fragments(storage, chunks, continuing, new_slots)
+    obs_slots = np.concatenate(layout.obs_slots)
+    step_slots = np.concatenate(layout.step_slots)
+    _scatter_observations(storage, chunks, layout, obs_slots)
+    # Before the steps: a tail written by this call that a later chunk of the
+    # same call continues is among the step slots, and must end a transition.
+    _close_tails(storage, np.asarray(layout.tail_slots, dtype=np.int64))
+    _scatter_transitions(storage, chunks, layout, step_slots)
+    storage.num_transitions += int(sum(c["len"] for c in chunks))
+    storage.num_tails += len(chunks)
+    storage.advance(new_slots.shape[0])
+    return obs_slots, step_slots
+
+
+@dataclass
+class _Layout:
+    """Where one call's chunks go, one entry per chunk: the slots receiving an
+    observation and the chunk's rows written there, each observation's `prev`,
+    the slots becoming transitions with their `next`, and the new tail."""
+
+    obs_slots: List[np.ndarray] = field(default_factory=list)
+    obs_rows: List[np.ndarray] = field(default_factory=list)
+    prev_slots: List[np.ndarray] = field(default_factory=list)
+    step_slots: List[np.ndarray] = field(default_factory=list)
+    next_slots: List[np.ndarray] = field(default_factory=list)
+    tail_slots: List[int] = field(default_factory=list)
+
+
+def _lay_out_fragments(
+    storage: RingStorage,
+    chunks: List[dict],
+    continuing: List[bool],
+    new_slots: np.ndarray,
+) -> _Layout:
+    """Assigns each chunk its slots and updates the fragment bookkeeping
+    (one iteration per chunk, not per step)."""
+    layout = _Layout()
     offset = 0
     # Fragments written earlier in this very call: id -> (uid, tail slot).
     written_now: Dict[str, Tuple[int, int]] = {}
@@ -168,84 +266,111 @@ def write_chunks(
             uid, old_tail = (
                 written_now.get(chunk["id"]) or storage.open_episodes[chunk["id"]]
             )
-            storage.tail_slot_to_episode_id.pop(old_tail, None)
             mine = new_slots[offset : offset + n]
-            obs_slots.append(mine)
-            obs_rows.append(np.arange(1, n + 1))
-            prev_slots.append(np.concatenate([[old_tail], mine[:-1]]))
-            step_slots.append(np.concatenate([[old_tail], mine[:-1]]))
-            next_slots.append(mine)
-            # The old tail stops being a tail.
-            storage.num_tails -= 1
-            storage.steps_per_episode[uid] += n
+            rows, prev, steps, nexts = _continue_fragment(
+                storage, chunk, uid, old_tail, mine
+            )
         else:
-            uid = storage.next_uid
-            storage.next_uid += 1
-            # A stored fragment of this episode that is not continued stays as
-            # it is, but can no longer be continued.
-            stale = storage.open_episodes.pop(chunk["id"], None)
-            if stale is not None:
-                storage.tail_slot_to_episode_id.pop(stale[1], None)
-            storage.steps_per_episode[uid] = n
-            storage.episode_ids[uid] = chunk["id"]
-            storage.num_episodes_added_lifetime += 1
             mine = new_slots[offset : offset + n + 1]
-            obs_slots.append(mine)
-            obs_rows.append(np.arange(n + 1))
-            prev_slots.append(np.concatenate([[-1], mine[:-1]]))
-            step_slots.append(mine[:-1])
-            next_slots.append(mine[1:])
+            uid, (rows, prev, steps, nexts) = _start_fragment(storage, chunk, mine)
         offset += len(mine)
         tail = int(mine[-1])
-        tail_slots.append(tail)
+        layout.obs_slots.append(mine)
+        layout.obs_rows.append(rows)
+        layout.prev_slots.append(prev)
+        layout.step_slots.append(steps)
+        layout.next_slots.append(nexts)
+        layout.tail_slots.append(tail)
         written_now[chunk["id"]] = (uid, tail)
         chunk["uid"] = uid
-        chunk["obs_ts"] = chunk["t_started"] + obs_rows[-1]
+        chunk["obs_ts"] = chunk["t_started"] + rows
         if chunk["done"]:
             storage.open_episodes.pop(chunk["id"], None)
         else:
             storage.open_episodes[chunk["id"]] = (uid, tail)
             storage.tail_slot_to_episode_id[tail] = chunk["id"]
+    return layout
 
-    # One scatter per field for the whole call.
-    all_obs_slots = np.concatenate(obs_slots)
-    all_step_slots = np.concatenate(step_slots)
-    storage.obs[all_obs_slots] = np.concatenate(
-        [c["obs"][rows] for c, rows in zip(chunks, obs_rows)]
+
+def _continue_fragment(
+    storage: RingStorage, chunk: dict, uid: int, old_tail: int, mine: np.ndarray
+) -> Tuple[np.ndarray, ...]:
+    """A chunk continuing fragment `uid` at its tail `old_tail`: the tail
+    becomes the first step, `mine` (`n` slots) take observations `1..n`.
+
+    Returns the chunk's observation rows, their `prev` slots, its step slots
+    and their `next` slots.
+    """
+    n = chunk["len"]
+    storage.tail_slot_to_episode_id.pop(old_tail, None)
+    # The old tail stops being a tail.
+    storage.num_tails -= 1
+    storage.steps_per_episode[uid] += n
+    steps = np.concatenate([[old_tail], mine[:-1]])
+    return np.arange(1, n + 1), steps, steps, mine
+
+
+def _start_fragment(
+    storage: RingStorage, chunk: dict, mine: np.ndarray
+) -> Tuple[int, Tuple[np.ndarray, ...]]:
+    """A chunk starting a new fragment in `mine` (`n + 1` slots, the last one
+    its tail): its uid, and what `_continue_fragment` returns."""
+    n = chunk["len"]
+    uid = storage.next_uid
+    storage.next_uid += 1
+    # A stored fragment of this episode that is not continued stays as it is,
+    # but can no longer be continued.
+    stale = storage.open_episodes.pop(chunk["id"], None)
+    if stale is not None:
+        storage.tail_slot_to_episode_id.pop(stale[1], None)
+    storage.steps_per_episode[uid] = n
+    storage.episode_ids[uid] = chunk["id"]
+    storage.num_episodes_added_lifetime += 1
+    prev = np.concatenate([[-1], mine[:-1]])
+    return uid, (np.arange(n + 1), prev, mine[:-1], mine[1:])
+
+
+def _scatter_observations(
+    storage: RingStorage, chunks: List[dict], layout: _Layout, obs_slots: np.ndarray
+) -> None:
+    """The per-observation fields, one scatter each for the whole call."""
+    rows = layout.obs_rows
+    storage.obs[obs_slots] = np.concatenate([c["obs"][r] for c, r in zip(chunks, rows)])
+    storage.infos[obs_slots] = np.concatenate(
+        [object_column(c["infos"])[r] for c, r in zip(chunks, rows)]
     )
-    storage.infos[all_obs_slots] = np.concatenate(
-        [object_column(c["infos"])[rows] for c, rows in zip(chunks, obs_rows)]
+    storage.ts[obs_slots] = np.concatenate([c["obs_ts"] for c in chunks])
+    storage.episode_uid[obs_slots] = np.concatenate(
+        [np.full(len(s), c["uid"]) for c, s in zip(chunks, layout.obs_slots)]
     )
-    storage.ts[all_obs_slots] = np.concatenate([c["obs_ts"] for c in chunks])
-    storage.episode_uid[all_obs_slots] = np.concatenate(
-        [np.full(len(s), c["uid"]) for c, s in zip(chunks, obs_slots)]
-    )
-    storage.occupied[all_obs_slots] = True
-    storage.prev[all_obs_slots] = np.concatenate(prev_slots)
-    storage.stamp[all_obs_slots] = storage.num_slots_written + np.arange(
-        len(all_obs_slots)
-    )
-    tails = np.asarray(tail_slots, dtype=np.int64)
+    storage.occupied[obs_slots] = True
+    storage.prev[obs_slots] = np.concatenate(layout.prev_slots)
+    storage.stamp[obs_slots] = storage.num_slots_written + np.arange(len(obs_slots))
+
+
+def _close_tails(storage: RingStorage, tails: np.ndarray) -> None:
+    """Each fragment's last observation: no transition, no next, not done."""
     storage.is_transition[tails] = False
     storage.next[tails] = -1
     storage.terminated[tails] = False
     storage.truncated[tails] = False
 
-    storage.is_transition[all_step_slots] = True
-    storage.next[all_step_slots] = np.concatenate(next_slots)
-    storage.actions[all_step_slots] = np.concatenate([c["actions"] for c in chunks])
-    storage.rewards[all_step_slots] = np.concatenate([c["rewards"] for c in chunks])
+
+def _scatter_transitions(
+    storage: RingStorage, chunks: List[dict], layout: _Layout, step_slots: np.ndarray
+) -> None:
+    """The per-step fields, one scatter each for the whole call; only a
+    chunk's last step carries its episode's terminated/truncated flag."""
+    storage.is_transition[step_slots] = True
+    storage.next[step_slots] = np.concatenate(layout.next_slots)
+    storage.actions[step_slots] = np.concatenate([c["actions"] for c in chunks])
+    storage.rewards[step_slots] = np.concatenate([c["rewards"] for c in chunks])
     ends = np.concatenate([np.arange(c["len"]) == c["len"] - 1 for c in chunks])
-    storage.terminated[all_step_slots] = ends & np.concatenate(
+    storage.terminated[step_slots] = ends & np.concatenate(
         [np.full(c["len"], c["terminated"]) for c in chunks]
     )
-    storage.truncated[all_step_slots] = ends & np.concatenate(
+    storage.truncated[step_slots] = ends & np.concatenate(
         [np.full(c["len"], c["truncated"]) for c in chunks]
     )
     for key, column in storage.extra.items():
-        column[all_step_slots] = np.concatenate([c["extra"][key] for c in chunks])
-
-    storage.num_transitions += int(sum(c["len"] for c in chunks))
-    storage.num_tails += len(chunks)
-    storage.advance(new_slots.shape[0])
-    return all_obs_slots, all_step_slots
+        column[step_slots] = np.concatenate([c["extra"][key] for c in chunks])

@@ -107,17 +107,20 @@ def peek(value):
 
 
 def rllib_leaf(buffer, ep, t):
-    """RLlib's sum-tree leaf of step `t` of its stored episode `e{ep}`."""
+    """RLlib's sum-tree leaf of step `t` of its stored episode `e{ep}`, read
+    off its state (each tree as its node list, the leaves in the upper half)."""
+    state = buffer.get_state()
     index = buffer.episode_id_to_index[f"e{ep}"]
-    start = buffer.episodes[index - buffer._num_episodes_evicted].t_started
-    for eps_index, ts, tree_index in buffer._indices:
+    start = buffer.episodes[index - state["_num_episodes_evicted"]].t_started
+    tree = state["_sum_segment"]
+    for eps_index, ts, tree_index in state["_indices"]:
         if eps_index == index and ts == t - start:
-            return buffer._sum_segment[tree_index]
+            return tree[len(tree) // 2 + tree_index]
     raise KeyError((ep, t))
 
 
 def our_leaf(buffer, ep, t):
-    storage = buffer._storage
+    storage = buffer.storage
     slots = np.flatnonzero(
         storage.is_transition & (storage.obs[:, 0] == ep) & (storage.obs[:, 1] == t)
     )
@@ -423,7 +426,7 @@ def test_rllibs_prioritized_state_resumes_in_ours():
     for ep, start, stop in ((1, 0, 40), (2, 0, 20)):
         for t in range(start, stop):
             assert our_leaf(ours, ep, t) == pytest.approx(rllib_leaf(rllib, ep, t))
-    assert ours._sampler.max_priority == rllib._max_priority
+    assert ours.sampler.max_priority == rllib.get_state()["_max_priority"]
     # The sample RLlib owed priorities for is answered in ours.
     ours.update_priorities(np.full(4, 7.0))
     for one in sampled:
@@ -462,7 +465,8 @@ def test_our_state_goes_to_rllibs_buffers_through_to_rllib_state():
         ep = int(stored.get_observations()[0][0])
         for t in range(stored.t_started, stored.t_started + len(stored)):
             assert rllib_leaf(rllib, ep, t) == pytest.approx(our_leaf(ours, ep, t))
-    assert rllib._sum_segment.sum() == pytest.approx(ours._sampler.sum_tree.total())
+    tree = rllib.get_state()["_sum_segment"]
+    assert sum(tree[len(tree) // 2 :]) == pytest.approx(ours.sampler.sum_tree.total())
     rllib.sample(num_items=8, n_step=1)
     rllib.update_priorities(np.ones(8))
     rllib.add(episode(1, 40, 45, terminated=True))  # the open episode goes on

@@ -127,11 +127,12 @@ def test_update_priorities_goes_to_one_module(episodes):
         buffer.sample(num_items=8, n_step=1)
         buffer.update_priorities(np.full(8, 5.0), "p0")
     rllib, ours = named["rllib"], named["ours"]
-    assert rllib._module_to_max_priority["p0"] == 5.0
-    assert rllib._module_to_max_priority["p1"] == 1.0
+    max_priority = dict(rllib.get_state()["_module_to_max_priority"])
+    assert max_priority["p0"] == 5.0
+    assert max_priority["p1"] == 1.0
     leaves = {
         m: ours.module_buffer(m).get_priorities(
-            np.flatnonzero(ours.module_buffer(m)._storage.is_transition)
+            np.flatnonzero(ours.module_buffer(m).storage.is_transition)
         )
         for m in MODULES
     }
@@ -181,7 +182,7 @@ def test_eviction_per_module_capacity(episodes):
     assert rllib.get_num_timesteps() <= 150 + 60  # whole episodes, may overflow
     for module_id in MODULES:
         buffer = ours.module_buffer(module_id)
-        assert len(buffer) + buffer._storage.num_tails <= 150
+        assert len(buffer) + buffer.storage.num_tails <= 150
         assert ours.get_num_episodes_evicted(module_id) > 0
     assert ours.get_num_episodes_evicted() > 0 and rllib.get_num_episodes_evicted() > 0
     evicted_or_stored = ours.get_num_episodes() + ours.get_num_episodes_evicted()
@@ -236,10 +237,10 @@ def test_state_round_trip_and_rllibs_state_into_ours(episodes):
         assert target.get_added_timesteps() == rllib.get_added_timesteps()
     # RLlib's leaves of module p1 carry over, step by step.
     tree = dict(rllib.get_state()["_module_to_sum_segment"])["p1"]
-    assert from_rllib.module_buffer("p1")._sampler.sum_tree.total() == pytest.approx(
+    assert from_rllib.module_buffer("p1").sampler.sum_tree.total() == pytest.approx(
         tree.sum()
     )
-    assert from_rllib.module_buffer("p1")._sampler.max_priority == 8.0
+    assert from_rllib.module_buffer("p1").sampler.max_priority == 8.0
     # Both go on: the open episode's next chunks continue it.
     rest = episodes[len(episodes) // 2 :]
     for target in (restored, from_rllib):

@@ -37,7 +37,7 @@ def test_beta_rises_linearly_from_the_first_sample_and_weights_follow():
     # Weights use the annealed beta: (p_i / p_min) ** -beta, RLlib passing 0.4.
     batch = buffer.sample_batch(64, beta=0.4)
     leaves = buffer.get_priorities(batch["indices"])
-    p_min = buffer._min_tree.min()
+    p_min = buffer.sampler.min_tree.min()
     np.testing.assert_allclose(batch["weights"], (leaves / p_min) ** -0.55, rtol=1e-6)
     buffer.update_priorities(np.ones(64))
     buffer.add(steps(200, "c"))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from rllib_ners.replay_buffers import n_step, sequences, writer
+from rllib_ners.replay_buffers.bookkeeping import PendingSample, StepCounts
 from rllib_ners.replay_buffers.priority_sampler import (
     PrioritySampler,
     importance_weights,
@@ -23,9 +24,14 @@ from rllib_ners.replay_buffers.priority_sampler import (
 from rllib_ners.replay_buffers.ring_storage import RingStorage
 
 RAY_FREE_PARTS = [
+    "agent_episodes",
+    "bookkeeping",
     "buffer_names",
+    "buffer_settings",
+    "buffer_state",
     "frame_stack",
     "n_step",
+    "ners_slot_memory",
     "priority_sampler",
     "ring_storage",
     "sequences",
@@ -36,7 +42,8 @@ RAY_FREE_PARTS = [
 
 @pytest.mark.parametrize("name", RAY_FREE_PARTS)
 def test_part_does_not_import_ray(name):
-    """Invariant: the storage, writer, sampler and gathering parts need no Ray."""
+    """Invariant: the storage, writer, sampler, bookkeeping and gathering parts
+    need no Ray."""
     spec = importlib.util.find_spec(f"rllib_ners.replay_buffers.{name}")
     tree = ast.parse(pathlib.Path(spec.origin).read_text())
     imported = []
@@ -189,3 +196,56 @@ def test_sequences_stop_at_the_episode_end_and_cut_chunks():
     starts, lengths = sequences.chunk_pieces(steps, np.array([5]), 2)
     np.testing.assert_array_equal(starts, [0, 2, 4])
     np.testing.assert_array_equal(lengths, [2, 2, 1])
+
+
+def test_an_overflowing_call_keeps_its_newest_steps_and_says_where_they_went():
+    storage = RingStorage(8)
+    storage.allocate(np.zeros((1, 1), np.float32), np.zeros(1, np.int64), {})
+    chunks = [chunk("a", [1.0] * 4), chunk("b", [2.0] * 6)]
+    for source, one in enumerate(chunks):
+        one["source"] = source
+    kept, continuing = writer.fit_to_ring(storage, chunks)
+    # 12 observations for 8 slots: b whole (7 slots), a's newest step (2 slots).
+    assert [(c["id"], c["len"]) for c in kept] == [("b", 6)]
+    assert continuing == [False]
+    assert writer.count_dropped(storage, chunks, kept) == 6
+    assert storage.num_steps_evicted_lifetime == 4
+    assert storage.num_episodes_added_lifetime == 1  # a: nothing kept
+    assert storage.num_episodes_evicted_lifetime == 1
+    new_slots = storage.head_slots(writer.num_new_slots(kept, continuing))
+    _, step_slots = writer.write_chunks(storage, kept, continuing, new_slots)
+    added = writer.AddedSteps(kept, step_slots, [], ["b"])
+    slots_of = writer.step_slots_by_source(chunks, added)
+    np.testing.assert_array_equal(slots_of[0], [-1, -1, -1, -1])
+    np.testing.assert_array_equal(slots_of[1], step_slots)
+
+
+def test_the_pending_sample_is_answered_once_and_by_size():
+    pending = PendingSample()
+    pending.record(np.array([3, 5]), np.array([7, 9]))
+    with pytest.raises(ValueError, match="2 sampled items"):
+        pending.take(3)
+    slots, stamps = pending.take(2)
+    np.testing.assert_array_equal(slots, [3, 5])
+    np.testing.assert_array_equal(stamps, [7, 9])
+    assert pending.slots.size == 0 and pending.stamps.size == 0
+
+
+def test_step_counts_report_the_growth_since_the_last_report():
+    storage = RingStorage(4)
+    counts = StepCounts()
+    counts.restart_reporting(storage)
+    counts.steps_added += 5
+    storage.num_steps_evicted_lifetime += 2
+    assert counts.take_lifetime_deltas(storage) == {
+        "steps_added": 5,
+        "steps_evicted": 2,
+        "episodes_added": 0,
+        "episodes_evicted": 0,
+    }
+    counts.steps_added += 1
+    assert counts.take_lifetime_deltas(storage)["steps_added"] == 1
+    counts.tally.count(np.array([1, 1, 2]), np.array([0, 7, 7, 8]))
+    tally = counts.take_sample_tally()
+    assert (tally.steps, tally.distinct_steps, tally.distinct_episodes) == (3, 2, 1)
+    assert counts.take_sample_tally().steps == 0

@@ -51,7 +51,7 @@ def test_weights_per_module_and_seeds_per_module(episodes):
     buffer.add(copy.deepcopy(episodes), weight={"p0": 3.0, "p1": 0.5})
     for module_id, expected in (("p0", 3.0), ("p1", 0.5)):
         module = buffer.module_buffer(module_id)
-        leaves = module.get_priorities(np.flatnonzero(module._is_transition))
+        leaves = module.get_priorities(np.flatnonzero(module.storage.is_transition))
         np.testing.assert_allclose(leaves, expected)
     # A module draws the same whatever other modules exist.
     alone = FastMultiAgentPrioritizedEpisodeReplayBuffer(1000, seed=5)

@@ -515,7 +515,7 @@ def test_recent_sequences_cut_the_last_add_into_rows_inside_each_chunk():
     # Only ep 1's last row ends the episode (terminated at t=11).
     assert batch["terminateds"].sum() == 1 and batch["terminateds"][2, 0]
     # Not a sample: nothing is waiting for update_priorities().
-    assert buf._last_sampled_indices.size == 0
+    assert buf.last_sampled_slots.size == 0
     assert buf.get_metrics()  # metrics still consistent
     buf.add([])
     with pytest.raises(ValueError, match="preceding add"):

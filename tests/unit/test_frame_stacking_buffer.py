@@ -65,8 +65,8 @@ def reference_stack(ep, t, first_stored_t=0):
 
 def stored_frames(buffer):
     """`{(ep, t)}` of the frames the buffer holds (read off its storage)."""
-    slots = np.flatnonzero(buffer._occupied)
-    frames = buffer._obs[slots]
+    slots = np.flatnonzero(buffer.storage.occupied)
+    frames = buffer.storage.obs[slots]
     return {(int(f[0, 0, 0]) - 1, int(f[0, 1, 0]) - 1) for f in frames}
 
 
@@ -157,7 +157,7 @@ def test_eviction_blanks_overwritten_frames_even_of_the_same_episode():
     buffer = make_buffer(capacity=10)
     buffer.add([chunk(0, 0, 4), chunk(1, 0, 4)])
     buffer.add(chunk(0, 4, 6))
-    assert int(buffer._prev[2]) == 1  # stale pointer, still set
+    assert int(buffer.storage.prev[2]) == 1  # stale pointer, still set
     batch = buffer.sample_batch(300)
     got = {decode(obs): obs for obs in batch["obs"]}
     assert set(got) == {(0, 2), (0, 3), (0, 4), (0, 5), (1, 0), (1, 1), (1, 2), (1, 3)}
@@ -359,7 +359,7 @@ def test_100k_atari_buffer_arrays_stay_under_one_gigabyte():
             len_lookback_buffer=0,
         )
     )
-    frames = buffer._obs.nbytes
+    frames = buffer.storage.obs.nbytes
     total = buffer.storage_nbytes()
     assert frames == 100_000 * 84 * 84
     assert frames < total < 1.0e9

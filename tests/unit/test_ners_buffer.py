@@ -57,17 +57,20 @@ def test_scores_become_priorities_sigma_to_the_alpha():
 def test_feature_cache_starts_at_one_and_is_refreshed():
     buffer = _filled()
     batch = buffer.sample_batch(6)
-    untouched = np.setdiff1d(np.flatnonzero(buffer._is_transition), batch["indices"])
+    untouched = np.setdiff1d(
+        np.flatnonzero(buffer.storage.is_transition), batch["indices"]
+    )
     delta = np.arange(6) + 10.0
     q = -np.arange(6) - 1.0
     buffer.update_priorities(_rows(np.full(6, 0.5), delta, q))
     last_delta = {s: delta[i] for i, s in enumerate(batch["indices"])}
     np.testing.assert_allclose(
-        buffer._delta[batch["indices"]], [last_delta[s] for s in batch["indices"]]
+        buffer.slot_memory.delta[batch["indices"]],
+        [last_delta[s] for s in batch["indices"]],
     )
-    np.testing.assert_array_equal(buffer._ts[batch["indices"]], batch["ts"])
-    assert np.all(buffer._delta[untouched] == 1.0)
-    assert np.all(buffer._q[untouched] == 1.0)
+    np.testing.assert_array_equal(buffer.storage.ts[batch["indices"]], batch["ts"])
+    assert np.all(buffer.slot_memory.delta[untouched] == 1.0)
+    assert np.all(buffer.slot_memory.q[untouched] == 1.0)
 
 
 def test_sampled_set_collects_every_sampled_index_until_reset():
@@ -125,8 +128,10 @@ def test_non_finite_scores_and_features_never_reach_tree_or_cache():
         batch["indices"], batch["indices"][3:]
     )
     np.testing.assert_array_equal(after[bad], before[bad])
-    assert np.all(np.isfinite(buffer._delta)) and np.all(np.isfinite(buffer._q))
-    assert buffer._num_nonfinite_priorities == 3
+    assert np.all(np.isfinite(buffer.slot_memory.delta)) and np.all(
+        np.isfinite(buffer.slot_memory.q)
+    )
+    assert buffer.sampler.num_nonfinite_priorities == 3
     buffer.check_invariants()
 
 
@@ -146,7 +151,7 @@ def test_eviction_drops_evicted_slots_from_the_sampled_set():
     buffer.update_priorities(_rows(np.full(10, 0.5)))
     for e in range(3, 6):
         buffer.add([_episode(e, 10)])
-    stale = buffer._in_sampled_set & ~buffer._is_transition
+    stale = buffer.slot_memory.in_sampled_set & ~buffer.storage.is_transition
     assert not stale.any()
     train = buffer.sample_sampler_training_batch(100)
     if train is not None:
@@ -164,7 +169,7 @@ def test_state_round_trip_includes_cache_and_sampled_set():
     restored = NERSEpisodeReplayBuffer(200, alpha=1.0)
     restored.set_state(state)
     assert restored.sampled_set_size == buffer.sampled_set_size
-    np.testing.assert_array_equal(restored._delta, buffer._delta)
+    np.testing.assert_array_equal(restored.slot_memory.delta, buffer.slot_memory.delta)
     a, b = buffer.sample_batch(16), restored.sample_batch(16)
     for key in a:
         np.testing.assert_array_equal(a[key], b[key])
@@ -218,10 +223,14 @@ def test_scored_n_step_is_in_the_state_and_older_states_restore():
     state = buffer.get_state()
     restored = NERSEpisodeReplayBuffer(200, alpha=1.0)
     restored.set_state(state)
-    np.testing.assert_array_equal(restored._scored_n_step, buffer._scored_n_step)
+    np.testing.assert_array_equal(
+        restored.slot_memory.scored_n_step, buffer.slot_memory.scored_n_step
+    )
     for target in (buffer, restored):
         target.update_priorities(_rows(np.full(6, 0.4)))
-    np.testing.assert_array_equal(restored._scored_n_step, buffer._scored_n_step)
+    np.testing.assert_array_equal(
+        restored.slot_memory.scored_n_step, buffer.slot_memory.scored_n_step
+    )
     a = buffer.sample_sampler_training_batch(8, n_step=(2, 4))
     b = restored.sample_sampler_training_batch(8, n_step=(2, 4))
     for key in a:
@@ -234,7 +243,7 @@ def test_scored_n_step_is_in_the_state_and_older_states_restore():
     }
     legacy = NERSEpisodeReplayBuffer(200, alpha=1.0)
     legacy.set_state(old)
-    assert not legacy._scored_n_step.any()
+    assert not legacy.slot_memory.scored_n_step.any()
     legacy.update_priorities(_rows(np.full(6, 0.4)))
     train = legacy.sample_sampler_training_batch(8, n_step=3)
     n = train["new_obs"][:, 1] - train["obs"][:, 1]
@@ -254,10 +263,10 @@ def test_an_rllib_per_state_loads_its_steps_not_its_td_priorities():
     buffer.set_state(rllib.get_state())
     buffer.check_invariants()
     assert len(buffer) == 16 and buffer.get_num_episodes() == 2
-    slots = np.flatnonzero(buffer._is_transition)
+    slots = np.flatnonzero(buffer.storage.is_transition)
     np.testing.assert_array_equal(buffer.get_priorities(slots), 1.0)
-    assert not buffer._scored.any() and buffer.sampled_set_size == 0
-    assert buffer._sampler.max_priority == 1.0
+    assert not buffer.slot_memory.scored.any() and buffer.sampled_set_size == 0
+    assert buffer.sampler.max_priority == 1.0
     assert buffer.pop_finished_episode_returns() == [sum(100.0 + t for t in range(10))]
     # The open episode's return goes on with its next chunk.
     buffer.add(_episode(2, 2, start=6, id_="ep2"))

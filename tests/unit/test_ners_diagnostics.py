@@ -193,7 +193,7 @@ def test_scored_mask_set_on_update_cleared_on_overwrite():
     assert not buffer.diagnostics_columns(buffer.transition_slots())["scored"].any()
     batch = buffer.sample_batch(16)
     buffer.update_priorities(_rows(16))
-    scored = np.flatnonzero(buffer._scored)
+    scored = np.flatnonzero(buffer.slot_memory.scored)
     np.testing.assert_array_equal(scored, np.unique(batch["indices"]))
     columns = buffer.diagnostics_columns(scored)
     assert columns["scored"].all() and np.all(columns["delta"] == 0.5)
@@ -203,11 +203,13 @@ def test_scored_mask_set_on_update_cleared_on_overwrite():
     buffer.add([_episode(9, 10)])
     buffer.update_priorities(_rows(4))
     # The new episode's 11 slots wrapped the ring: overwritten, unscored.
-    written = buffer._last_added_steps[0]
-    assert not buffer._scored[written].any()
-    assert not buffer._scored[~buffer._is_transition].any()
-    still = np.setdiff1d(scored, np.r_[written, np.flatnonzero(~buffer._is_transition)])
-    assert still.size and buffer._scored[still].all()
+    written = buffer.last_added_slots
+    assert not buffer.slot_memory.scored[written].any()
+    assert not buffer.slot_memory.scored[~buffer.storage.is_transition].any()
+    still = np.setdiff1d(
+        scored, np.r_[written, np.flatnonzero(~buffer.storage.is_transition)]
+    )
+    assert still.size and buffer.slot_memory.scored[still].all()
 
 
 def test_scored_mask_survives_get_state_and_old_states_reconstruct_it():
@@ -217,12 +219,14 @@ def test_scored_mask_survives_get_state_and_old_states_reconstruct_it():
     state = buffer.get_state()
     restored = NERSEpisodeReplayBuffer(66, alpha=0.6)
     restored.set_state(state)
-    np.testing.assert_array_equal(restored._scored, buffer._scored)
+    np.testing.assert_array_equal(
+        restored.slot_memory.scored, buffer.slot_memory.scored
+    )
     old = {k: v for k, v in state.items() if k != "_scored"}
     older = NERSEpisodeReplayBuffer(66, alpha=0.6)
     older.set_state(old)
     # Without the mask: scored where the cached TD error left its initial 1.0.
-    np.testing.assert_array_equal(older._scored, buffer._scored)
+    np.testing.assert_array_equal(older.slot_memory.scored, buffer.slot_memory.scored)
 
 
 # --------------------------------------------------------------- probe set
@@ -236,7 +240,7 @@ def test_probe_is_drawn_once_enough_are_stored_and_replaced_on_eviction():
     assert buffer.rng.bit_generator.state == buffer_rng  # never the buffer's draws
     slots = diag.probe_slots.copy()
     assert slots.size == 30 and np.unique(slots).size == 30
-    assert buffer._is_transition[slots].all()
+    assert buffer.storage.is_transition[slots].all()
     np.testing.assert_array_equal(batch["indices"], slots)
     assert set(np.unique(diag.probe_n_steps)) <= {1, 2, 3}
     for key in ("obs", "new_obs", "actions", "rewards", "ts", "delta", "q"):

@@ -97,8 +97,7 @@ def _buffer_with_replays(seed=0):
     # Replay slots: one item three times, two once, through NERS rows.
     for slots in ([3, 3, 7], [3, 12]):
         buffer.sample_batch(len(slots))
-        buffer._last_sampled_indices = np.asarray(slots)
-        buffer._last_sampled_stamps = buffer._storage.stamp[np.asarray(slots)]
+        buffer.set_last_sample(np.asarray(slots))
         buffer.update_priorities(np.tile([0.5, 1.0, 2.0], (len(slots), 1)))
     return buffer
 
