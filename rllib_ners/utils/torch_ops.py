@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from rllib_ners.seam.torch_internals import (
+    forward_is_observed,
+    fused_adam_step_,
+    unobserved_optimizer_step,
+)
+
+# Each fused Adam's listed tensors (see `FusedAdamLists`), kept for as long as
+# the optimizer lives.
+_FUSED_ADAM_LISTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def numpy_to_tensor(value, device) -> torch.Tensor:
@@ -90,7 +101,7 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
     optimizer, and no torch profiler running) it skips torch's wrapper around
     every step (a profiler record and two walks over the hooks, ~10 us a call).
     A fused `torch.optim.Adam` whose state exists (after its first step) then
-    runs its two kernels directly (`_FusedAdamLists`): what `Adam.step` ends up
+    runs its two kernels directly (`FusedAdamLists`): what `Adam.step` ends up
     calling, without regrouping every parameter's state per step (~25 us on a
     DQN's six tensors). Anything else takes `optimizer.step()`.
     """
@@ -102,28 +113,16 @@ def step_optimizers(optimizers: Sequence[torch.optim.Optimizer]) -> None:
     Adams with the same settings, device and dtype share one kernel call (the
     kernel updates each tensor on its own: the same values as step by step,
     e.g. SAC's four optimizers in one call instead of four)."""
-    from torch.optim import optimizer as optimizer_module
-
-    hooked_globally = bool(
-        optimizer_module._global_optimizer_pre_hooks
-        or optimizer_module._global_optimizer_post_hooks
-        or torch.autograd.profiler._is_profiler_enabled
-    )
     fused: Dict[tuple, list] = {}
     for optimizer in optimizers:
-        inner = getattr(type(optimizer).step, "__wrapped__", None)
-        if (
-            inner is None
-            or hooked_globally
-            or optimizer._optimizer_step_pre_hooks
-            or optimizer._optimizer_step_post_hooks
-        ):
+        step = unobserved_optimizer_step(optimizer)
+        if step is None:
             optimizer.step()
             continue
-        lists = _FusedAdamLists.of(optimizer)
+        lists = FusedAdamLists.of(optimizer)
         parts = lists.kernel_parts() if lists is not None else None
         if parts is None:
-            inner(optimizer)
+            step(optimizer)
             continue
         for key, part in parts:
             fused.setdefault(key, []).append(part)
@@ -131,27 +130,27 @@ def step_optimizers(optimizers: Sequence[torch.optim.Optimizer]) -> None:
         params, grads, exp_avgs, exp_avg_sqs, steps = (
             [tensor for part in parts for tensor in part[i]] for i in range(5)
         )
-        torch._foreach_add_(steps, 1)
-        torch._fused_adam_(
+        fused_adam_step_(
             params,
             grads,
             exp_avgs,
             exp_avg_sqs,
-            [],
             steps,
-            amsgrad=False,
             lr=lr,
             beta1=beta1,
             beta2=beta2,
             weight_decay=weight_decay,
             eps=eps,
             maximize=maximize,
-            grad_scale=None,
-            found_inf=None,
         )
 
 
-class _FusedAdamLists:
+def cached_fused_adam_lists(optimizer) -> Optional[FusedAdamLists]:
+    """The lists `step_optimizers` built for `optimizer`, if it built any."""
+    return _FUSED_ADAM_LISTS.get(optimizer)
+
+
+class FusedAdamLists:
     """A fused Adam's parameters and state tensors, listed once per group, and
     its step as `Adam.step` -> `_fused_adam` runs it for one device and dtype:
     `_foreach_add_(steps, 1)`, then `_fused_adam_` with the group's settings.
@@ -162,18 +161,18 @@ class _FusedAdamLists:
     __slots__ = ("state", "groups", "tensors")
 
     @classmethod
-    def of(cls, optimizer) -> Optional[_FusedAdamLists]:
+    def of(cls, optimizer) -> Optional[FusedAdamLists]:
         """The optimizer's lists, or None if `Adam.step` must run."""
-        lists = getattr(optimizer, "_rllib_ners_fused_lists", None)
+        lists = _FUSED_ADAM_LISTS.get(optimizer)
         if lists is None or not lists.is_current(optimizer):
             lists = cls.build(optimizer)
             if lists is None:  # no state yet: ask again after the next step
                 return None
-            optimizer._rllib_ners_fused_lists = lists
+            _FUSED_ADAM_LISTS[optimizer] = lists
         return lists if lists.tensors is not None else None
 
     @classmethod
-    def build(cls, optimizer) -> Optional[_FusedAdamLists]:
+    def build(cls, optimizer) -> Optional[FusedAdamLists]:
         lists = cls()
         lists.state = optimizer.state
         lists.groups = list(optimizer.param_groups)
@@ -225,7 +224,7 @@ class _FusedAdamLists:
 
     def kernel_parts(self) -> Optional[List[tuple]]:
         """Per param group: `(settings key, (params, grads, exp_avgs,
-        exp_avg_sqs, steps))` for `_fused_adam_`; None (nothing done) if a
+        exp_avg_sqs, steps))` for `fused_adam_step_`; None (nothing done) if a
         parameter has no gradient (`Adam.step` would skip it: left to it)."""
         parts = []
         for group, (params, exp_avgs, exp_avg_sqs, steps) in zip(
@@ -455,14 +454,7 @@ def call_module(module: nn.Module, *args):
     """`module(*args)`, without `nn.Module.__call__`'s bookkeeping (a few us a
     call) when no forward hooks are registered, on the module or globally:
     then `__call__` runs exactly `forward(*args)`."""
-    from torch.nn.modules import module as module_module
-
-    if (
-        module._forward_hooks
-        or module._forward_pre_hooks
-        or module_module._global_forward_hooks
-        or module_module._global_forward_pre_hooks
-    ):
+    if forward_is_observed(module):
         return module(*args)
     return module.forward(*args)
 

@@ -1,4 +1,4 @@
-"""The fast Learner's tensor ops equal RLlib's, bit for bit.
+"""The Learner update pieces' tensor ops equal RLlib's, bit for bit.
 
 * `clip_gradients_foreach` vs RLlib's `clip_gradients` (global norm, with nan
   and inf gradients, below and above the clip value, and the other modes);
@@ -30,14 +30,15 @@ from ray.rllib.utils.torch_utils import (
 )
 from torch import nn
 
-from rllib_ners.algorithms.common.fast_torch_learner import (
+from rllib_ners.algorithms.common.deferred_updates import columns_to_tensors
+from rllib_ners.algorithms.common.gradient_step import (
+    all_finite,
     clip_gradients_foreach,
-    columns_to_tensors,
-    polyak_pairs,
-    polyak_update,
 )
+from rllib_ners.algorithms.common.target_updates import polyak_pairs, polyak_update
 from rllib_ners.utils.torch_ops import (
     EpsilonGreedyChoice,
+    cached_fused_adam_lists,
     plain_mlp_layers,
     run_plain_mlp,
     step_optimizer,
@@ -87,18 +88,16 @@ def test_global_norm_clipping_equals_rllibs_over_scales_and_clip_values(dtype):
             for i, s in enumerate(SHAPES)
         }
         ours = {k: v.clone() for k, v in grads.items()}
-        # Finite gradients whose norms overflow count as not finite, as the
-        # norms RLlib's clip computes say.
-        norms_finite = all(bool(torch.norm(g).isfinite()) for g in grads.values())
-        flags = []
         norm_ours = clip_gradients_foreach(
-            ours, grad_clip=clip, grad_clip_by="global_norm", finite_flags=flags
+            ours, grad_clip=clip, grad_clip_by="global_norm"
         )
         norm_theirs = clip_gradients(grads, grad_clip=clip, grad_clip_by="global_norm")
         assert torch.equal(norm_ours, norm_theirs), (scale, clip)
         for key in ours:
             assert torch.equal(ours[key], grads[key]), (scale, clip, key)
-        assert bool(flags[0]) is norms_finite, (scale, clip)
+        # The fused check says what RLlib's per-tensor check says.
+        rllib_finite = all(bool(torch.isfinite(g).all()) for g in grads.values())
+        assert all_finite(list(ours.values())) is rllib_finite, (scale, clip)
     # The clip value exactly: the coefficient's float32 arithmetic decides.
     grads = {0: torch.tensor([3.0, 4.0], dtype=dtype)}
     ours = {0: grads[0].clone()}
@@ -108,15 +107,14 @@ def test_global_norm_clipping_equals_rllibs_over_scales_and_clip_values(dtype):
 
 
 @pytest.mark.parametrize("special", ["nan", "inf"])
-def test_global_norm_clipping_flags_non_finite_gradients(special):
-    flags = []
-    clip_gradients_foreach(
-        _gradients(1.0, special),
-        grad_clip=40.0,
-        grad_clip_by="global_norm",
-        finite_flags=flags,
-    )
-    assert len(flags) == 1 and not bool(flags[0])
+def test_global_norm_clipping_keeps_non_finite_gradients_detectable(special):
+    grads = _gradients(1.0, special)
+    theirs = {k: v.clone() for k, v in grads.items()}
+    clip_gradients_foreach(grads, grad_clip=40.0, grad_clip_by="global_norm")
+    clip_gradients(theirs, grad_clip=40.0, grad_clip_by="global_norm")
+    for key in grads:
+        assert torch.equal(grads[key].isfinite(), theirs[key].isfinite()), key
+    assert not all_finite(list(grads.values()))
 
 
 @pytest.mark.parametrize("mode", ["value", "norm"])
@@ -377,7 +375,7 @@ def test_step_optimizer_equals_adam_step(adam_kwargs, groups, events):
     )
     assert all(torch.equal(a, b) for a, b in zip(plain[0], lean[0]))
     # Fused Adam (not AMSGrad) ran its kernels directly.
-    lists = getattr(lean[2], "_rllib_ners_fused_lists", None)
+    lists = cached_fused_adam_lists(lean[2])
     direct = adam_kwargs.get("fused", False) and not adam_kwargs.get("amsgrad")
     assert (lists is not None and lists.tensors is not None) == direct
     assert plain[1].keys() == lean[1].keys()

@@ -11,6 +11,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from rllib_ners import RainbowDQNConfig
+from rllib_ners.seam.learner import learner_parameters
 
 OBS, ACT = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
 
@@ -27,7 +28,7 @@ def _learner():
 
 def _grads(learner, poison=None):
     torch.manual_seed(1)
-    grads = {pid: torch.randn_like(p) for pid, p in learner._params.items()}
+    grads = {pid: torch.randn_like(p) for pid, p in learner_parameters(learner).items()}
     if poison is not None:
         first = next(iter(grads))
         grads[first].view(-1)[0] = poison
@@ -50,23 +51,27 @@ def test_same_step_as_rllibs_apply_gradients(poison, monkeypatch):
     # Finite gradients take the fused path; nan/inf go through RLlib's code.
     assert calls == ([] if poison is None else [True])
     rllib_apply(theirs, _grads(theirs, poison))
-    for (pid, a), b in zip(ours._params.items(), theirs._params.values()):
+    for (pid, a), b in zip(
+        learner_parameters(ours).items(), learner_parameters(theirs).values()
+    ):
         assert torch.equal(a, b), pid
         assert torch.isfinite(a).all()
     before = _learner()
     moved = [
         not torch.equal(a, b)
-        for a, b in zip(ours._params.values(), before._params.values())
+        for a, b in zip(
+            learner_parameters(ours).values(), learner_parameters(before).values()
+        )
     ]
     assert all(moved)
 
 
 @pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
 def test_clipped_gradients_step_as_rllib_without_a_second_norm(poison, monkeypatch):
-    """After a global-norm clip of every gradient (DQN's default grad_clip=40),
-    the clip's per-tensor norms decide finiteness: the same clipped gradients and
-    the same step as RLlib's `postprocess_gradients` + `apply_gradients`, and no
-    second norm over the gradients when they are finite."""
+    """After a global-norm clip of every gradient (DQN's default grad_clip=40):
+    the same clipped gradients and the same step as RLlib's
+    `postprocess_gradients` + `apply_gradients`, finiteness decided by the fused
+    check (no norm over the gradients besides the clip's)."""
     from ray.rllib.utils.torch_utils import clip_gradients
 
     ours = _learner()
@@ -82,10 +87,12 @@ def test_clipped_gradients_step_as_rllib_without_a_second_norm(poison, monkeypat
     ours.apply_gradients(ours.postprocess_gradients(_grads(ours, poison)))
     assert norms == []
     # RLlib's own clip and apply on the copy.
-    monkeypatch.setattr(type(theirs), "_get_clip_function", lambda self: clip_gradients)
+    monkeypatch.setattr(type(theirs), "clip_gradients", staticmethod(clip_gradients))
     TorchLearner.apply_gradients(
         theirs, theirs.postprocess_gradients(_grads(theirs, poison))
     )
-    for (pid, a), b in zip(ours._params.items(), theirs._params.values()):
+    for (pid, a), b in zip(
+        learner_parameters(ours).items(), learner_parameters(theirs).values()
+    ):
         assert torch.equal(a, b), pid
         assert torch.isfinite(a).all()

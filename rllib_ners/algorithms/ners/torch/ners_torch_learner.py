@@ -28,6 +28,12 @@ from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
+from rllib_ners.algorithms.common.distributed import (
+    average_over_learners,
+    learners_share_process_group,
+    sum_over_learners,
+)
+from rllib_ners.algorithms.common.gradient_step import gradients_of
 from rllib_ners.algorithms.ners.ners_learner import ners_settings_from_config
 from rllib_ners.ners.encoding_cache import EncodingCache
 from rllib_ners.ners.reinforce import priority_base, sampler_loss
@@ -38,6 +44,7 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
     SAMPLE_POSITION,
     TARGET_Q,
 )
+from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 from rllib_ners.utils.spaces import is_image_space
 from rllib_ners.utils.torch_ops import make_adam
@@ -59,11 +66,6 @@ def sampler_tensors(batch: Dict[str, Any], device) -> Dict[str, torch.Tensor]:
         name: torch.as_tensor(np.asarray(batch[name]), device=device)
         for name in NERS_FEATURE_COLUMNS
     }
-
-
-def _sum_over_learners(tensor: torch.Tensor) -> torch.Tensor:
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor
 
 
 class NERSTorchLearnerMixin:
@@ -99,7 +101,7 @@ class NERSTorchLearnerMixin:
         ).to(self.device)
         self.ners_optimizer = make_adam(self.ners_scorer.parameter_groups())
         self.ners_encoding_cache = self._build_encoding_cache(module.observation_space)
-        if self._sampler_is_distributed():
+        if learners_share_process_group(self):
             # Learners seed differently (or not at all): start from rank 0's nets.
             for tensor in self.ners_scorer.state_dict().values():
                 dist.broadcast(tensor, src=0)
@@ -119,15 +121,6 @@ class NERSTorchLearnerMixin:
             int(capacity or _MAX_ENCODING_CACHE_ENTRIES), _MAX_ENCODING_CACHE_ENTRIES
         )
         return EncodingCache(size, settings.encoder_out_dim, self.device)
-
-    def _sampler_is_distributed(self) -> bool:
-        """Whether several Learners share a torch process group (DDP)."""
-        return (
-            self.distributed
-            and dist.is_available()
-            and dist.is_initialized()
-            and dist.get_world_size() > 1
-        )
 
     def _module_encode(self, obs: torch.Tensor) -> torch.Tensor:
         """The RLModule's own encoder output, detached (encoder='module')."""
@@ -160,7 +153,7 @@ class NERSTorchLearnerMixin:
         Learners each holds a shard, and the global context covers the whole
         batch.
         """
-        reduce = _sum_over_learners if self._sampler_is_distributed() else None
+        reduce = sum_over_learners if learners_share_process_group(self) else None
         with torch.no_grad():
             # The scalar features' running statistics grow from scored batches
             # only, never from REINFORCE's I_train: those are rows already
@@ -283,14 +276,9 @@ class NERSTorchLearnerMixin:
         loss, logits = sampler_loss(
             self._sampler_logits, batch, replay_reward, self.ners_settings
         )
-        self.ners_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._sampler_is_distributed():
-            world_size = dist.get_world_size()
-            for param in self.ners_scorer.parameters():
-                if param.grad is not None:
-                    dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
-                    param.grad /= world_size
+        gradients = gradients_of(loss, dict(self.ners_scorer.named_parameters()))
+        if learners_share_process_group(self):
+            average_over_learners(list(gradients.values()))
         self.ners_optimizer.step()
         if self.ners_encoding_cache is not None:
             self.ners_encoding_cache.invalidate()  # the encoder has changed
@@ -309,8 +297,8 @@ class NERSTorchLearnerMixin:
     @override(TorchLearner)
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
-        if self.ners_scorer is not None and self._check_component(
-            NERS_SAMPLER_STATE, components, not_components
+        if self.ners_scorer is not None and includes_component(
+            self, NERS_SAMPLER_STATE, components, not_components
         ):
             state[NERS_SAMPLER_STATE] = {
                 "scorer": {

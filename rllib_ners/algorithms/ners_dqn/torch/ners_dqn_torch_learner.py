@@ -30,7 +30,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, TensorType
 
-from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
+from rllib_ners.algorithms.common.target_updates import CheckpointedTargetUpdateTimes
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
@@ -42,11 +42,11 @@ from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
 
 
 class NERSDQNTorchLearner(
-    NERSTorchLearnerMixin, TargetUpdateStateMixin, RainbowDQNTorchLearner
+    NERSTorchLearnerMixin, CheckpointedTargetUpdateTimes, RainbowDQNTorchLearner
 ):
     """Rainbow's DQN learner (Adam with `adam_epsilon`) plus the NERS scorer (see
     the module docstring); checkpoints hold when the target nets were last synced
-    (`TargetUpdateStateMixin`)."""
+    (`CheckpointedTargetUpdateTimes`)."""
 
     @override(DQNTorchLearner)
     def build(self) -> None:

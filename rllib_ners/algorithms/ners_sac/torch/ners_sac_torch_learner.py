@@ -5,7 +5,7 @@ left as it is, except that `config.training(critic_loss="mse")` swaps the critic
 Huber loss for the SAC paper's squared error. With the NERS buffer, after the
 loss of each update:
   1. fresh `delta_i` and `q_i` come from the forward pass already made for the
-     loss (see `soft_td_error_and_target`);
+     loss (`soft_td_error_and_target`);
   2. the scorer scores the whole batch at once (so each score sees the batch's
      global context) on the Learner's device, without gradients; continuous
      actions enter the features as they are, one vector per transition;
@@ -20,19 +20,19 @@ Beyond RLlib's SACTorchLearner it also
     `initial_alpha`;
   * averages the temperature's gradient over several Learners: DDP averages the
     RLModule's gradients only, so RLlib 2.60's Learners drifted apart in alpha;
-  * updates with one backward pass instead of four (`LeanSACUpdateMixin`), fused
-    Adam optimisers (RLlib's four, same parameters and eps), Polyak target
-    updates as foreach ops, one fused nan/inf check of the gradients and
-    metrics reduced once per iteration (`FastTorchLearnerMixin`).
+  * updates with one backward pass instead of four (`one_backward_sac_update`),
+    fused Adam optimisers (RLlib's four, same parameters and eps), and the
+    pieces `RainbowDQNTorchLearner` lists (deferred metrics, the fused
+    gradient step, multi-tensor target updates).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict
 
 import gymnasium as gym
 import torch
-import torch.distributed as dist
 from ray.rllib.algorithms.sac.sac_learner import (
     LOGPS_KEY,
     QF_LOSS_KEY,
@@ -49,24 +49,50 @@ from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
 from torch.nn import functional as F
 
-from rllib_ners.algorithms.common.fast_torch_learner import (
-    FastTargetNetworkMixin,
-    FastTorchLearnerMixin,
+from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
+from rllib_ners.algorithms.common.distributed import (
+    average_over_learners,
+    learners_share_process_group,
 )
-from rllib_ners.algorithms.common.learner_state import TargetUpdateStateMixin
+from rllib_ners.algorithms.common.gradient_step import FusedGradientStep
+from rllib_ners.algorithms.common.target_updates import (
+    CheckpointedTargetUpdateTimes,
+    ForeachTargetUpdates,
+)
+from rllib_ners.algorithms.common.update_step import (
+    rllib_update_needed,
+    update_in_training_mode,
+)
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
-from rllib_ners.algorithms.ners_sac.torch.lean_sac_update import LeanSACUpdateMixin
-from rllib_ners.utils.deferred_metrics import DeferredMetrics
+from rllib_ners.algorithms.ners_sac.torch.sac_update import (
+    LOGP_NEXT_RESAMPLED,
+    LOGP_RESAMPLED,
+    Q_CURR,
+    one_backward_sac_update,
+    sac_update_blocker,
+)
+from rllib_ners.seam.checkpoints import includes_component
+from rllib_ners.seam.learner import losses_per_optimizer
+from rllib_ners.utils.malloc import keep_freed_tensor_memory
 from rllib_ners.utils.torch_ops import make_adam
+
+logger = logging.getLogger(__name__)
 
 # Learner state entry: SAC's temperature log(alpha) per module.
 LOG_ALPHA_STATE = "sac_log_alpha"
+# RLlib's SAC optimisers: Adam with this eps.
+SAC_ADAM_EPSILON = 1e-7
+# RLlib's SAC loss keys without a constant.
+ALPHA_LOSS_KEY = "alpha_loss"
+# RLlib's critic loss: Huber with this threshold.
+HUBER_DELTA = 1.0
 
 
 def soft_td_error_and_target(
@@ -77,7 +103,7 @@ def soft_td_error_and_target(
     gamma: float,
     twin_q: bool,
 ):
-    """`(delta, y)` of SAC's continuous critic loss, exactly as RLlib computes them.
+    """`(delta, y)` of SAC's critic loss, exactly as RLlib computes them.
 
     `y = R + gamma^n (1 - terminated) (min_k Q'_k(s', a') - alpha log pi(a'|s'))`
     with `a' ~ pi(.|s')` (the soft TD target of the loss, `fwd_out`'s sample);
@@ -85,16 +111,36 @@ def soft_td_error_and_target(
     priority. The mean, not the min: both critics regress on `y` and both of
     their errors enter the critic loss, so the mean measures what replaying the
     transition teaches; and NERS's "per_residual" priority then starts from
-    exactly PER-SAC's priority.
+    exactly PER-SAC's priority. Neither carries gradients.
     """
-    # RLlib's SAC module names this output without a constant.
-    q_next = fwd_out[QF_TARGET_NEXT] - alpha * fwd_out["logp_next_resampled"]
-    not_done = 1.0 - batch[Columns.TERMINATEDS].float()
-    target = batch[Columns.REWARDS] + (gamma ** batch["n_step"]) * not_done * q_next
-    delta = (fwd_out[QF_PREDS] - target).abs()
+    q_target_next = (
+        fwd_out[QF_TARGET_NEXT] - alpha.detach() * fwd_out[LOGP_NEXT_RESAMPLED]
+    )
+    q_next_masked = (1.0 - batch[Columns.TERMINATEDS].float()) * q_target_next
+    target = (
+        batch[Columns.REWARDS] + (gamma ** batch["n_step"]) * q_next_masked
+    ).detach()
+    delta = torch.abs(fwd_out[QF_PREDS] - target)
     if twin_q:
-        delta = 0.5 * (delta + (fwd_out[QF_TWIN_PREDS] - target).abs())
+        delta += torch.abs(fwd_out[QF_TWIN_PREDS] - target)
+        delta *= 0.5
     return delta, target
+
+
+def uses_squared_error(config) -> bool:
+    """Whether the critics regress with the SAC paper's squared error
+    (`critic_loss="mse"`) instead of RLlib's Huber loss."""
+    return getattr(config, "critic_loss", "huber") == "mse"
+
+
+def squared_error(q: TensorType, target: TensorType) -> TensorType:
+    """The SAC paper's per-item critic loss `0.5 (Q - y)^2`."""
+    return 0.5 * (q - target) ** 2
+
+
+def huber_error(q: TensorType, target: TensorType) -> TensorType:
+    """RLlib's per-item SAC critic loss."""
+    return F.huber_loss(q, target, reduction="none", delta=HUBER_DELTA)
 
 
 def uses_ners_replay(config: Any) -> bool:
@@ -104,28 +150,48 @@ def uses_ners_replay(config: Any) -> bool:
 
 class NERSSACTorchLearner(
     NERSTorchLearnerMixin,
-    TargetUpdateStateMixin,
-    LeanSACUpdateMixin,
-    FastTargetNetworkMixin,
-    FastTorchLearnerMixin,
+    CheckpointedTargetUpdateTimes,
+    DeferredMetricsUpdates,
+    FusedGradientStep,
+    ForeachTargetUpdates,
     SACTorchLearner,
 ):
-    """RLlib's SAC learner plus the NERS scorer (see the module docstring)."""
+    """RLlib's SAC learner plus the NERS scorer (see the module docstring).
+
+    Its update: `one_backward_sac_update` for continuous actions; where that
+    cannot serve (`sac_update_blocker`, logged once), `update_in_training_mode`
+    or, for several Learners or a compiled update, RLlib's own.
+    """
 
     @override(SACTorchLearner)
     def build(self) -> None:
+        keep_freed_tensor_memory()
         super().build()
+        self.sac_networks = {}
+        self.one_backward_blocker = sac_update_blocker(self)
+        if self.one_backward_blocker is not None:
+            logger.info(
+                "%s updates without the one-backward SAC update: %s.",
+                type(self).__name__,
+                self.one_backward_blocker,
+            )
         if uses_ners_replay(self.config):
             self.build_ners_sampler()
+
+    @override(TorchLearner)
+    def _update(self, batch: Dict[str, Any]):
+        if self.one_backward_blocker is None:
+            return one_backward_sac_update(self, batch, self.sac_networks)
+        if rllib_update_needed(self):
+            return super()._update(batch)
+        return update_in_training_mode(self, batch)
 
     @override(SACTorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
         """RLlib's four SAC optimisers (critic, twin critic, policy, temperature:
         the same parameters, eps and learning rates), fused."""
-        module = self._module[module_id]
-        groups = [
-            ("qf", [module.qf_encoder, module.qf], config.critic_lr),
-        ]
+        module = self.module[module_id]
+        groups = [("qf", [module.qf_encoder, module.qf], config.critic_lr)]
         if config.twin_q:
             groups.append(
                 ("qf_twin", [module.qf_twin_encoder, module.qf_twin], config.critic_lr)
@@ -136,7 +202,7 @@ class NERSSACTorchLearner(
             self.register_optimizer(
                 module_id=module_id,
                 optimizer_name=name,
-                optimizer=make_adam(params, eps=1e-7),
+                optimizer=make_adam(params, eps=SAC_ADAM_EPSILON),
                 params=params,
                 lr_or_lr_schedule=lr,
             )
@@ -144,7 +210,7 @@ class NERSSACTorchLearner(
         self.register_optimizer(
             module_id=module_id,
             optimizer_name="alpha",
-            optimizer=make_adam([temperature], eps=1e-7),
+            optimizer=make_adam([temperature], eps=SAC_ADAM_EPSILON),
             params=[temperature],
             lr_or_lr_schedule=config.alpha_lr,
         )
@@ -165,13 +231,97 @@ class NERSSACTorchLearner(
         batch: Dict[str, Any],
         fwd_out: Dict[str, TensorType],
     ) -> TensorType:
-        if isinstance(self._module[module_id].action_space, gym.spaces.Box):
+        if isinstance(self.module[module_id].action_space, gym.spaces.Box):
             return self._continuous_sac_loss(module_id, config, batch, fwd_out)
+        return self._discrete_sac_loss(module_id, config, batch, fwd_out)
+
+    def _continuous_sac_loss(self, module_id, config, batch, fwd_out) -> TensorType:
+        """`SACTorchLearner._compute_loss_for_module_continuous`: its ops in its
+        order, the critics on its Huber loss or (`critic_loss="mse"`) on the SAC
+        paper's squared error, without a loss module built per update and with
+        the window-1 statistics computed only for the update an iteration
+        reports. Tested equal to RLlib's loss, and to RLlib's loss with squared
+        errors (`tests/integration/test_sac_update.py`)."""
+        log_alpha = self.curr_log_alpha[module_id]
+        alpha = torch.exp(log_alpha)
+        td_error, target = soft_td_error_and_target(
+            batch=batch,
+            fwd_out=fwd_out,
+            alpha=alpha,
+            gamma=config.gamma,
+            twin_q=config.twin_q,
+        )
+        critic_loss_of = squared_error if uses_squared_error(config) else huber_error
+        critic_losses = {
+            QF_LOSS_KEY: torch.mean(
+                batch["weights"] * critic_loss_of(fwd_out[QF_PREDS], target)
+            )
+        }
+        if config.twin_q:
+            critic_losses[QF_TWIN_LOSS_KEY] = torch.mean(
+                batch["weights"] * critic_loss_of(fwd_out[QF_TWIN_PREDS], target)
+            )
+        logp_resampled = fwd_out[LOGP_RESAMPLED]
+        actor_loss = torch.mean(alpha.detach() * logp_resampled - fwd_out[Q_CURR])
+        alpha_loss = -torch.mean(
+            log_alpha * (logp_resampled.detach() + self.target_entropy[module_id])
+        )
+        total_loss = _sac_total_loss(
+            actor_loss, alpha_loss, critic_losses, uses_squared_error(config)
+        )
+        self.metrics.log_value(
+            (module_id, TD_ERROR_KEY), td_error, reduce="item_series"
+        )
+        self._log_sac_statistics(
+            module_id, fwd_out, alpha, actor_loss, alpha_loss, critic_losses, td_error
+        )
+        # RLlib's own update backs up each optimizer's loss on its own.
+        losses = losses_per_optimizer(self)
+        losses[(module_id, POLICY_LOSS_KEY)] = actor_loss
+        losses[(module_id, ALPHA_LOSS_KEY)] = alpha_loss
+        for key, loss in critic_losses.items():
+            losses[(module_id, key)] = loss
+        if self.ners_scorer is not None:
+            # [score, delta, q, position] rows replace SAC's plain TD errors.
+            with torch.no_grad():
+                self.report_transition_scores(
+                    module_id, batch, td_error.detach(), target
+                )
+        return total_loss
+
+    def _log_sac_statistics(
+        self, module_id, fwd_out, alpha, actor_loss, alpha_loss, critic_losses, td_error
+    ) -> None:
+        """RLlib's window-1 SAC statistics, in RLlib's key order: its `log_dict`
+        (sorted), then the twin's loss."""
+        q_curr = fwd_out[Q_CURR].detach()
+        logp_resampled = fwd_out[LOGP_RESAMPLED]
+        target_entropy = self.target_entropy[module_id]
+        statistics = {
+            POLICY_LOSS_KEY: lambda: actor_loss,
+            QF_LOSS_KEY: lambda: critic_losses[QF_LOSS_KEY],
+            ALPHA_LOSS_KEY: lambda: alpha_loss,
+            "alpha_value": lambda: alpha[0],
+            "log_alpha_value": lambda: torch.log(alpha)[0],
+            "target_entropy": lambda: target_entropy,
+            LOGPS_KEY: lambda: torch.mean(logp_resampled.detach()),
+            QF_MEAN_KEY: lambda: torch.mean(q_curr),
+            QF_MAX_KEY: lambda: torch.max(q_curr),
+            QF_MIN_KEY: lambda: torch.min(q_curr),
+            TD_ERROR_MEAN_KEY: lambda: torch.mean(td_error),
+        }
+        ordered = dict(sorted(statistics.items()))
+        if QF_TWIN_LOSS_KEY in critic_losses:
+            ordered[QF_TWIN_LOSS_KEY] = lambda: critic_losses[QF_TWIN_LOSS_KEY]
+        self.log_statistics(module_id, ordered)
+
+    def _discrete_sac_loss(self, module_id, config, batch, fwd_out) -> TensorType:
+        """RLlib's discrete SAC loss; with `critic_loss="mse"` its critics on
+        squared errors, and with the NERS buffer its TD errors scored."""
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
-        squared_error = getattr(config, "critic_loss", "huber") == "mse"
-        if not squared_error and self.ners_scorer is None:
+        if not uses_squared_error(config) and self.ners_scorer is None:
             return loss  # RLlib's loss; PER or uniform replay: its TD errors stay
         with torch.no_grad():
             delta, target = soft_td_error_and_target(
@@ -181,7 +331,7 @@ class NERSSACTorchLearner(
                 gamma=config.gamma,
                 twin_q=config.twin_q,
             )
-        if squared_error:
+        if uses_squared_error(config):
             loss = self._with_squared_error_critic_losses(
                 module_id=module_id,
                 config=config,
@@ -195,99 +345,6 @@ class NERSSACTorchLearner(
                 self.report_transition_scores(module_id, batch, delta, target)
         return loss
 
-    def _continuous_sac_loss(self, module_id, config, batch, fwd_out) -> TensorType:
-        """`SACTorchLearner._compute_loss_for_module_continuous`: its ops in its
-        order, the critics on its Huber loss or (`critic_loss="mse"`) on the SAC
-        paper's squared error (see `_with_squared_error_critic_losses`), without
-        a loss module built per update and with the window-1 statistics computed
-        only for the update an iteration reports. Its soft TD target and TD
-        errors are the ones the NERS scorer reads (`soft_td_error_and_target`
-        computes the same values). Tested equal to RLlib's loss, and to RLlib's
-        loss with squared errors."""
-        log_alpha = self.curr_log_alpha[module_id]
-        alpha = torch.exp(log_alpha)
-        q_selected = fwd_out[QF_PREDS]
-        q_target_next = (
-            fwd_out[QF_TARGET_NEXT] - alpha.detach() * fwd_out["logp_next_resampled"]
-        )
-        q_next_masked = (1.0 - batch[Columns.TERMINATEDS].float()) * q_target_next
-        q_selected_target = (
-            batch[Columns.REWARDS] + (config.gamma ** batch["n_step"]) * q_next_masked
-        ).detach()
-        td_error = torch.abs(q_selected - q_selected_target)
-        if config.twin_q:
-            q_twin_selected = fwd_out[QF_TWIN_PREDS]
-            td_error += torch.abs(q_twin_selected - q_selected_target)
-            td_error *= 0.5
-        squared_error = getattr(config, "critic_loss", "huber") == "mse"
-
-        def critic_loss_of(q):
-            if squared_error:
-                errors = 0.5 * (q - q_selected_target) ** 2
-            else:
-                errors = F.huber_loss(q, q_selected_target, reduction="none", delta=1.0)
-            return torch.mean(batch["weights"] * errors)
-
-        critic_loss = critic_loss_of(q_selected)
-        if config.twin_q:
-            critic_twin_loss = critic_loss_of(q_twin_selected)
-        logp_resampled = fwd_out["logp_resampled"]
-        actor_loss = torch.mean(alpha.detach() * logp_resampled - fwd_out["q_curr"])
-        alpha_loss = -torch.mean(
-            log_alpha * (logp_resampled.detach() + self.target_entropy[module_id])
-        )
-        if squared_error:  # the order `_with_squared_error_critic_losses` sums in
-            total_loss = actor_loss + alpha_loss + critic_loss
-            if config.twin_q:
-                total_loss = total_loss + critic_twin_loss
-        else:
-            total_loss = actor_loss + critic_loss + alpha_loss
-            if config.twin_q:
-                total_loss += critic_twin_loss
-
-        metrics = self.metrics
-        metrics.log_value((module_id, TD_ERROR_KEY), td_error, reduce="item_series")
-        q_curr = fwd_out["q_curr"].detach()
-        target_entropy = self.target_entropy[module_id]
-        statistics = {
-            POLICY_LOSS_KEY: lambda: actor_loss,
-            QF_LOSS_KEY: lambda: critic_loss,
-            "alpha_loss": lambda: alpha_loss,
-            "alpha_value": lambda: alpha[0],
-            "log_alpha_value": lambda: torch.log(alpha)[0],
-            "target_entropy": lambda: target_entropy,
-            LOGPS_KEY: lambda: torch.mean(logp_resampled.detach()),
-            QF_MEAN_KEY: lambda: torch.mean(q_curr),
-            QF_MAX_KEY: lambda: torch.max(q_curr),
-            QF_MIN_KEY: lambda: torch.min(q_curr),
-            TD_ERROR_MEAN_KEY: lambda: torch.mean(td_error),
-        }
-        if config.twin_q:
-            statistics[QF_TWIN_LOSS_KEY] = lambda: critic_twin_loss
-        # RLlib's key order: its `log_dict` (sorted), then the twin's loss.
-        for key in sorted(set(statistics) - {QF_TWIN_LOSS_KEY}) + [QF_TWIN_LOSS_KEY]:
-            if key not in statistics:
-                continue
-            if isinstance(metrics, DeferredMetrics):
-                metrics.log_lazy((module_id, key), statistics[key], window=1)
-            else:
-                metrics.log_value((module_id, key), statistics[key](), window=1)
-
-        # RLlib's own update backs up each optimizer's loss on its own.
-        losses = self._temp_losses
-        losses[(module_id, POLICY_LOSS_KEY)] = actor_loss
-        losses[(module_id, QF_LOSS_KEY)] = critic_loss
-        losses[(module_id, "alpha_loss")] = alpha_loss
-        if config.twin_q:
-            losses[(module_id, QF_TWIN_LOSS_KEY)] = critic_twin_loss
-        if self.ners_scorer is not None:
-            # [score, delta, q, position] rows replace SAC's plain TD errors.
-            with torch.no_grad():
-                self.report_transition_scores(
-                    module_id, batch, td_error.detach(), q_selected_target
-                )
-        return total_loss
-
     def _with_squared_error_critic_losses(
         self,
         *,
@@ -298,22 +355,25 @@ class NERSSACTorchLearner(
         weights: TensorType,
     ) -> TensorType:
         """RLlib's SAC loss with the SAC paper's critic losses: each critic's
-        `mean(w * 0.5 (Q_k(s, a) - y)^2)` replaces RLlib's Huber loss (delta 1).
+        `mean(w * 0.5 (Q_k(s, a) - y)^2)` replaces RLlib's Huber loss.
 
         `target` is the soft TD target `y` (no gradients) and `weights` the
         batch's importance weights. RLlib's `compute_loss_for_module` has just
         computed the policy and temperature losses and kept them for its
         per-optimizer backward passes; the critics' entries are replaced there
-        too, so RLlib's update and the lean one both step on the squared errors.
+        too, so every update steps on the squared errors.
         """
         critic_keys = [(QF_LOSS_KEY, QF_PREDS)]
         if config.twin_q:
             critic_keys.append((QF_TWIN_LOSS_KEY, QF_TWIN_PREDS))
-        losses = self._temp_losses
-        total = losses[(module_id, POLICY_LOSS_KEY)] + losses[(module_id, "alpha_loss")]
+        losses = losses_per_optimizer(self)
+        total = (
+            losses[(module_id, POLICY_LOSS_KEY)] + losses[(module_id, ALPHA_LOSS_KEY)]
+        )
         for loss_key, prediction_key in critic_keys:
-            squared_error = 0.5 * (fwd_out[prediction_key] - target) ** 2
-            critic_loss = torch.mean(weights * squared_error)
+            critic_loss = torch.mean(
+                weights * squared_error(fwd_out[prediction_key], target)
+            )
             losses[(module_id, loss_key)] = critic_loss
             self.metrics.log_value((module_id, loss_key), critic_loss, window=1)
             total = total + critic_loss
@@ -324,15 +384,15 @@ class NERSSACTorchLearner(
         self, loss_per_module: Dict[ModuleID, TensorType], **kwargs
     ) -> ParamDict:
         gradients = super().compute_gradients(loss_per_module, **kwargs)
-        if self._sampler_is_distributed():  # several Learners in one DDP group
+        if learners_share_process_group(self):
             # DDP averages the RLModule's gradients; the temperature is no module
             # parameter, so each Learner would step it on its own shard's loss.
-            world_size = dist.get_world_size()
-            for module_id in set(loss_per_module) - {ALL_MODULES}:
-                grad = self.curr_log_alpha[module_id].grad
-                if grad is not None:
-                    dist.all_reduce(grad, op=dist.ReduceOp.SUM)
-                    grad /= world_size
+            average_over_learners(
+                [
+                    self.curr_log_alpha[module_id].grad
+                    for module_id in set(loss_per_module) - {ALL_MODULES}
+                ]
+            )
         return gradients
 
     @override(SACTorchLearner)
@@ -340,7 +400,7 @@ class NERSSACTorchLearner(
         self, components=None, *, not_components=None, **kwargs
     ) -> Dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
-        if self._check_component(LOG_ALPHA_STATE, components, not_components):
+        if includes_component(self, LOG_ALPHA_STATE, components, not_components):
             state[LOG_ALPHA_STATE] = {
                 module_id: log_alpha.detach().cpu().clone()
                 for module_id, log_alpha in self.curr_log_alpha.items()
@@ -355,3 +415,19 @@ class NERSSACTorchLearner(
                 # In place: the "alpha" optimiser holds this very tensor.
                 log_alpha = self.curr_log_alpha[module_id]
                 log_alpha.copy_(torch.as_tensor(value).to(log_alpha.device))
+
+
+def _sac_total_loss(actor_loss, alpha_loss, critic_losses, squared_errors: bool):
+    """The summed SAC loss, added up in the order RLlib's loss (Huber critics)
+    or the squared-error variant (`_with_squared_error_critic_losses`) adds it:
+    the same floats as either."""
+    critic_loss, *twin = critic_losses.values()
+    if squared_errors:
+        total = actor_loss + alpha_loss + critic_loss
+        for loss in twin:
+            total = total + loss
+        return total
+    total = actor_loss + critic_loss + alpha_loss
+    for loss in twin:
+        total += loss
+    return total

@@ -1,6 +1,6 @@
 """NERS-SAC's Learner computes RLlib's SAC losses and gradients with one backward.
 
-`LeanSACUpdateMixin` against RLlib's own `SACTorchLearner`, both built from the
+`one_backward_sac_update` against RLlib's own `SACTorchLearner`, both built from the
 same config, loaded with the same weights and fed the same batch under the same
 torch seed: the losses are equal and every parameter's gradient is equal bit
 for bit (both critics, the policy, the temperature), for our `SACTorchRLModule`
@@ -25,7 +25,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib_ners.algorithms.common.fast_torch_learner import DEFER_METRICS
+from rllib_ners.algorithms.common.deferred_updates import DEFER_METRICS
 from rllib_ners.algorithms.ners_sac.presets import sac_config
 from rllib_ners.rl_modules.sac import SACTorchRLModule
 
@@ -78,11 +78,13 @@ def _losses(result):
 @pytest.mark.parametrize(
     "module_class", [None, DefaultSACTorchRLModule], ids=["ours", "rllibs"]
 )
-def test_lean_update_equals_rllibs_sac_learner(module_class, twin_q, one_torch_thread):
+def test_one_backward_update_equals_rllibs_sac_learner(
+    module_class, twin_q, one_torch_thread
+):
     ours, theirs = _learners(module_class, twin_q)
     expected_module = module_class or SACTorchRLModule
     assert type(ours.module[DEFAULT_MODULE_ID]) is expected_module
-    assert ours._lean_update_blocker is None
+    assert ours.one_backward_blocker is None
     ours_params = dict(ours.module[DEFAULT_MODULE_ID].named_parameters())
     theirs_params = dict(theirs.module[DEFAULT_MODULE_ID].named_parameters())
     timesteps = {"num_env_steps_sampled_lifetime": 1000}
@@ -152,7 +154,7 @@ def test_mse_critic_loss_is_rllibs_loss_with_squared_errors(
     four-backward update alike; policy and temperature losses are RLlib's."""
     ours, theirs = _learners(None, True, critic_loss="mse")
     if update == "rllibs":
-        ours._lean_update_blocker = "RLlib's update is under test"
+        ours.one_backward_blocker = "RLlib's update is under test"
     ours_params = dict(ours.module[DEFAULT_MODULE_ID].named_parameters())
     theirs_params = dict(theirs.module[DEFAULT_MODULE_ID].named_parameters())
     timesteps = {"num_env_steps_sampled_lifetime": 1000}
@@ -273,5 +275,9 @@ def test_compiled_updates_take_rllibs_update(caplog):
     config = sac_config("Hopper-v5", replay="uniform", hiddens=(16,)).framework(
         torch_compile_learner=True
     )
-    learner = config.build_learner(env=env)
-    assert learner._lean_update_blocker == "the update is torch-compiled"
+    with caplog.at_level("INFO"):
+        learner = config.build_learner(env=env)
+    assert learner.one_backward_blocker == "the update is torch-compiled"
+    # Said once, in one log line, when the Learner is built.
+    said = [r for r in caplog.records if "one-backward" in r.getMessage()]
+    assert len(said) == 1 and "torch-compiled" in said[0].getMessage()

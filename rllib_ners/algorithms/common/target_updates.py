@@ -1,0 +1,154 @@
+"""Target-network updates of the DQN and SAC Learners, as multi-tensor ops.
+
+RLlib's `DQNLearner.after_gradient_based_update` (SAC's too) updates each
+(main, target) network pair through `update_target_network`: a `state_dict()`
+of both, new tensors `tau * main + (1 - tau) * target`, a `load_state_dict()`.
+`ForeachTargetUpdates` makes the same update at the same env steps with the
+same metrics, as two multi-tensor ops over all of a module's pairs
+(`polyak_update`: the same values element by element), and takes the place
+of DQNLearner's step in `after_gradient_based_update`.
+
+RLlib keeps the env step of each module's last target update in a plain
+attribute that no checkpoint holds, so a restored Learner would update its
+targets at its first update; `CheckpointedTargetUpdateTimes` saves it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from ray.rllib.algorithms.dqn.dqn_learner import (
+    LAST_TARGET_UPDATE_TS,
+    NUM_TARGET_UPDATES,
+    DQNLearner,
+)
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+from ray.rllib.utils.torch_utils import update_target_network
+
+from rllib_ners.seam.checkpoints import includes_component
+from rllib_ners.seam.torch_internals import foreach_add_, foreach_mul, foreach_mul_
+
+TARGET_UPDATE_TS_STATE = "last_target_update_ts"
+
+TensorLists = Tuple[List[torch.Tensor], List[torch.Tensor]]
+
+
+def polyak_pairs(main_net: torch.nn.Module, target_net: torch.nn.Module):
+    """The `(main, target)` state-dict tensors RLlib's `update_target_network`
+    averages, as two lists; None if any entry is not a floating-point tensor of
+    the same dtype in both (then RLlib's own update runs)."""
+    main_state = main_net.state_dict(keep_vars=True)
+    mains, targets = [], []
+    for name, target in target_net.state_dict(keep_vars=True).items():
+        main = main_state[name]
+        if not (target.is_floating_point() and main.dtype == target.dtype):
+            return None
+        mains.append(main)
+        targets.append(target)
+    return mains, targets
+
+
+def polyak_update(mains, targets, tau: float) -> None:
+    """`target = tau * main + (1 - tau) * target` for every pair, in place:
+    RLlib's `update_target_network`, element by element (each product rounded
+    on its own, then one sum: the same values)."""
+    if not targets:
+        return
+    with torch.no_grad():
+        mains = [tensor.detach() for tensor in mains]
+        targets = [tensor.detach() for tensor in targets]
+        foreach_mul_(targets, 1 - tau)
+        foreach_add_(targets, foreach_mul(mains, tau))
+
+
+class PolyakTargets:
+    """One module's (main, target) pairs, updated together.
+
+    The tensor lists are built once (parameters are updated in place, so the
+    same tensors stay current); a pair with anything unusual in its state
+    (not floating point, dtypes differ) makes the module's pairs take RLlib's
+    own update.
+    """
+
+    def __init__(self, pairs):
+        self.pairs = list(pairs)
+        listed = [polyak_pairs(main, target) for main, target in self.pairs]
+        self.tensors: Optional[TensorLists] = None
+        if all(listed):
+            self.tensors = (
+                [tensor for mains, _ in listed for tensor in mains],
+                [tensor for _, targets in listed for tensor in targets],
+            )
+
+    def update(self, tau: float) -> None:
+        if self.tensors is not None:
+            polyak_update(*self.tensors, tau)
+            return
+        for main_net, target_net in self.pairs:
+            update_target_network(main_net=main_net, target_net=target_net, tau=tau)
+
+
+class ForeachTargetUpdates:
+    """For `DQNLearner` subclasses (DQN, SAC): DQNLearner's target-network
+    update with the Polyak step as multi-tensor ops (see the module docstring).
+    """
+
+    @override(TorchLearner)
+    def build(self) -> None:
+        super().build()
+        self.polyak_targets: Dict[Any, PolyakTargets] = {}
+
+    @override(DQNLearner)
+    def after_gradient_based_update(self, *, timesteps: Dict[str, Any]) -> None:
+        # DQNLearner's override only updates the target networks; this one
+        # does that itself, after the steps the Learners below DQNLearner make
+        # (learning-rate schedules).
+        TorchLearner.after_gradient_based_update(self, timesteps=timesteps)
+        timestep = timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)
+        for module_id, module in self.module.items():
+            config = self.config.get_config_for_module(module_id)
+            since_last = timestep - self.last_update_ts_by_mid[module_id]
+            if since_last < config.target_network_update_freq or not isinstance(
+                module.unwrapped(), TargetNetworkAPI
+            ):
+                continue
+            self._polyak_targets_of(module_id, module).update(config.tau)
+            self.metrics.log_value(
+                (module_id, NUM_TARGET_UPDATES), 1, reduce="lifetime_sum"
+            )
+            self.last_update_ts_by_mid[module_id] = timestep
+            self.metrics.log_value(
+                (module_id, LAST_TARGET_UPDATE_TS), timestep, reduce="max"
+            )
+
+    def _polyak_targets_of(self, module_id, module) -> PolyakTargets:
+        key = (module_id, id(module.unwrapped()))
+        targets = self.polyak_targets.get(key)
+        if targets is None:
+            pairs = module.unwrapped().get_target_network_pairs()
+            targets = self.polyak_targets[key] = PolyakTargets(pairs)
+        return targets
+
+
+class CheckpointedTargetUpdateTimes:
+    """For `DQNLearner` subclasses: checkpoints hold the env step of each
+    module's last target-network update (see the module docstring)."""
+
+    @override(TorchLearner)
+    def get_state(
+        self, components=None, *, not_components=None, **kwargs
+    ) -> Dict[str, Any]:
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if includes_component(self, TARGET_UPDATE_TS_STATE, components, not_components):
+            state[TARGET_UPDATE_TS_STATE] = dict(self.last_update_ts_by_mid)
+        return state
+
+    @override(TorchLearner)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        if TARGET_UPDATE_TS_STATE in state:
+            self.last_update_ts_by_mid.update(state[TARGET_UPDATE_TS_STATE])
