@@ -26,6 +26,7 @@ from rllib_ners.cli.common import (
     _parse_json_object,
 )
 from rllib_ners.cli.examples import _example_dirs
+from rllib_ners.seam.config import config_attribute_for_key
 
 # Old result names users may still write in --stop or in YAML `stop:`.
 _STOP_ALIASES = {
@@ -153,7 +154,7 @@ def _apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
                 value = _import_class(value)  # a dotted path in JSON or YAML
             _call_config_method(config, method, {kwarg: value}, source, shown=key)
             continue
-        attribute = config._translate_special_keys(key, warn_deprecated=False)
+        attribute = config_attribute_for_key(config, key)
         known = attribute in _UPDATE_FROM_DICT_KEYS or (
             hasattr(config, attribute)
             and not inspect.ismethod(getattr(config, attribute))

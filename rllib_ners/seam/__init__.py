@@ -13,12 +13,15 @@ Ray or torch upgrade is this package's work and its tests' verdict.
 of the package touches and fails when one appears outside this package.
 
 Modules:
-    algorithm: `Algorithm` and `LearnerGroup` internals.
-    config: `AlgorithmConfig` internals and Tune's registry.
+    algorithm: `Algorithm`, `LearnerGroup` and `EnvRunnerGroup` internals.
+    checkpoints: which components a `Checkpointable.get_state()` asks for.
+    config: `AlgorithmConfig` internals.
     env_runner: `SingleAgentEnvRunner` state the sampling loop reads and writes.
     episodes: `SingleAgentEpisode` slots written in bulk.
     learner: `Learner` / `TorchLearner` internals.
+    ray_runtime: Ray's post-init hooks and Tune's env registry.
     replay: RLlib's episode replay buffers' state and metrics hooks.
-    rl_module: `RLModule`, `MultiRLModule` and `Catalog` internals.
-    torch_internals: torch's optimizer, hook and foreach internals.
+    rl_module: `RLModule` and `Catalog` internals.
+    torch_internals: torch's optimizer, hook and multi-tensor internals.
+    torch_modules: `torch.nn.Module` internals.
 """

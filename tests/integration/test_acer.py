@@ -13,6 +13,7 @@ from ray.rllib.core.columns import Columns
 
 from rllib_ners import ACER, NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.acer.acer import ACER_RESULTS
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
@@ -22,11 +23,11 @@ RAY_NUM_CPUS = 4  # for the conftest's `ray_session`
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.mark.parametrize("replay", ["ners", "per", "uniform"])  # conftest ACER_REPLAY
+@pytest.mark.parametrize("replay", ["ners", "per", "uniform"])  # helpers ACER_REPLAY
 def test_train_with_each_buffer(replay, small_acer):
     algo = small_acer(replay).build_algo()
     try:
-        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
+        module = local_learner(algo).module[DEFAULT_MODULE_ID].unwrapped()
         before = {k: v.clone() for k, v in module.state_dict().items()}
         for _ in range(3):
             result = algo.train()
@@ -49,10 +50,11 @@ def test_train_with_each_buffer(replay, small_acer):
         buffer = algo.local_replay_buffer
         buffer.check_invariants()
         # Behaviour policy mu: the acting logits are stored with every step.
-        logits = buffer._extra[Columns.ACTION_DIST_INPUTS][buffer._is_transition]
+        storage = buffer.storage
+        logits = storage.extra[Columns.ACTION_DIST_INPUTS][storage.is_transition]
         assert logits.shape[1] == 2 and np.isfinite(logits).all()
         assert np.abs(logits).sum() > 0
-        priorities = buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+        priorities = buffer.get_priorities(np.flatnonzero(buffer.storage.is_transition))
         if replay == "uniform":
             np.testing.assert_array_equal(priorities, 1.0)  # never updated
         else:
@@ -64,11 +66,11 @@ def test_train_with_each_buffer(replay, small_acer):
             assert 0.0 < ners["score_mean"] < 1.0
             # Scored starts hold sigma^alpha in (0, 1) (new data: max priority)
             # and a refreshed feature cache: delta = |Q_ret - Q|, q = V(s).
-            slots = np.flatnonzero(buffer._is_transition)
+            slots = np.flatnonzero(buffer.storage.is_transition)
             scored = slots[buffer.get_priorities(slots) < 1.0]
             assert scored.size > 10
-            assert np.all(buffer._delta[scored] >= 0.0)
-            assert not np.all(buffer._q[scored] == 1.0)
+            assert np.all(buffer.slot_memory.delta[scored] >= 0.0)
+            assert not np.all(buffer.slot_memory.q[scored] == 1.0)
     finally:
         algo.stop()
 

@@ -23,6 +23,7 @@ from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvTo
 from ray.rllib.core.columns import Columns
 
 from rllib_ners.algorithms.acer.presets import atari_acer
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN, NUM_GAMES_LIFETIME
@@ -95,7 +96,7 @@ def test_ms_pacman_ners_rainbow_smoke(ray_session):
         assert result[NERS_RESULTS]["num_sampler_updates_lifetime"] >= 1
 
         buffer = algo.local_replay_buffer
-        module = algo.learner_group._learner.module["default_policy"]
+        module = local_learner(algo).module["default_policy"]
         assert module.observation_space.shape == (84, 84, 4)
         batch = buffer.sample_batch(512, n_step=20, gamma=0.99)
         assert batch["obs"].shape == (512, 84, 84, 4)
@@ -118,7 +119,7 @@ def test_ms_pacman_ners_rainbow_smoke(ray_session):
             assert not batch["obs"][i][..., :blank].any()
             assert batch["obs"][i][..., blank:].reshape(-1, 4 - blank).any(axis=0).all()
 
-        frames = buffer._obs.nbytes
+        frames = buffer.storage.obs.nbytes
         assert frames == capacity * 84 * 84
         # Everything besides the frames (pointers, trees, caches, extras) is small:
         # scaled to 100k transitions this stays far below 1 GB.
@@ -156,7 +157,7 @@ def test_pong_ners_acer_smoke(ray_session):
             if "q_loss" in learner:
                 losses.append((learner["q_loss"], learner["policy_loss"]))
         assert len(losses) >= 2 and np.all(np.isfinite(losses)), losses
-        module = algo.learner_group._learner.module["default_policy"]
+        module = local_learner(algo).module["default_policy"]
         assert module.observation_space.shape == (84, 84, 4)
         buffer = algo.local_replay_buffer
         batch = buffer.sample_sequences(8, 20)
@@ -167,8 +168,8 @@ def test_pong_ners_acer_smoke(ray_session):
                 stack = batch["obs"][b, k]
                 key = (int(batch["ts"][b, k]), _digest(stack[..., -1]))
                 assert _digest(stack) in ACTING_STACKS[key], (b, k)
-        assert buffer._obs.nbytes == 4000 * 84 * 84
-        assert buffer.storage_nbytes() < 1.1 * buffer._obs.nbytes
+        assert buffer.storage.obs.nbytes == 4000 * 84 * 84
+        assert buffer.storage_nbytes() < 1.1 * buffer.storage.obs.nbytes
     finally:
         algo.stop()
         torch.set_num_threads(threads)

@@ -17,6 +17,7 @@ import ray
 import torch
 
 from rllib_ners import NERSEpisodeReplayBuffer
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
 from rllib_ners.ners.reinforce import priority_base
 from rllib_ners.ners.scorer import SCALAR_STATISTICS, NERSScorer
@@ -86,7 +87,7 @@ def test_remote_learner_holds_the_sampler_and_runs_reinforce(ray_session, small_
             result = algo.train()
         after = _snapshots(algo)[0]
 
-        assert algo.learner_group._learner is None
+        assert local_learner(algo) is None
         assert after["pid"] != os.getpid()
         gc.collect()
         assert not [o for o in gc.get_objects() if type(o) is NERSScorer]
@@ -104,7 +105,7 @@ def test_remote_learner_holds_the_sampler_and_runs_reinforce(ray_session, small_
         buffer = algo.local_replay_buffer
         buffer.check_invariants()
         # Scores came back from the remote Learner: sigma^alpha in (0, 1).
-        priorities = buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+        priorities = buffer.get_priorities(np.flatnonzero(buffer.storage.is_transition))
         assert np.any(priorities < 1.0)
     finally:
         algo.stop()
@@ -159,7 +160,7 @@ def test_sac_remote_env_runners_and_remote_learner(ray_session, small_sac):
         for _ in range(3):
             result = algo.train()
         (after,) = [r.get() for r in algo.learner_group.foreach_learner(_sac_snapshot)]
-        assert algo.learner_group._learner is None
+        assert local_learner(algo) is None
         assert after["pid"] != os.getpid()
         assert algo.env_runner_group.num_healthy_remote_workers() == 2
         num_updates = algo._ners_update.num_updates
@@ -170,8 +171,8 @@ def test_sac_remote_env_runners_and_remote_learner(ray_session, small_sac):
         assert after["log_alpha"] != before[0]["log_alpha"]
         buffer = algo.local_replay_buffer
         buffer.check_invariants()
-        assert np.any(buffer._scored)
-        assert not np.allclose(buffer._delta[buffer._scored], 1.0)
+        assert np.any(buffer.slot_memory.scored)
+        assert not np.allclose(buffer.slot_memory.delta[buffer.slot_memory.scored], 1.0)
     finally:
         algo.stop()
 
@@ -317,7 +318,7 @@ def test_rows_out_of_sample_order_are_put_back_by_position():
         )
     )
     episodes = buffer.sample(4)
-    slots = buffer._last_sampled_indices.copy()
+    slots = buffer.last_sampled_slots.copy()
     positions = [int(e.get_extra_model_outputs(SAMPLE_POSITION)[0]) for e in episodes]
     assert positions == [0, 1, 2, 3]
     scores = np.array([0.1, 0.2, 0.3, 0.4])
@@ -327,7 +328,8 @@ def test_rows_out_of_sample_order_are_put_back_by_position():
     buffer.update_priorities(rows)
     if np.unique(slots).size == slots.size:
         np.testing.assert_allclose(buffer.get_priorities(slots), scores)
-    np.testing.assert_allclose(buffer._delta[slots[-1]], scores[-1], rtol=1e-6)
+    delta = buffer.slot_memory.delta
+    np.testing.assert_allclose(delta[slots[-1]], scores[-1], rtol=1e-6)
     buffer.sample(4)
     with pytest.raises(ValueError, match=SAMPLE_POSITION):
         buffer.update_priorities(np.tile([0.5, 1.0, 1.0, 0.0], (4, 1)))

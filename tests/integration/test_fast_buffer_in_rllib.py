@@ -11,6 +11,7 @@ from rllib_ners import (
     FastPrioritizedEpisodeReplayBuffer,
     with_replay_buffer,
 )
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 
@@ -27,7 +28,7 @@ def _check_trained(algo, result):
     assert type(buffer) is FastPrioritizedEpisodeReplayBuffer
     buffer.check_invariants()
     # TD errors reached the trees: some priorities moved off the initial 1.0.
-    leaves = buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+    leaves = buffer.get_priorities(np.flatnonzero(buffer.storage.is_transition))
     assert np.any(np.abs(leaves - 1.0) > 1e-6)
     assert np.isfinite(result["learners"]["default_policy"]["total_loss"])
 
@@ -78,8 +79,8 @@ def test_stock_sac_refuses_custom_buffer_types_so_we_swap_ours_in():
         result = algo.train()
         buffer = algo.local_replay_buffer
         assert buffer.capacity == 5000 and buffer.alpha == 0.6
-        assert buffer._actions.dtype == np.float32
-        assert buffer._actions.shape[1:] == (1,)
+        assert buffer.storage.actions.dtype == np.float32
+        assert buffer.storage.actions.shape[1:] == (1,)
         _check_trained(algo, result)
     finally:
         algo.stop()
@@ -130,7 +131,7 @@ def _check_trained_per_module(algo, result):
         assert np.isfinite(result["learners"][module_id]["total_loss"])
         module = buffer.module_buffer(module_id)
         # This module's TD errors reached its own tree.
-        leaves = module.get_priorities(np.flatnonzero(module._is_transition))
+        leaves = module.get_priorities(np.flatnonzero(module.storage.is_transition))
         assert np.any(np.abs(leaves - 1.0) > 1e-6), module_id
 
 
@@ -221,7 +222,7 @@ def test_multi_agent_rainbow_replays_columns_per_module_in_its_fast_loop():
         for module_id, state in states.items():  # draw the same items again
             buffer.module_buffer(module_id).rng.bit_generator.state = state
         ours = replay_train_batch(buffer, buffer.sample_batch(8, **kwargs))
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         expected = learner._learner_connector(
             rl_module=learner.module,
             batch={},

@@ -106,21 +106,22 @@ def pendulum_step(obs: np.ndarray, actions: np.ndarray):
 
 def assert_stored_episodes_are_whole(buffer):
     buffer.check_invariants()
-    steps = np.flatnonzero(buffer._is_transition)
-    nxt = buffer._next[steps]
+    storage = buffer.storage
+    steps = np.flatnonzero(storage.is_transition)
+    nxt = storage.next[steps]
     assert steps.size > 0
-    np.testing.assert_array_equal(buffer._episode_uid[nxt], buffer._episode_uid[steps])
-    np.testing.assert_array_equal(buffer._ts[nxt], buffer._ts[steps] + 1)
-    obs, actions = buffer._obs[steps], buffer._actions[steps]
+    np.testing.assert_array_equal(storage.episode_uid[nxt], storage.episode_uid[steps])
+    np.testing.assert_array_equal(storage.ts[nxt], storage.ts[steps] + 1)
+    obs, actions = storage.obs[steps], storage.actions[steps]
     if obs.shape[1] == 3:  # Pendulum: [cos theta, sin theta, theta dot]
         # RLlib stores SAC's actions normalised to [-1, 1] (normalize_actions)
         # and sends the env low + (a + 1) (high - low) / 2: here 2a.
         torque = 2.0 * np.clip(actions, -1.0, 1.0)
         predicted, rewards = pendulum_step(obs, torque)
-        np.testing.assert_allclose(buffer._rewards[steps], rewards, atol=1e-4)
+        np.testing.assert_allclose(storage.rewards[steps], rewards, atol=1e-4)
     else:
         predicted = cartpole_step(obs, actions)
-    np.testing.assert_allclose(buffer._obs[nxt], predicted, atol=1e-5)
+    np.testing.assert_allclose(storage.obs[nxt], predicted, atol=1e-5)
 
 
 def test_the_chain_check_catches_a_spliced_fragment(small_dqn):
@@ -131,9 +132,10 @@ def test_the_chain_check_catches_a_spliced_fragment(small_dqn):
         algo.train()
         buffer = algo.local_replay_buffer
         assert_stored_episodes_are_whole(buffer)
-        steps = np.flatnonzero(buffer._is_transition)
-        other = steps[buffer._episode_uid[steps] != buffer._episode_uid[steps[3]]]
-        buffer._obs[buffer._next[steps[3]]] = buffer._obs[other[-1]]
+        storage = buffer.storage
+        steps = np.flatnonzero(storage.is_transition)
+        other = steps[storage.episode_uid[steps] != storage.episode_uid[steps[3]]]
+        storage.obs[storage.next[steps[3]]] = storage.obs[other[-1]]
         with pytest.raises(AssertionError):
             assert_stored_episodes_are_whole(buffer)
     finally:

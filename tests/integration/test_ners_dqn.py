@@ -13,6 +13,7 @@ from rllib_ners import (
     NERSEpisodeReplayBuffer,
     enable_ners,
 )
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
 from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 
 
 def _learner(algo):
-    return algo.learner_group._learner
+    return local_learner(algo)
 
 
 def _scorer_params(algo):
@@ -56,14 +57,14 @@ def test_train_reports_ners_metrics_and_moves_the_sampler(num_env_runners, small
         buffer.check_invariants()
         # Scored transitions hold the learner's priorities, ((|delta| + eps) *
         # exp(logit))^alpha by default, no longer the max new transitions get.
-        stored = np.flatnonzero(buffer._is_transition)
-        scored = buffer._scored[stored]
+        stored = np.flatnonzero(buffer.storage.is_transition)
+        scored = buffer.slot_memory.scored[stored]
         assert scored.any()
         priorities = buffer.get_priorities(stored)
         assert np.all(priorities > 0.0) and np.all(np.isfinite(priorities))
         assert len(np.unique(priorities[scored])) > 1
         # The feature cache was refreshed by the learner for scored transitions.
-        assert not np.all(buffer._delta[stored][scored] == 1.0)
+        assert not np.all(buffer.slot_memory.delta[stored][scored] == 1.0)
     finally:
         algo.stop()
 
@@ -159,8 +160,11 @@ def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path, small_dqn):
             )
             old, new = algo.local_replay_buffer, restored.local_replay_buffer
             assert len(old) == len(new) > 0
-            np.testing.assert_array_equal(old._delta, new._delta)
-            np.testing.assert_array_equal(old._in_sampled_set, new._in_sampled_set)
+            old_memory, new_memory = old.slot_memory, new.slot_memory
+            np.testing.assert_array_equal(old_memory.delta, new_memory.delta)
+            np.testing.assert_array_equal(
+                old_memory.in_sampled_set, new_memory.in_sampled_set
+            )
             a, b = old.sample_batch(32), new.sample_batch(32)
             np.testing.assert_array_equal(a["indices"], b["indices"])
             restored.train()
@@ -283,11 +287,11 @@ def test_remote_learner_runs_scoring_and_reinforce_and_sends_scores_back(small_d
     try:
         for _ in range(2):
             result = algo.train()
-        assert algo.learner_group._learner is None  # the Learner is remote
+        assert local_learner(algo) is None  # the Learner is remote
         assert result[NERS_RESULTS]["num_sampler_updates_lifetime"] >= 1
         buffer = algo.local_replay_buffer
         # Scored transitions hold the scorer's priorities; unscored ones the max.
-        priorities = buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+        priorities = buffer.get_priorities(np.flatnonzero(buffer.storage.is_transition))
         assert np.any(priorities != priorities.max()) and np.all(priorities > 0.0)
         buffer.check_invariants()
     finally:
@@ -317,7 +321,7 @@ def test_nan_scores_never_reach_the_trees_and_training_goes_on(small_dqn):
         assert np.all(np.isfinite(leaves))
         skipped = result["replay_buffer"]["num_priorities_nonfinite_skipped_lifetime"]
         # The metric is read at sample time, before that step's update.
-        assert 2 <= skipped <= buffer._num_nonfinite_priorities <= skipped + 2
+        assert 2 <= skipped <= buffer.sampler.num_nonfinite_priorities <= skipped + 2
         assert result["ners"]["num_sampler_updates_lifetime"] >= 1
     finally:
         algo.stop()

@@ -20,6 +20,7 @@ from rllib_ners import (
     NERSSACConfig,
 )
 from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_DIAGNOSTICS_KEYS
 from rllib_ners.algorithms.ners_sac.torch.ners_sac_torch_learner import (
     soft_td_error_and_target,
@@ -35,7 +36,7 @@ FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 
 
 def _learner(algo):
-    return algo.learner_group._learner
+    return local_learner(algo)
 
 
 def _scorer_params(algo):
@@ -43,7 +44,7 @@ def _scorer_params(algo):
 
 
 def _stored_priorities(buffer):
-    return buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+    return buffer.get_priorities(np.flatnonzero(buffer.storage.is_transition))
 
 
 def test_train_reports_ners_metrics_and_moves_the_sampler(small_sac):
@@ -63,14 +64,14 @@ def test_train_reports_ners_metrics_and_moves_the_sampler(small_sac):
         assert type(buffer) is NERSEpisodeReplayBuffer
         buffer.check_invariants()
         # Actions are stored (and scored) as float vectors.
-        assert buffer._actions.dtype == np.float32
-        assert buffer._actions.shape[1:] == (1,)
+        assert buffer.storage.actions.dtype == np.float32
+        assert buffer.storage.actions.shape[1:] == (1,)
         # Replayed transitions got learned priorities and fresh delta / q.
-        scored = np.flatnonzero(buffer._scored)
+        scored = np.flatnonzero(buffer.slot_memory.scored)
         assert scored.size > 0
-        assert np.all(np.isfinite(buffer._delta[scored]))
-        assert not np.allclose(buffer._delta[scored], 1.0)
-        assert not np.allclose(buffer._q[scored], 1.0)
+        assert np.all(np.isfinite(buffer.slot_memory.delta[scored]))
+        assert not np.allclose(buffer.slot_memory.delta[scored], 1.0)
+        assert not np.allclose(buffer.slot_memory.q[scored], 1.0)
         assert np.isfinite(result["learners"][MID]["qf_loss"])
     finally:
         algo.stop()
@@ -258,10 +259,10 @@ def test_mujoco_hopper_v5_trains(small_sac):
     try:
         result = algo.train()
         buffer = algo.local_replay_buffer
-        assert buffer._actions.shape[1:] == (3,)
-        assert buffer._obs.shape[1:] == (11,)
+        assert buffer.storage.actions.shape[1:] == (3,)
+        assert buffer.storage.obs.shape[1:] == (11,)
         assert np.isfinite(result["learners"][MID]["qf_loss"])
-        assert np.any(buffer._scored)
+        assert np.any(buffer.slot_memory.scored)
     finally:
         algo.stop()
 

@@ -13,6 +13,7 @@ from rllib_ners import (
     RainbowDQNConfig,
     RainbowTorchRLModule,
 )
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -74,7 +75,7 @@ def test_each_extension_switches_on_alone(name, small_dqn):
     settings = {**ALL_OFF, **COMBINATIONS[name]}
     algo = small_dqn(RainbowDQNConfig(), **SMALL_RAINBOW, **settings).build_algo()
     try:
-        module = algo.learner_group._learner.module[MID]
+        module = local_learner(algo).module[MID]
         assert isinstance(module, RainbowTorchRLModule)
         noisy_layers = [m for m in module.modules() if isinstance(m, NoisyLinear)]
         assert bool(noisy_layers) == settings["noisy"]
@@ -96,7 +97,8 @@ def test_each_extension_switches_on_alone(name, small_dqn):
         )
         if "FastPrioritized" in type(buffer).__name__:
             # TD errors came back as priorities: not all equal to the initial 1.0.
-            priorities = buffer.get_priorities(np.flatnonzero(buffer._is_transition))
+            stored = np.flatnonzero(buffer.storage.is_transition)
+            priorities = buffer.get_priorities(stored)
             assert np.any(priorities != 1.0)
     finally:
         algo.stop()
@@ -118,7 +120,7 @@ def test_ners_with_noisy_c51_trains(small_dqn):
         for _ in range(2):
             result = algo.train()
         assert np.isfinite(result["learners"][MID]["qf_loss"])
-        module = algo.learner_group._learner.module[MID]
+        module = local_learner(algo).module[MID]
         assert any(isinstance(m, NoisyLinear) for m in module.modules())
     finally:
         algo.stop()
@@ -139,14 +141,14 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path, small_dqn):
         algo.train()
         algo.save_to_path(str(tmp_path))
         buffer_len = len(algo.local_replay_buffer)
-        weights = algo.learner_group._learner.module[MID].state_dict()
+        weights = local_learner(algo).module[MID].state_dict()
     finally:
         algo.stop()
     restored = Algorithm.from_checkpoint(str(tmp_path))
     try:
         assert isinstance(restored, RainbowDQN)
         assert len(restored.local_replay_buffer) == buffer_len > 0
-        new_weights = restored.learner_group._learner.module[MID].state_dict()
+        new_weights = local_learner(restored).module[MID].state_dict()
         assert weights.keys() == new_weights.keys()
         for key in weights:
             assert torch.equal(weights[key], new_weights[key]), key
@@ -181,7 +183,7 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(
         episodes = buffer.sample(num_items=16, sample_episodes=True, **kwargs)
         buffer.rng.bit_generator.state = rng_state  # draw the same items again
         columns = buffer.sample_batch(16, **kwargs)
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         expected = learner._learner_connector(
             rl_module=learner.module,
             batch={},

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 import pytest
 import torch
-from conftest import TinyBoolImageEnv
+from helpers import TinyBoolImageEnv
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import (
@@ -40,6 +40,7 @@ from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
 from rllib_ners.algorithms.common.replay_checkpoint import pop_priority_rows
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 pytestmark = [
@@ -92,7 +93,7 @@ def ners_dqn_replay_update(algo, env_steps):
         beta=config.replay_buffer_config.get("beta"),
         sample_episodes=True,
     )
-    slots = buffer._last_sampled_indices.copy()
+    slots = buffer.last_sampled_slots.copy()
     results = algo.learner_group.update(
         episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps}
     )
@@ -111,13 +112,13 @@ def ners_dqn_replay_update(algo, env_steps):
 def ners_sampler_step(algo):
     """One REINFORCE step on I_train drawn from the buffer; returns its slots."""
     batch = algo._ners_update.sampler_training_batch(algo.local_replay_buffer)
-    learner = algo.learner_group._learner
+    learner = local_learner(algo)
     learner.ners_reinforce(batch, replay_reward=1.0)
     return batch["indices"]
 
 
 def learner_state(algo, components):
-    state = algo.learner_group._learner.get_state(components=components)
+    state = local_learner(algo).get_state(components=components)
     # The process RNG snapshot is checked on its own (both algorithms share it).
     state["ners_sampler"].pop("global_rng")
     return state
@@ -205,7 +206,7 @@ def acer_extra_checks(algo, restored):
         algo._extra_checkpoint_state(), restored._extra_checkpoint_state(), "acer"
     )
     assert algo._num_off_policy_updates > 0
-    module = restored.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
+    module = local_learner(restored).module[DEFAULT_MODULE_ID].unwrapped()
     assert any(k.startswith("_average_pi.") for k in module.state_dict())
 
 
@@ -326,12 +327,13 @@ def test_restore_brings_back_buffer_sampler_baseline_and_rngs(trained_and_restor
 
     old, new = algo.local_replay_buffer, restored.local_replay_buffer
     assert len(old) == len(new) > 0
-    assert old._num_nonfinite_priorities == new._num_nonfinite_priorities
+    assert old.sampler.num_nonfinite_priorities == new.sampler.num_nonfinite_priorities
     assert old.sampled_set_size == new.sampled_set_size > 0  # I_all
     # Every transition, both trees, feature cache, I_all, returns and buffer RNG.
     assert_same_state(old.get_state(), new.get_state(), "buffer")
-    np.testing.assert_array_equal(old._sum_tree.leaves, new._sum_tree.leaves)
-    assert old._sum_tree.total() == new._sum_tree.total()
+    old_tree, new_tree = old.sampler.sum_tree, new.sampler.sum_tree
+    np.testing.assert_array_equal(old_tree.leaves, new_tree.leaves)
+    assert old.sampler.sum_tree.total() == new.sampler.sum_tree.total()
     assert_same_state(
         algo._ners_update.get_state(), restored._ners_update.get_state(), "baseline"
     )
@@ -366,8 +368,8 @@ def test_restored_algorithm_continues_bit_identically(trained_and_restored):
         slots_a, slots_b = both(lambda a: case.replay_update(a, env_steps))
         np.testing.assert_array_equal(slots_a, slots_b)
         np.testing.assert_array_equal(
-            algo.local_replay_buffer._sum_tree.leaves,
-            restored.local_replay_buffer._sum_tree.leaves,
+            algo.local_replay_buffer.sampler.sum_tree.leaves,
+            restored.local_replay_buffer.sampler.sum_tree.leaves,
         )
         assert_same_state(case.learner_state(algo), case.learner_state(restored))
     slots_a, slots_b = both(case.sampler_step)

@@ -7,9 +7,10 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import TinyBoolImageEnv
+from helpers import TinyBoolImageEnv
 
 from rllib_ners import ACERConfig, NERSDQNConfig
+from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.replay_buffers.ners_episode_buffer import ENCODING_KEYS
 
@@ -61,7 +62,7 @@ def _acer():
 def test_bool_10x10_images_train(ray_session, make_config, losses):
     algo = make_config().build_algo()
     try:
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         assert learner.module[MID].unwrapped().encoder.kind == "small"
         assert learner.ners_scorer.encoder.convs.kind == "small"
         # Transition replay caches image encodings; ACER's sequences carry no keys.
@@ -101,7 +102,7 @@ def test_scoring_reuses_cached_image_encodings_with_the_same_scores(ray_session)
     try:
         for _ in range(3):
             result = algo.train()
-        learner = algo.learner_group._learner
+        learner = local_learner(algo)
         cache = learner.ners_encoding_cache
         updates = result[NERS_RESULTS]["num_sampler_updates_lifetime"]
         assert updates >= 2 and cache.version == updates

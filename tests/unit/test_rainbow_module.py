@@ -27,6 +27,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import TD_ERROR_KEY
+from ray.rllib.utils.schedules.scheduler import Scheduler
 
 from rllib_ners import (
     FastPrioritizedEpisodeReplayBuffer,
@@ -56,6 +57,18 @@ def _module(space=OBS_SPACE, **model_config) -> RainbowTorchRLModule:
     )
     module.make_target_networks()
     return module
+
+
+def _target(module: RainbowTorchRLModule, online: torch.nn.Module) -> torch.nn.Module:
+    """The target copy of `online` (RLlib's `TargetNetworkAPI`)."""
+    (target,) = [t for o, t in module.get_target_network_pairs() if o is online]
+    return target
+
+
+def _optimizer(learner) -> torch.optim.Optimizer:
+    """The Learner's one optimizer."""
+    ((_, optimizer),) = learner.get_optimizers_for_module(MID)
+    return optimizer
 
 
 def _learner(**training):
@@ -148,7 +161,7 @@ def test_noisy_weights_change_between_resets_and_sigmas_get_gradients():
         for layer in stream.noisy_layers():
             for sigma in (layer.weight_sigma, layer.bias_sigma):
                 assert sigma.grad is not None and sigma.grad.abs().sum() > 0
-    for stream in (module._target_af, module._target_vf):
+    for stream in (_target(module, module.af), _target(module, module.vf)):
         for layer in stream.noisy_layers():
             assert layer.weight_sigma.grad is None
 
@@ -177,12 +190,12 @@ def test_forward_train_draws_fresh_noise_and_the_target_its_own():
     batch = {Columns.OBS: obs, Columns.NEXT_OBS: obs}
     first = module.forward_train(batch)
     online_eps = module.af.layers[0].eps_in.clone()
-    target_eps = module._target_af.layers[0].eps_in.clone()
+    target_eps = _target(module, module.af).layers[0].eps_in.clone()
     second = module.forward_train(batch)
     assert not torch.allclose(first[QF_PREDS], second[QF_PREDS])
     assert not torch.allclose(first[QF_TARGET_NEXT_PREDS], second[QF_TARGET_NEXT_PREDS])
     assert not torch.equal(online_eps, module.af.layers[0].eps_in)
-    assert not torch.equal(target_eps, module._target_af.layers[0].eps_in)
+    assert not torch.equal(target_eps, _target(module, module.af).layers[0].eps_in)
     # Same weights (the target was just copied) but independent noise.
     assert not torch.equal(online_eps, target_eps)
     # The online net uses one draw for s_t and s_{t+n} (the double-Q argmax):
@@ -587,11 +600,11 @@ def test_n_step_targets_use_gamma_to_the_n_and_stop_at_terminals():
 # ---------------------------------------------------------------- adam epsilon
 def test_adam_epsilon_reaches_the_optimizer():
     learner = _learner(adam_epsilon=1.5e-4)
-    (optimizer,) = learner._named_optimizers.values()
+    optimizer = _optimizer(learner)
     assert isinstance(optimizer, torch.optim.Adam)
     assert optimizer.param_groups[0]["eps"] == 1.5e-4
     default = _learner()
-    (optimizer,) = default._named_optimizers.values()
+    optimizer = _optimizer(default)
     assert optimizer.param_groups[0]["eps"] == 1e-8
 
 
@@ -602,7 +615,7 @@ def test_ners_learner_inherits_adam_epsilon():
         .training(adam_epsilon=1.5e-4, noisy=True)
     )
     learner = config.build_learner(env=gym.make("CartPole-v1"))
-    (optimizer,) = learner._named_optimizers.values()
+    optimizer = _optimizer(learner)
     assert optimizer.param_groups[0]["eps"] == 1.5e-4
     assert isinstance(learner.module[MID], RainbowTorchRLModule)
     assert learner.module[MID].uses_noisy
@@ -854,7 +867,8 @@ def test_noisy_with_a_module_without_noisy_layers_raises():
 def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling, rows):
     """Our lean epsilon-greedy takes RLlib's actions with RLlib's random draws:
     after it, the global RNG is where RLlib's would leave it."""
-    module = _module(dueling=dueling, epsilon=[(0, 1.0), (100, 0.05)])
+    epsilon_schedule = [(0, 1.0), (100, 0.05)]
+    module = _module(dueling=dueling, epsilon=epsilon_schedule)
     module.eval()
     obs = _obs(rows, seed=3)
     # Without dueling the Q-network is a plain MLP: the acting pass runs its
@@ -868,7 +882,7 @@ def test_epsilon_greedy_acts_and_draws_as_rllibs_module(dueling, rows):
         # RLlib's scheduler holds epsilon at t (a float32 tensor) after ours too.
         epsilon = module.epsilon_schedule.get_current_value()
         assert epsilon.dtype == torch.float32
-        expected = torch.tensor(module.epsilon_schedule._schedule.value(t))
+        expected = torch.tensor(Scheduler(epsilon_schedule).update(t))
         assert torch.equal(epsilon.cpu(), expected)
         torch.manual_seed(t)
         theirs = DefaultDQNTorchRLModule._forward_exploration(

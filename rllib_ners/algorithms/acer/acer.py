@@ -75,6 +75,7 @@ from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
+from rllib_ners.seam.config import raise_config_error
 
 REPLAY_RATIO_DISTRIBUTIONS = ("poisson", "fixed")
 # Metric keys under `result["acer"]`.
@@ -82,11 +83,19 @@ ACER_RESULTS = "acer"
 NUM_ON_POLICY_UPDATES = "num_on_policy_updates_lifetime"
 NUM_OFF_POLICY_UPDATES = "num_off_policy_updates_lifetime"
 OFF_POLICY_UPDATES_PER_STEP = "off_policy_updates_per_step"
+# Training steps `OFF_POLICY_UPDATES_PER_STEP` is averaged over.
+OFF_POLICY_UPDATES_WINDOW = 100
 _REPLAY_RNG_STATE = "replay_ratio_rng"
 
 
 # ACER replays uniformly by default: these keys of its default buffer config.
 _UNIFORM_BUFFER_DEFAULTS = {"alpha": 0.0, "beta": 0.0}
+# Our buffers' capacity when `replay_buffer_config` gives none.
+_BUFFER_DEFAULT_CAPACITY = 10_000
+# Rounds of fresh rollouts the buffer must hold besides a replayed batch.
+_FRESH_ROUNDS_IN_BUFFER = 2
+# Sequences per Learner of the batch size an error message suggests.
+_SUGGESTED_SEQUENCES_PER_BATCH = 16
 
 
 def _type_name(buffer_type) -> str:
@@ -295,19 +304,22 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
     def validate(self) -> None:
         super().validate()
         if not self.enable_rl_module_and_learner:
-            self._value_error(
+            raise_config_error(
+                self,
                 "ACER runs on RLlib's new API stack only; remove "
-                "config.api_stack(enable_rl_module_and_learner=False, ...)."
+                "config.api_stack(enable_rl_module_and_learner=False, ...).",
             )
         if self.framework_str != "torch":
-            self._value_error(
+            raise_config_error(
+                self,
                 f"ACER supports framework 'torch' only, got {self.framework_str!r}. "
-                f"Use config.framework('torch')."
+                f"Use config.framework('torch').",
             )
         if self.is_multi_agent:
-            self._value_error(
+            raise_config_error(
+                self,
                 "ACER supports single-agent setups only; remove the multi_agent() "
-                "policies."
+                "policies.",
             )
         self._validate_acer_numbers()
         self._validate_replay_buffer()
@@ -318,45 +330,50 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
     def _validate_acer_numbers(self) -> None:
         def positive_int(name: str, value: Any) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                self._value_error(
+                raise_config_error(
+                    self,
                     f"{name} must be a positive integer, got {name}={value!r}. "
-                    f"Fix it with config.training({name}=...)."
+                    f"Fix it with config.training({name}=...).",
                 )
 
         def number_in(name: str, value: Any, rule: str, ok) -> None:
             if not (
                 isinstance(value, (int, float)) and np.isfinite(value) and ok(value)
             ):
-                self._value_error(
+                raise_config_error(
+                    self,
                     f"{name} must be {rule}, got {name}={value!r}. Fix it with "
-                    f"config.training({name}=...)."
+                    f"config.training({name}=...).",
                 )
 
         positive_int("sequence_length", self.sequence_length)
         batch = self.train_batch_size_per_learner
         if batch < self.sequence_length or batch % self.sequence_length:
-            self._value_error(
+            raise_config_error(
+                self,
                 f"train_batch_size_per_learner={batch} must be a positive multiple of "
                 f"sequence_length={self.sequence_length} (each off-policy update "
                 f"replays train_batch_size_per_learner // sequence_length "
                 f"sequences). Set e.g. config.training(train_batch_size_per_learner="
-                f"{16 * self.sequence_length})."
+                f"{_SUGGESTED_SEQUENCES_PER_BATCH * self.sequence_length}).",
             )
         number_in("replay_ratio", self.replay_ratio, ">= 0", lambda v: v >= 0)
         if self.replay_ratio_distribution not in REPLAY_RATIO_DISTRIBUTIONS:
-            self._value_error(
+            raise_config_error(
+                self,
                 f"replay_ratio_distribution={self.replay_ratio_distribution!r} is "
                 f"unknown; use one of {REPLAY_RATIO_DISTRIBUTIONS} in "
-                f"config.training(replay_ratio_distribution=...)."
+                f"config.training(replay_ratio_distribution=...).",
             )
         if self.replay_ratio_distribution == "fixed" and float(
             self.replay_ratio
         ) != int(self.replay_ratio):
-            self._value_error(
+            raise_config_error(
+                self,
                 f"replay_ratio_distribution='fixed' runs exactly replay_ratio "
                 f"off-policy updates per step, so replay_ratio must be an integer, "
                 f"got {self.replay_ratio!r}. Use an integer or "
-                f"replay_ratio_distribution='poisson'."
+                f"replay_ratio_distribution='poisson'.",
             )
         number_in("truncation_c", self.truncation_c, "> 0", lambda v: v > 0)
         number_in("retrace_c", self.retrace_c, "> 0", lambda v: v > 0)
@@ -383,16 +400,17 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         )
         buffer_config = self.replay_buffer_config
         check_replay_buffer_config(self)
-        capacity = buffer_config.get("capacity", 10000)
+        capacity = buffer_config.get("capacity", _BUFFER_DEFAULT_CAPACITY)
         rollout = self.get_rollout_fragment_length() * self.num_envs_per_env_runner
         rollout *= max(1, self.num_env_runners)
-        needed = self.total_train_batch_size + 2 * rollout
+        needed = self.total_train_batch_size + _FRESH_ROUNDS_IN_BUFFER * rollout
         if isinstance(capacity, (int, float)) and capacity < needed:
-            self._value_error(
+            raise_config_error(
+                self,
                 f"replay_buffer_config['capacity']={capacity} is too small for ACER: "
                 f"it must hold a replayed batch ({self.total_train_batch_size} steps) "
                 f"and two rounds of fresh rollouts ({rollout} steps each). Set it to "
-                f"at least {needed}."
+                f"at least {needed}.",
             )
         self._validate_ners_replay(
             "ACER", uses_ners_replay=self.uses_ners_replay, buffer_config=buffer_config
@@ -468,7 +486,9 @@ class ACER(ReplayStateMixin, Algorithm):
             window=1,
         )
         self.metrics.log_value(
-            (ACER_RESULTS, OFF_POLICY_UPDATES_PER_STEP), num_replays, window=100
+            (ACER_RESULTS, OFF_POLICY_UPDATES_PER_STEP),
+            num_replays,
+            window=OFF_POLICY_UPDATES_WINDOW,
         )
         sync_env_runner_weights(self, learner_results[-1])
 

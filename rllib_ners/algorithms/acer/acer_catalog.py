@@ -11,8 +11,6 @@ policy's logits and `Q(s, .)`.
 
 from __future__ import annotations
 
-import functools
-
 import gymnasium as gym
 from ray.rllib.core.models.base import Encoder
 from ray.rllib.core.models.catalog import Catalog
@@ -23,6 +21,11 @@ from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
     QStream,
     RainbowCNNEncoder,
     cnn_output_dim,
+)
+from rllib_ners.seam.rl_module import (
+    catalog_model_config,
+    clear_encoder_config,
+    use_action_space_distribution,
 )
 from rllib_ners.utils.spaces import discrete_actions_error
 
@@ -40,7 +43,7 @@ class ACERCatalog(Catalog):
     @override(Catalog)
     def _determine_components_hook(self):
         check_discrete_actions(self.action_space)
-        cfg = self._model_config_dict
+        cfg = catalog_model_config(self)
         if cfg.get("use_lstm") or cfg.get("use_attention"):
             raise ValueError(
                 "ACER's RLModule is not recurrent: set model_config use_lstm=False "
@@ -50,10 +53,8 @@ class ACERCatalog(Catalog):
         if self.cnn_encoder is None:
             super()._determine_components_hook()
             return
-        self._encoder_config = None
-        self._action_dist_class_fn = functools.partial(
-            self._get_dist_cls_from_action_space, action_space=self.action_space
-        )
+        clear_encoder_config(self)
+        use_action_space_distribution(self)
         self.latent_dims = (
             cnn_output_dim(self.observation_space.shape, self.cnn_encoder),
         )
@@ -65,7 +66,7 @@ class ACERCatalog(Catalog):
         return RainbowCNNEncoder(self.observation_space.shape, self.cnn_encoder)
 
     def _build_head(self) -> QStream:
-        cfg = self._model_config_dict
+        cfg = catalog_model_config(self)
         return QStream(
             self.latent_dims[0],
             cfg["head_fcnet_hiddens"],

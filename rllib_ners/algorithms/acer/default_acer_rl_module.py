@@ -21,6 +21,8 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import NetworkType
 
+from rllib_ners.seam.rl_module import raise_catalog_error
+
 # Forward-train output: Q(s, a) of every action.
 QF_PREDS = "qf_preds"
 
@@ -42,9 +44,8 @@ class DefaultACERRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC)
 
     @override(RLModule)
     def setup(self):
-        if self.catalog is None and self._catalog_ctor_error is not None:
-            # RLModule.__init__ only logs catalog errors; ours are config errors.
-            raise self._catalog_ctor_error
+        # RLModule.__init__ only logs catalog errors; ours are config errors.
+        raise_catalog_error(self)
         self.encoder = self.catalog.build_encoder(framework=self.framework)
         self.pi = self.catalog.build_pi_head(framework=self.framework)
         if not self.inference_only:

@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 
 import gymnasium as gym
 
-from rllib_ners.seam.config import custom_env_to_module_connector
+from rllib_ners.seam.config import custom_env_to_module_connector, raise_config_error
 from rllib_ners.utils.spaces import bounded_box_actions_error, discrete_actions_error
 
 
@@ -55,20 +55,21 @@ def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
 
 
 def check_discrete_actions(config, who: str) -> None:
-    """Raises (through `config._value_error`) unless the actions are Discrete."""
+    """Raises a config error (`raise_config_error`) unless the actions are
+    Discrete."""
     spaces = env_spaces(config)
     message = None if spaces is None else discrete_actions_error(spaces[1], who)
     if message is not None:
-        config._value_error(f"{message} (env {config.env!r})")
+        raise_config_error(config, f"{message} (env {config.env!r})")
 
 
 def check_bounded_box_actions(config, who: str) -> None:
-    """Raises (through `config._value_error`) unless the actions are a Box with
-    finite bounds."""
+    """Raises a config error (`raise_config_error`) unless the actions are a
+    Box with finite bounds."""
     spaces = env_spaces(config)
     message = None if spaces is None else bounded_box_actions_error(spaces[1], who)
     if message is not None:
-        config._value_error(f"{message} (env {config.env!r})")
+        raise_config_error(config, f"{message} (env {config.env!r})")
 
 
 def check_frame_stack_fits_observations(config) -> None:
@@ -81,10 +82,11 @@ def check_frame_stack_fits_observations(config) -> None:
         return
     shape = getattr(spaces[0], "shape", None)
     if shape is None or len(shape) not in (2, 3):
-        config._value_error(
+        raise_config_error(
+            config,
             f"replay_buffer_config['frame_stack']={frame_stack} stacks image frames, "
             f"but env {config.env!r} has observations {spaces[0]}. Remove "
-            f"`frame_stack` from replay_buffer_config (or set it to 1)."
+            f"`frame_stack` from replay_buffer_config (or set it to 1).",
         )
 
 
@@ -111,4 +113,4 @@ def check_cnn_encoder_fits_observations(config) -> None:
         if kind is not None:
             cnn_output_dim(spaces[0].shape, kind)
     except ValueError as error:
-        config._value_error(f"{error} (env {config.env!r}; set in model_config)")
+        raise_config_error(config, f"{error} (env {config.env!r}; set in model_config)")

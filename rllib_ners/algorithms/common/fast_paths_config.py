@@ -25,6 +25,8 @@ import logging
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.seam.config import raise_config_error
+
 logger = logging.getLogger(__name__)
 
 
@@ -57,10 +59,11 @@ class FastPathsConfigMixin:
         from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
 
         if not isinstance(self.fast_training_loop, bool):
-            self._value_error(
+            raise_config_error(
+                self,
                 f"fast_training_loop must be True or False, got "
                 f"{self.fast_training_loop!r}; set config.training("
-                f"fast_training_loop=True)."
+                f"fast_training_loop=True).",
             )
         if self.is_multi_agent and self.env_runner_cls is FastSingleAgentEnvRunner:
             # The single-agent default does not apply; RLlib picks its own.

@@ -27,6 +27,9 @@ from ray.rllib.utils.replay_buffers import ReplayBuffer
 
 from rllib_ners.replay_buffers import rllib_states
 from rllib_ners.replay_buffers.ners_episode_buffer import SUPPORTS_NERS_REPLAY_ATTR
+from rllib_ners.seam.algorithm import LocalReplayBufferHook
+from rllib_ners.seam.checkpoints import includes_component
+from rllib_ners.seam.config import raise_config_error
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
@@ -77,8 +80,8 @@ def our_replay_buffer_config(
     config, *, who: str, example: str, replays: str, use: str
 ) -> Dict[str, Any]:
     """`config.replay_buffer_config` with `type` as a dotted string, after checking
-    that it names one of this package's buffers; raises `config._value_error`
-    otherwise.
+    that it names one of this package's buffers; raises a config error
+    (`raise_config_error`) otherwise.
 
     For algorithms that only replay from our buffers (ACER, NERS-SAC): `who`
     names the algorithm, `example` is a working `replay_buffer_config`,
@@ -87,18 +90,20 @@ def our_replay_buffer_config(
     """
     buffer_config = config.replay_buffer_config
     if not isinstance(buffer_config, dict) or "type" not in buffer_config:
-        config._value_error(
+        raise_config_error(
+            config,
             f"{who} needs replay_buffer_config with a 'type', got "
-            f"{buffer_config!r}; e.g. {example}."
+            f"{buffer_config!r}; e.g. {example}.",
         )
     try:
         buffer_class = resolve_buffer_class(buffer_config["type"])
     except ValueError as error:
-        config._value_error(str(error))
+        raise_config_error(config, str(error))
     if not _is_fast_buffer(buffer_class):
-        config._value_error(
+        raise_config_error(
+            config,
             f"{who} {replays} this package's buffers; got "
-            f"replay_buffer_config['type']={buffer_config['type']!r}. Use {use}."
+            f"replay_buffer_config['type']={buffer_config['type']!r}. Use {use}.",
         )
     return dict(buffer_config, type=buffer_type_to_string(buffer_config["type"]))
 
@@ -122,7 +127,7 @@ def check_replay_buffer_config(config) -> None:
     try:
         buffer_class = resolve_buffer_class(buffer_config.pop("type"))
     except ValueError as error:
-        config._value_error(str(error))
+        raise_config_error(config, str(error))
     if not _is_fast_buffer(buffer_class):
         return
     _check_agents_fit_buffer(config, buffer_class)
@@ -134,9 +139,10 @@ def check_replay_buffer_config(config) -> None:
     try:
         buffer_class(**buffer_config)
     except (ValueError, TypeError) as error:
-        config._value_error(
+        raise_config_error(
+            config,
             f"Bad replay_buffer_config for {buffer_class.__name__}: {error} Fix it "
-            f"with config.training(replay_buffer_config={{...}})."
+            f"with config.training(replay_buffer_config={{...}}).",
         )
 
 
@@ -149,23 +155,26 @@ def _check_agents_fit_buffer(config, buffer_class: type) -> None:
 
     multi_agent_buffer = issubclass(buffer_class, MultiAgentEpisodeReplayBuffer)
     if config.is_multi_agent and _is_ners_buffer(buffer_class):
-        config._value_error(
+        raise_config_error(
+            config,
             f"{buffer_class.__name__} (NERS replay) supports single-agent setups "
             f"only; remove the multi_agent() policies, or for prioritized replay "
             f"per module set replay_buffer_config['type'] to "
-            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'."
+            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'.",
         )
     if config.is_multi_agent and not multi_agent_buffer:
-        config._value_error(
+        raise_config_error(
+            config,
             f"This multi-agent config needs a multi-agent replay buffer, got "
             f"{buffer_class.__name__}; set replay_buffer_config['type'] to "
-            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'."
+            f"'{MULTI_AGENT_FAST_BUFFER_TYPE}'.",
         )
     if not config.is_multi_agent and multi_agent_buffer:
-        config._value_error(
+        raise_config_error(
+            config,
             f"{buffer_class.__name__} replays multi-agent episodes, but this config "
             f"is single-agent; set replay_buffer_config['type'] to "
-            f"'{FAST_BUFFER_TYPE}' (or add config.multi_agent(...) policies)."
+            f"'{FAST_BUFFER_TYPE}' (or add config.multi_agent(...) policies).",
         )
 
 
@@ -222,7 +231,7 @@ def _is_ners_buffer(cls: type) -> bool:
     return isinstance(cls, type) and issubclass(cls, NERSEpisodeReplayBuffer)
 
 
-class ReplayStateMixin:
+class ReplayStateMixin(LocalReplayBufferHook):
     """Buffer creation and checkpoint state for an `Algorithm` subclass (list it
     before the Algorithm class)."""
 
@@ -248,9 +257,9 @@ class ReplayStateMixin:
         finally:
             self._checkpoint_io = False
 
-    @override(Algorithm)
-    def _create_local_replay_buffer_if_necessary(self, config):
-        """RLlib's version with `type` accepted as a class object, too."""
+    @override(LocalReplayBufferHook)
+    def create_local_replay_buffer(self, config):
+        """RLlib's buffer building, with `type` accepted as a class object, too."""
         buffer_config = config.get("replay_buffer_config")
         if not buffer_config or buffer_config.get("no_local_replay_buffer"):
             return None
@@ -289,22 +298,24 @@ class ReplayStateMixin:
     @override(Algorithm)
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
-        if self._ners_update is not None and self._check_component(
-            NERS_UPDATE_STATE, components, not_components
-        ):
+
+        def wanted(name: str) -> bool:
+            return includes_component(self, name, components, not_components)
+
+        if self._ners_update is not None and wanted(NERS_UPDATE_STATE):
             state[NERS_UPDATE_STATE] = self._ners_update.get_state()
         if (
             self.config.store_buffer_in_checkpoints
             and self.local_replay_buffer is not None
-            and self._check_component(BUFFER_STATE, components, not_components)
+            and wanted(BUFFER_STATE)
         ):
             state[BUFFER_STATE] = self._buffer_state()
-        if self._check_component(RNG_STATE, components, not_components):
+        if wanted(RNG_STATE):
             # This process's generators: a local EnvRunner explores with torch's,
             # a local Learner draws noise from it. The buffer has its own RNG.
             state[RNG_STATE] = global_rng_state()
         extra = self._extra_checkpoint_state()
-        if extra and self._check_component(EXTRA_STATE, components, not_components):
+        if extra and wanted(EXTRA_STATE):
             state[EXTRA_STATE] = extra
         return state
 

@@ -19,7 +19,7 @@ trained env steps, as RLlib's `TrainIterCtx` checks them), and:
 * calls the local EnvRunner's `sample()` directly (remote EnvRunners through
   RLlib's `synchronous_parallel_sample`) and reads the EnvRunners' metrics once
   per iteration;
-* updates the Learners with deferred metrics (`FastTorchLearnerMixin`): their
+* updates the Learners with deferred metrics (`DeferredMetricsUpdates`): their
   metrics are reduced once per iteration, the priority rows come back with
   every update;
 * shares the parameters of the local Learner with the local EnvRunner
@@ -52,7 +52,6 @@ import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.dqn.dqn import DQN, calculate_rr_weights
 from ray.rllib.core import DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
@@ -70,15 +69,22 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
-from rllib_ners.algorithms.common.fast_torch_learner import (
+from rllib_ners.algorithms.common.deferred_updates import (
     DEFER_METRICS,
     PRIORITY_ROWS,
-    FastTorchLearnerMixin,
+    DeferredMetricsUpdates,
 )
+from rllib_ners.algorithms.common.replay_checkpoint import ReplayStateMixin
 from rllib_ners.algorithms.common.weight_sharing import (
     SharedWeights,
     share_weights_with_local_env_runner,
 )
+from rllib_ners.seam.algorithm import (
+    local_learner_of,
+    observe_learner_update_time,
+    sample_episodes,
+)
+from rllib_ners.seam.config import custom_learner_connector
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +114,7 @@ def fast_loop_blocker(algo) -> Optional[str]:
     config = algo.config
     if not getattr(config, "fast_training_loop", True):
         return "config.training(fast_training_loop=False)"
-    if config._learner_connector is not None:
+    if custom_learner_connector(config) is not None:
         return "a custom learner connector is set"
     buffer = algo.local_replay_buffer
     if config.is_multi_agent:
@@ -121,18 +127,41 @@ def fast_loop_blocker(algo) -> Optional[str]:
     learner_class = config.learner_class
     if not (
         isinstance(learner_class, type)
-        and issubclass(learner_class, FastTorchLearnerMixin)
+        and issubclass(learner_class, DeferredMetricsUpdates)
     ):
         return f"the Learner class {learner_class!r} has no deferred-metrics updates"
     return None
 
 
+class _Section:
+    """Times one section into `_SectionTimes` (a context manager, reused)."""
+
+    __slots__ = ("times", "key", "start")
+
+    def __init__(self, times: _SectionTimes, key: str):
+        self.times, self.key, self.start = times, key, 0.0
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, error_type, error, traceback) -> None:
+        if error_type is None:
+            self.times.add(self.key, time.perf_counter() - self.start)
+
+
 class _SectionTimes:
-    """Seconds and calls per timed section of the rounds of one iteration."""
+    """Seconds and calls per timed section of the rounds of one iteration.
+
+    `with times.section(KEY): ...` adds the block's time to `KEY` (nothing
+    when the block raises)."""
 
     def __init__(self):
         self.seconds = dict.fromkeys(_TIMER_KEYS, 0.0)
         self.calls = dict.fromkeys(_TIMER_KEYS, 0)
+        self._sections = {key: _Section(self, key) for key in _TIMER_KEYS}
+
+    def section(self, key: str) -> _Section:
+        return self._sections[key]
 
     def add(self, key: str, seconds: float) -> None:
         self.seconds[key] += seconds
@@ -194,71 +223,87 @@ class FastReplayLoopMixin:
             super().training_step()
             self._after_round()
             return
-        config = self.config
-        metrics = self.metrics
         start = time.time()
-        sampled_lifetime = metrics.peek(
+        sampled_lifetime = self.metrics.peek(
             (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
         )
         sampled = trained = 0
         store_weight, updates_per_env_step = self._replay_ratio()
         times = _SectionTimes()
-        clock = time.perf_counter
-        buffer = self.local_replay_buffer
-        beta = config.replay_buffer_config.get("beta")
-        weights_stale = False
         while True:
-            round_sampled = 0
-            for _ in range(store_weight):
-                tick = clock()
-                episodes = self._sample_episodes()
-                times.add(ENV_RUNNER_SAMPLING_TIMER, clock() - tick)
-                round_sampled += sum(len(episode) for episode in episodes)
-                tick = clock()
-                buffer.add(episodes)
-                times.add(REPLAY_BUFFER_ADD_DATA_TIMER, clock() - tick)
+            round_sampled = self._sample_round(store_weight, times)
             sampled += round_sampled
             sampled_lifetime += round_sampled
-            if sampled_lifetime >= config.num_steps_sampled_before_learning_starts:
-                self._updates_owed += round_sampled * updates_per_env_step
-                num_updates = int(self._updates_owed)
-                self._updates_owed -= num_updates
-                for _ in range(num_updates):
-                    tick = clock()
-                    columns = buffer.sample_batch(
-                        config.total_train_batch_size,
-                        n_step=config.n_step,
-                        gamma=config.gamma,
-                        beta=beta,
-                    )
-                    times.add(REPLAY_BUFFER_SAMPLE_TIMER, clock() - tick)
-                    tick = clock()
-                    batch = replay_train_batch(buffer, columns)
-                    results = self._update_learners(
-                        batch, self._update_timesteps(sampled_lifetime)
-                    )
-                    times.add(LEARNER_UPDATE_TIMER, clock() - tick)
-                    trained += batch.env_steps()
-                    tick = clock()
-                    for module_id, rows in _priority_rows(results).items():
-                        buffer.update_priorities(rows, module_id)
-                    times.add(REPLAY_BUFFER_UPDATE_PRIOS_TIMER, clock() - tick)
-                weights_stale = num_updates > 0
+            num_updates = 0
+            if sampled_lifetime >= self.config.num_steps_sampled_before_learning_starts:
+                num_updates = self._take_owed_updates(
+                    round_sampled * updates_per_env_step
+                )
+                trained += self._replay_updates(num_updates, sampled_lifetime, times)
             self._after_round()
-            if weights_stale:
-                tick = clock()
-                self._sync_weights()
-                times.add(SYNCH_WORKER_WEIGHTS_TIMER, clock() - tick)
-                weights_stale = False
+            if num_updates > 0:
+                with times.section(SYNCH_WORKER_WEIGHTS_TIMER):
+                    self._sync_weights()
             if round_sampled == 0 or self._iteration_done(start, sampled, trained):
                 break
         self._report_iteration_metrics(times)
 
+    def _sample_round(self, store_weight: int, times: _SectionTimes) -> int:
+        """Samples `store_weight` rollout fragments into the buffer; returns
+        the env steps sampled."""
+        buffer = self.local_replay_buffer
+        round_sampled = 0
+        for _ in range(store_weight):
+            with times.section(ENV_RUNNER_SAMPLING_TIMER):
+                episodes = self._sample_episodes()
+            round_sampled += sum(len(episode) for episode in episodes)
+            with times.section(REPLAY_BUFFER_ADD_DATA_TIMER):
+                buffer.add(episodes)
+        return round_sampled
+
+    def _take_owed_updates(self, new_updates_owed: Fraction) -> int:
+        """Adds the updates a round's env steps owe to those still owed and
+        takes the whole ones (a fraction carries over to the next round)."""
+        self._updates_owed += new_updates_owed
+        num_updates = int(self._updates_owed)
+        self._updates_owed -= num_updates
+        return num_updates
+
+    def _replay_updates(
+        self, num_updates: int, sampled_lifetime: int, times: _SectionTimes
+    ) -> int:
+        """`num_updates` Learner updates on batches replayed from the buffer,
+        each followed by its priority update; returns the env steps trained."""
+        config = self.config
+        buffer = self.local_replay_buffer
+        beta = config.replay_buffer_config.get("beta")
+        trained = 0
+        for _ in range(num_updates):
+            with times.section(REPLAY_BUFFER_SAMPLE_TIMER):
+                columns = buffer.sample_batch(
+                    config.total_train_batch_size,
+                    n_step=config.n_step,
+                    gamma=config.gamma,
+                    beta=beta,
+                )
+            with times.section(LEARNER_UPDATE_TIMER):
+                batch = replay_train_batch(buffer, columns)
+                results = self._update_learners(
+                    batch, self._update_timesteps(sampled_lifetime)
+                )
+            trained += batch.env_steps()
+            with times.section(REPLAY_BUFFER_UPDATE_PRIOS_TIMER):
+                for module_id, rows in _priority_rows(results).items():
+                    buffer.update_priorities(rows, module_id)
+        return trained
+
+    @override(ReplayStateMixin)
     def _extra_checkpoint_state(self) -> Dict[str, Any]:
         state = super()._extra_checkpoint_state()
         owed = self._updates_owed
         return {**state, UPDATES_OWED_STATE: (owed.numerator, owed.denominator)}
 
+    @override(ReplayStateMixin)
     def _set_extra_checkpoint_state(self, state: Dict[str, Any]) -> None:
         super()._set_extra_checkpoint_state(state)
         if UPDATES_OWED_STATE in state:
@@ -302,7 +347,8 @@ class FastReplayLoopMixin:
         LearnerGroup's update across remote Learners."""
         group = self.learner_group
         if group.is_local:
-            return [group._learner.update(batch=batch, timesteps=timesteps, **_DEFER)]
+            learner = local_learner_of(group)
+            return [learner.update(batch=batch, timesteps=timesteps, **_DEFER)]
         return group.update(batch=batch, timesteps=timesteps, **_DEFER)
 
     def _sync_weights(self) -> None:
@@ -322,13 +368,7 @@ class FastReplayLoopMixin:
         group = self.env_runner_group
         if group.num_remote_env_runners() == 0 and group.local_env_runner is not None:
             return group.local_env_runner.sample()
-        return synchronous_parallel_sample(
-            worker_set=group,
-            concat=True,
-            sample_timeout_s=self.config.sample_timeout_s,
-            _uses_new_env_runners=True,
-            _return_metrics=False,
-        )
+        return sample_episodes(group, sample_timeout_s=self.config.sample_timeout_s)
 
     def _iteration_done(self, start: float, sampled: int, trained: int) -> bool:
         """RLlib's `TrainIterCtx.should_stop` on this training step's counts."""
@@ -373,8 +413,9 @@ class FastReplayLoopMixin:
         if self.learner_group.is_local and times.calls[LEARNER_UPDATE_TIMER]:
             # Ray's Prometheus histogram of update times (`LearnerGroup.update`
             # observes it per call): the iteration's mean, once.
-            self.learner_group._metrics_update_time.observe(
-                times.seconds[LEARNER_UPDATE_TIMER] / times.calls[LEARNER_UPDATE_TIMER]
+            observe_learner_update_time(
+                self.learner_group,
+                times.seconds[LEARNER_UPDATE_TIMER] / times.calls[LEARNER_UPDATE_TIMER],
             )
 
 

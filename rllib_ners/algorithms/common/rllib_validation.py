@@ -23,13 +23,14 @@ import contextlib
 from typing import Iterator
 
 from rllib_ners.replay_buffers.n_step import normalize_n_step
+from rllib_ners.seam.config import raise_config_error
 from rllib_ners.utils.checks import is_positive_int
 
 
 @contextlib.contextmanager
 def rllib_validation(config) -> Iterator[None]:
     """Runs the enclosed RLlib `validate()` with comparable settings (see the
-    module docstring); raises through `config._value_error`."""
+    module docstring); raises config errors (`raise_config_error`)."""
     check_n_step_setting(config)
     check_rollout_fragment_length(config)
     n_step = config.n_step
@@ -38,10 +39,11 @@ def rllib_validation(config) -> Iterator[None]:
     try:
         yield
     except TypeError as error:
-        config._value_error(
+        raise_config_error(
+            config,
             f"RLlib's validate() of {type(config).__name__} failed on a setting of "
             f"the wrong type: {error}. Check the types of the settings passed to "
-            f"config.training(...) and config.env_runners(...)."
+            f"config.training(...) and config.env_runners(...).",
         )
     finally:
         config.n_step = tuple(n_step) if isinstance(n_step, list) else n_step
@@ -52,9 +54,10 @@ def check_n_step_setting(config) -> None:
     try:
         normalize_n_step(config.n_step)
     except ValueError as error:
-        config._value_error(
+        raise_config_error(
+            config,
             f"{error} Set it with config.training(n_step=3) or a range, e.g. "
-            f"config.training(n_step=(2, 5)) (both ends inclusive)."
+            f"config.training(n_step=(2, 5)) (both ends inclusive).",
         )
 
 
@@ -62,8 +65,9 @@ def check_rollout_fragment_length(config) -> None:
     """`rollout_fragment_length` must be "auto" or an int >= 1."""
     value = config.rollout_fragment_length
     if value != "auto" and not is_positive_int(value):
-        config._value_error(
+        raise_config_error(
+            config,
             f"rollout_fragment_length must be 'auto' or an integer >= 1, got "
             f"rollout_fragment_length={value!r}. Try "
-            f"config.env_runners(rollout_fragment_length='auto')."
+            f"config.env_runners(rollout_fragment_length='auto').",
         )

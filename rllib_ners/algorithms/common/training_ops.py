@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     ENV_RUNNER_RESULTS,
@@ -17,17 +16,15 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
+from rllib_ners.seam.algorithm import sample_episodes_and_metrics
+
 
 def sample_into_buffer(algo, buffer) -> List[Any]:
     """Samples one round from `algo`'s EnvRunners, logs their metrics and adds
     the episodes to `buffer`. Returns the episodes."""
     with algo.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-        episodes, env_runner_results = synchronous_parallel_sample(
-            worker_set=algo.env_runner_group,
-            concat=True,
-            sample_timeout_s=algo.config.sample_timeout_s,
-            _uses_new_env_runners=True,
-            _return_metrics=True,
+        episodes, env_runner_results = sample_episodes_and_metrics(
+            algo.env_runner_group, sample_timeout_s=algo.config.sample_timeout_s
         )
     algo.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
     with algo.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):

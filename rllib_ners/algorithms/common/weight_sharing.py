@@ -22,6 +22,10 @@ from typing import List, Tuple, Union
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
+from rllib_ners.seam.env_runner import set_runner_weights_seq_no
+from rllib_ners.seam.learner import weights_seq_no
+from rllib_ners.seam.torch_modules import persistent_buffers
+
 
 def local_learner(algo):
     """The Algorithm's Learner when it runs in this process, else None."""
@@ -36,8 +40,9 @@ class SharedWeights:
     """The local EnvRunner's module, acting with the local Learner's parameters.
 
     `refresh()` does the rest of what RLlib's weight sync does: it copies the
-    persistent buffers and sets the EnvRunner's weights seq no (stored with
-    every step it samples) to the Learner's.
+    persistent buffers (`buffer_pairs`: `(acting, learning)` tensors) and sets
+    the EnvRunner's weights seq no (stored with every step it samples) to the
+    Learner's.
     """
 
     def __init__(
@@ -46,15 +51,15 @@ class SharedWeights:
         learner,
         buffer_pairs: List[Tuple[torch.Tensor, torch.Tensor]],
     ):
-        self._runner = runner
-        self._learner = learner
-        self._buffer_pairs = buffer_pairs
+        self.runner = runner
+        self.learner = learner
+        self.buffer_pairs = buffer_pairs
 
     def refresh(self) -> None:
         with torch.no_grad():
-            for acting, learning in self._buffer_pairs:
+            for acting, learning in self.buffer_pairs:
                 acting.copy_(learning)
-        self._runner._weights_seq_no = self._learner.weights_seq_no
+        set_runner_weights_seq_no(self.runner, weights_seq_no(self.learner))
 
 
 def share_weights_with_local_env_runner(algo) -> Union[SharedWeights, str]:
@@ -81,7 +86,7 @@ def share_weights_with_local_env_runner(algo) -> Union[SharedWeights, str]:
     if isinstance(param_pairs, str):
         return param_pairs
     buffer_pairs = _matching_tensors(
-        _persistent_buffers(acting), dict(_persistent_buffers(learning)), "buffer"
+        persistent_buffers(acting), dict(persistent_buffers(learning)), "buffer"
     )
     if isinstance(buffer_pairs, str):
         return buffer_pairs
@@ -107,11 +112,3 @@ def _matching_tensors(named_acting, learning_by_name, kind: str):
             return f"{kind} {name!r} differs in shape, dtype or device"
         pairs.append((tensor, source))
     return pairs
-
-
-def _persistent_buffers(module: torch.nn.Module):
-    """`(name, buffer)` of the buffers that are part of the module's state dict."""
-    for prefix, submodule in module.named_modules():
-        for name, buffer in submodule._buffers.items():
-            if buffer is not None and name not in submodule._non_persistent_buffers_set:
-                yield (f"{prefix}.{name}" if prefix else name), buffer

@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 from ray.rllib.algorithms.algorithm_config import NotProvided
 
 from rllib_ners.ners.settings import NERSSettings
+from rllib_ners.seam.config import raise_config_error
 
 
 class NERSConfigMixin:
@@ -109,35 +110,40 @@ class NERSConfigMixin:
         without it, `.ners(...)` settings (which would do nothing) raise."""
         if uses_ners_replay:
             if not buffer_config.get("alpha", 1.0) > 0:
-                self._value_error(
+                raise_config_error(
+                    self,
                     f"NERS replay with replay_buffer_config['alpha']="
                     f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
-                    f"the learned scores; set alpha > 0 (e.g. 0.6)."
+                    f"the learned scores; set alpha > 0 (e.g. 0.6).",
                 )
             self._validate_ners(who)
         elif self.ners_config != NERSSettings().to_dict():
-            self._value_error(
+            raise_config_error(
+                self,
                 "config.ners(...) settings have no effect without the NERS replay "
                 "buffer; set replay_buffer_config['type'] to "
-                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call."
+                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call.",
             )
 
     def _validate_ners(self, who: str) -> None:
-        """Raises (via `_value_error`) for bad NERS settings and set-ups."""
+        """Raises config errors (`raise_config_error`) for bad NERS settings and
+        set-ups."""
         try:
             NERSSettings.from_dict(self.ners_config)
         except ValueError as error:
-            self._value_error(str(error))
+            raise_config_error(self, str(error))
         if self.is_multi_agent:
-            self._value_error(
+            raise_config_error(
+                self,
                 f"{who} supports single-agent setups only; remove the multi_agent() "
-                f"policies."
+                f"policies.",
             )
         if self.ners_config.get("replay_reward_mode") == "eval_return" and not (
             self.evaluation_interval or self.evaluation_num_env_runners
         ):
-            self._value_error(
+            raise_config_error(
+                self,
                 "NERS replay_reward_mode='eval_return' needs evaluation workers: set "
                 "config.evaluation(evaluation_num_env_runners=1, "
-                "evaluation_duration=5, evaluation_duration_unit='episodes')."
+                "evaluation_duration=5, evaluation_duration_unit='episodes').",
             )

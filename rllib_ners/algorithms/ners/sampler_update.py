@@ -41,6 +41,12 @@ from rllib_ners.algorithms.ners.ners_learner import (
 from rllib_ners.algorithms.ners.sampler_diagnostics import SamplerDiagnostics
 from rllib_ners.ners.settings import NERSSettings
 
+# Added to the "ema" baseline's standard deviation: the reward stays finite
+# while every window so far had the same return (zero variance).
+_EMA_STD_EPSILON = 1e-8
+# Sampler updates each logged NERS metric is averaged over.
+NERS_METRICS_WINDOW = 20
+
 
 class ReplayRewardBaseline:
     """Turns a closed window's mean return G into the replay reward r_re.
@@ -68,7 +74,7 @@ class ReplayRewardBaseline:
         # "ema": scale-free reward, then move the baseline and its variance.
         self.variance = self.decay * self.variance + (1 - self.decay) * deviation**2
         self.value = self.decay * self.value + (1 - self.decay) * current
-        return deviation / (math.sqrt(self.variance) + 1e-8)
+        return deviation / (math.sqrt(self.variance) + _EMA_STD_EPSILON)
 
     def get_state(self) -> Dict[str, Any]:
         return {"value": self.value, "variance": self.variance}
@@ -188,7 +194,9 @@ class NERSSamplerUpdate:
         # The lifetime counters are not logged here: `add_ners_diagnostics` puts
         # `lifetime_counters()` in every iteration's result.
         for key, value in metrics.items():
-            algorithm.metrics.log_value((NERS_RESULTS, key), value, window=20)
+            algorithm.metrics.log_value(
+                (NERS_RESULTS, key), value, window=NERS_METRICS_WINDOW
+            )
         return metrics
 
     def lifetime_counters(self) -> Dict[str, int]:
@@ -249,11 +257,11 @@ class NERSSamplerUpdate:
         self.window.set_state(state["window"])
         if "baseline" in state:
             self.baseline.set_state(state["baseline"])
-        else:  # a checkpoint from before baselines: the previous window's mean
+        else:  # a checkpoint without one keeps it as the window's previous mean
             self.baseline.set_state(
                 {"value": state["window"].get("previous_mean"), "variance": 0.0}
             )
         self.num_updates = int(state["num_updates"])
         self.num_eval_env_steps = int(state["num_eval_env_steps"])
-        if "diagnostics" in state:  # absent from checkpoints of older versions
+        if "diagnostics" in state:  # checkpoints without it keep fresh diagnostics
             self.diagnostics.set_state(state["diagnostics"])

@@ -50,6 +50,7 @@ from rllib_ners.algorithms.common.rllib_validation import rllib_validation
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
+from rllib_ners.seam.config import raise_config_error
 
 # A buffer name `SACConfig.validate()` accepts; it stands in for ours while
 # RLlib's own checks run.
@@ -177,20 +178,23 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         finally:
             self.replay_buffer_config = buffer_config
         if not self.enable_rl_module_and_learner:
-            self._value_error(
+            raise_config_error(
+                self,
                 "NERSSACConfig runs on RLlib's new API stack only; remove "
-                "config.api_stack(enable_rl_module_and_learner=False, ...)."
+                "config.api_stack(enable_rl_module_and_learner=False, ...).",
             )
         if self.framework_str != "torch":
-            self._value_error(
+            raise_config_error(
+                self,
                 f"NERSSAC supports framework 'torch' only, got "
-                f"{self.framework_str!r}. Use config.framework('torch')."
+                f"{self.framework_str!r}. Use config.framework('torch').",
             )
         if self.critic_loss not in CRITIC_LOSSES:
-            self._value_error(
+            raise_config_error(
+                self,
                 f"critic_loss={self.critic_loss!r} is not a SAC critic loss; use "
                 f"config.training(critic_loss='mse') (the SAC paper's) or 'huber' "
-                f"(RLlib's)."
+                f"(RLlib's).",
             )
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")

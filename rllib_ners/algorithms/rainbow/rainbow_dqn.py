@@ -43,6 +43,12 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
 )
 from rllib_ners.algorithms.common.replay_loop import FastReplayLoopMixin
 from rllib_ners.algorithms.common.rllib_validation import rllib_validation
+from rllib_ners.seam.config import (
+    ModelConfigIncludesHook,
+    raise_config_error,
+    user_learner_class,
+    user_rl_module_spec,
+)
 
 # DQNConfig's default epsilon schedule; with noisy=True it is simply not used.
 DQN_DEFAULT_EPSILON = [(0, 1.0), (10000, 0.05)]
@@ -61,7 +67,7 @@ def _schedule(epsilon: Any):
     return [(int(t), float(value)) for t, value in epsilon]
 
 
-class RainbowDQNConfig(FastPathsConfigMixin, DQNConfig):
+class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig):
     """`DQNConfig` whose `noisy`, `sigma0`, `adam_epsilon` and `hiddens` work.
 
     Defaults are DQNConfig's (double Q and dueling on, the rest off); switch the
@@ -108,10 +114,11 @@ class RainbowDQNConfig(FastPathsConfigMixin, DQNConfig):
         self.hiddens = None
         self._init_fast_paths()
 
-    @property
-    @override(DQNConfig)
-    def _model_config_auto_includes(self) -> Dict[str, Any]:
-        includes = super()._model_config_auto_includes | {"noisy": self.noisy}
+    @override(ModelConfigIncludesHook)
+    def extra_model_config_includes(self) -> Dict[str, Any]:
+        """`noisy`, which DQNConfig leaves out of `model_config`, and the
+        streams' hidden layers when `hiddens` sets them."""
+        includes = {"noisy": self.noisy}
         if self.hiddens is not None:
             includes["head_fcnet_hiddens"] = list(self.hiddens)
         return includes
@@ -152,57 +159,67 @@ class RainbowDQNConfig(FastPathsConfigMixin, DQNConfig):
     def _validate_rainbow_settings(self) -> None:
         """Raises for DQN settings the new stack (still) cannot honour."""
         if not self.enable_rl_module_and_learner:
-            self._value_error(
+            raise_config_error(
+                self,
                 "RainbowDQNConfig runs on RLlib's new API stack only; remove "
-                "config.api_stack(enable_rl_module_and_learner=False, ...)."
+                "config.api_stack(enable_rl_module_and_learner=False, ...).",
             )
         if self.noisy and not epsilon_is_zero(self.epsilon):
             if _schedule(self.epsilon) != DQN_DEFAULT_EPSILON:
-                self._value_error(
+                raise_config_error(
+                    self,
                     f"noisy=True explores through the noisy weights (greedy "
                     f"actions of the noisy Q-network), so epsilon-greedy is off; got "
                     f"epsilon={self.epsilon!r}. Remove the epsilon setting or set "
                     f"config.training(epsilon=0.0), or use noisy=False for "
-                    f"epsilon-greedy exploration."
+                    f"epsilon-greedy exploration.",
                 )
         if self.sigma0 is None or not self.sigma0 >= 0.0:
-            self._value_error(f"sigma0 must be >= 0, got sigma0={self.sigma0!r}.")
+            raise_config_error(
+                self, f"sigma0 must be >= 0, got sigma0={self.sigma0!r}."
+            )
         if not (self.adam_epsilon is not None and self.adam_epsilon > 0.0):
-            self._value_error(
-                f"adam_epsilon must be > 0, got adam_epsilon={self.adam_epsilon!r}."
+            raise_config_error(
+                self,
+                f"adam_epsilon must be > 0, got adam_epsilon={self.adam_epsilon!r}.",
             )
         if self.hiddens is not None:
             heads = self.model_config.get("head_fcnet_hiddens")
             if list(heads) != list(self.hiddens):
-                self._value_error(
+                raise_config_error(
+                    self,
                     f"hiddens={list(self.hiddens)} (the value/advantage streams' "
                     f"hidden layers) disagrees with model_config "
                     f"head_fcnet_hiddens={list(heads)}. Set only one of them, e.g. "
                     f"config.rl_module(model_config={{'head_fcnet_hiddens': "
-                    f"{list(self.hiddens)}}}) and config.training(hiddens=None)."
+                    f"{list(self.hiddens)}}}) and config.training(hiddens=None).",
                 )
         if self.categorical_distribution_temperature != 1.0:
-            self._value_error(
+            raise_config_error(
+                self,
                 "categorical_distribution_temperature has no effect on RLlib's new "
-                "API stack; remove it (leave it at 1.0)."
+                "API stack; remove it (leave it at 1.0).",
             )
         if self.before_learn_on_batch is not None:
-            self._value_error(
+            raise_config_error(
+                self,
                 "before_learn_on_batch is an old-API-stack hook that the new stack "
                 "never calls; remove it (use a learner connector instead: "
-                "config.training(learner_connector=...))."
+                "config.training(learner_connector=...)).",
             )
         if self.clip_rewards:
-            self._value_error(
+            raise_config_error(
+                self,
                 f"clip_rewards={self.clip_rewards!r} is not applied on RLlib's new "
                 f"API stack; remove it and clip in the env (e.g. a gymnasium "
-                f"TransformReward wrapper) or in an env-to-module connector."
+                f"TransformReward wrapper) or in an env-to-module connector.",
             )
         if self.num_atoms > 1 and self.td_error_loss_fn != "huber":
-            self._value_error(
+            raise_config_error(
+                self,
                 f"td_error_loss_fn={self.td_error_loss_fn!r} has no effect with "
                 f"num_atoms={self.num_atoms} (C51 minimises a cross-entropy); "
-                f"remove it or set num_atoms=1."
+                f"remove it or set num_atoms=1.",
             )
         self._check_custom_classes()
         check_discrete_actions(self, type(self).__name__.replace("Config", ""))
@@ -219,28 +236,30 @@ class RainbowDQNConfig(FastPathsConfigMixin, DQNConfig):
             RainbowTorchRLModule,
         )
 
-        learner_class = self._learner_class
+        learner_class = user_learner_class(self)
         if (
             isinstance(learner_class, type)
             and not issubclass(learner_class, RainbowDQNTorchLearner)
             and self.adam_epsilon != DEFAULT_ADAM_EPSILON
         ):
-            self._value_error(
+            raise_config_error(
+                self,
                 f"adam_epsilon={self.adam_epsilon} needs a learner derived from "
                 f"rllib_ners RainbowDQNTorchLearner, got {learner_class.__name__} "
-                f"(RLlib's TorchLearner ignores adam_epsilon)."
+                f"(RLlib's TorchLearner ignores adam_epsilon).",
             )
-        spec = self._rl_module_spec
+        spec = user_rl_module_spec(self)
         module_class = getattr(spec, "module_class", None)
         if (
             isinstance(module_class, type)
             and not issubclass(module_class, RainbowTorchRLModule)
             and self.noisy
         ):
-            self._value_error(
+            raise_config_error(
+                self,
                 f"noisy=True needs rllib_ners RainbowTorchRLModule (or a subclass), "
                 f"got module_class={module_class.__name__}, which has no noisy "
-                f"layers."
+                f"layers.",
             )
 
 

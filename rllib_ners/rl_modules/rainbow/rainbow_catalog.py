@@ -31,6 +31,11 @@ from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
     RainbowCNNEncoder,
     cnn_output_dim,
 )
+from rllib_ners.seam.rl_module import (
+    catalog_model_config,
+    clear_encoder_config,
+    set_catalog_model_config,
+)
 from rllib_ners.utils.spaces import is_image_space
 
 CNN_ENCODER_KEY = "cnn_encoder"
@@ -86,17 +91,15 @@ class RainbowCatalog(DQNCatalog):
 
     @override(Catalog)
     def _determine_components_hook(self):
-        cfg = self._model_config_dict = {
-            **RAINBOW_MODEL_DEFAULTS,
-            **self._model_config_dict,
-        }
+        cfg = {**RAINBOW_MODEL_DEFAULTS, **catalog_model_config(self)}
+        set_catalog_model_config(self, cfg)
         self._check_model_config(cfg)
         self.cnn_encoder = resolve_cnn_encoder(self.observation_space, cfg)
         if self.cnn_encoder is None:
             # Vector observations, or RLlib's CNN from `conv_filters`.
             super()._determine_components_hook()
             return
-        self._encoder_config = None
+        clear_encoder_config(self)
         self.latent_dims = (
             cnn_output_dim(self.observation_space.shape, self.cnn_encoder),
         )
@@ -138,7 +141,7 @@ class RainbowCatalog(DQNCatalog):
         return RainbowCNNEncoder(self.observation_space.shape, self.cnn_encoder)
 
     def _build_stream(self, output_dim: int) -> QStream:
-        cfg = self._model_config_dict
+        cfg = catalog_model_config(self)
         return QStream(
             self.latent_dims[0],
             cfg["head_fcnet_hiddens"],

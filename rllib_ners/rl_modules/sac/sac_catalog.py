@@ -25,13 +25,16 @@ from ray.rllib.core.models.base import Encoder
 from ray.rllib.core.models.configs import MLPEncoderConfig
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.seam.rl_module import catalog_encoder_config
+
 
 class SACConcatCriticCatalog(SACCatalog):
     """`SACCatalog` whose continuous critics are MLPs on `[s, a]`."""
 
     @override(SACCatalog)
     def _build_qf_encoder_continuous(self, framework: str) -> Encoder:
-        if not isinstance(self._encoder_config, MLPEncoderConfig) or not (
+        policy_encoder_config = catalog_encoder_config(self)
+        if not isinstance(policy_encoder_config, MLPEncoderConfig) or not (
             isinstance(self.observation_space, gym.spaces.Box)
             and len(self.observation_space.shape) == 1
         ):
@@ -46,6 +49,6 @@ class SACConcatCriticCatalog(SACCatalog):
             np.prod(self.action_space.shape)
         )
         self.qf_encoder_config = dataclasses.replace(
-            self._encoder_config, input_dims=[input_dim]
+            policy_encoder_config, input_dims=[input_dim]
         )
         return self.qf_encoder_config.build(framework=framework)

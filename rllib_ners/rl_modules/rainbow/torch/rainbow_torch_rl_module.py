@@ -58,6 +58,7 @@ from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
     RainbowCatalog,
 )
 from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import QStream
+from rllib_ners.seam.rl_module import advance_schedule, raise_catalog_error
 from rllib_ners.utils.torch_ops import (
     EpsilonGreedyChoice,
     call_module,
@@ -104,9 +105,8 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
 
     @override(DefaultDQNRLModule)
     def setup(self):
-        if self.catalog is None and self._catalog_ctor_error is not None:
-            # RLModule.__init__ only logs catalog errors; ours are config errors.
-            raise self._catalog_ctor_error
+        # RLModule.__init__ only logs catalog errors; ours are config errors.
+        raise_catalog_error(self)
         super().setup()
         self.uses_noisy: bool = bool(self.model_config[NOISY_KEY])
         # Layers of plain MLP encoders (online and target), by encoder id.
@@ -181,10 +181,8 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         """`epsilon_schedule.update(t)`, then `get_current_value()`: the float32
         tensor RLlib's scheduler holds, filled in place (RLlib builds a new
         tensor from the Python float at every step; the same float32 value)."""
-        schedule = self.epsilon_schedule
-        if schedule.use_schedule:
-            schedule._curr_value.fill_(schedule._schedule.value(t=t))
-        return schedule.get_current_value()
+        advance_schedule(self.epsilon_schedule, t)
+        return self.epsilon_schedule.get_current_value()
 
     def _acting_q_values(self, batch: Dict[str, TensorType]) -> TensorType:
         """`compute_q_values(batch)[QF_PREDS]`; a plain MLP Q-network (no noisy

@@ -25,6 +25,7 @@ from ray.rllib.core.models.base import ENCODER_OUT, Encoder, Model
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.rl_modules.sac.sac_catalog import SACConcatCriticCatalog
+from rllib_ners.seam.rl_module import raise_catalog_error
 from rllib_ners.utils.torch_ops import plain_encoder_head_layers, run_plain_mlp
 
 
@@ -51,9 +52,8 @@ class SACTorchRLModule(DefaultSACTorchRLModule):
 
     @override(DefaultSACRLModule)
     def setup(self):
-        if self.catalog is None and self._catalog_ctor_error is not None:
-            # RLModule.__init__ only logs catalog errors; ours are config errors.
-            raise self._catalog_ctor_error
+        # RLModule.__init__ only logs catalog errors; ours are config errors.
+        raise_catalog_error(self)
         super().setup()
         # The policy as plain layers (None: not a plain MLP; False: not looked
         # at yet).
