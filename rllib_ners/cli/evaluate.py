@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from rllib_ners.cli.common import (
 from rllib_ners.cli.overrides import _check_env
 from rllib_ners.cli.quiet import silence_known_noise
 from rllib_ners.cli.session import _ray_session
+
+# Frames per second of a video of an env whose metadata names no `render_fps`.
+DEFAULT_VIDEO_FPS = 30
 
 
 def _is_checkpoint(path: Path) -> bool:
@@ -213,6 +216,30 @@ def _rendered_episodes(module, env, episodes, render_mode, seed, config=None):
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise CLIError("--episodes must be at least 1", 2)
+    render = _render_mode(args)
+    write = video_writer(Path(args.video)) if args.video else None
+    checkpoint = find_checkpoint(Path(args.checkpoint))
+    config = _checkpoint_config(checkpoint)
+    if args.seed is not None:
+        config.debugging(seed=args.seed)
+    env = _open_render_env(config, render, args.seed) if render else None
+    returns, lengths, frames = _greedy_episodes(args, checkpoint, config, env, render)
+    for i, (episode_return, length) in enumerate(zip(returns, lengths), 1):
+        print(f"episode {i}: return {episode_return:.2f} ({length} steps)")
+    values = np.asarray(returns, dtype=float)
+    print(
+        f"{config.env}: {values.size} greedy episode(s), mean return "
+        f"{values.mean():.2f} +/- {values.std():.2f} (std), min {values.min():.2f}, "
+        f"max {values.max():.2f}"
+    )
+    if write is not None:
+        _write_video(write, frames, env, Path(args.video))
+    return 0
+
+
+def _render_mode(args: argparse.Namespace) -> Optional[str]:
+    """The env's render mode the flags ask for (`--video` records rgb_array
+    frames), or None."""
     render = args.render
     if args.video:
         if render == "human":
@@ -220,25 +247,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         render = "rgb_array"
     elif render == "rgb_array":
         raise CLIError("--render rgb_array needs --video FILE", 2)
-    write = video_writer(Path(args.video)) if args.video else None
-    checkpoint = find_checkpoint(Path(args.checkpoint))
-    config = _checkpoint_config(checkpoint)
-    if args.seed is not None:
-        config.debugging(seed=args.seed)
-    env = None
-    if render:
-        env = make_render_env(config, render)
-        try:
-            env.reset(seed=args.seed)
-            if render == "rgb_array" and env.render() is None:
-                raise CLIError(f"{config.env!r} rendered no rgb_array frame")
-        except CLIError:
-            raise
-        except Exception as error:
-            raise CLIError(
-                f"cannot render {config.env!r}: {_one_line(error)}"
-            ) from None
+    return render
 
+
+def _open_render_env(config, render: str, seed: Optional[int]):
+    """The rendering env, reset and checked to render a frame."""
+    env = make_render_env(config, render)
+    try:
+        env.reset(seed=seed)
+        if render == "rgb_array" and env.render() is None:
+            raise CLIError(f"{config.env!r} rendered no rgb_array frame")
+    except CLIError:
+        raise
+    except Exception as error:
+        raise CLIError(f"cannot render {config.env!r}: {_one_line(error)}") from None
+    return env
+
+
+def _greedy_episodes(args, checkpoint: Path, config, env, render: Optional[str]):
+    """Restores the checkpoint and plays `args.episodes` greedy episodes: on the
+    rendering `env`, else on the algorithm's own EnvRunner. Returns (returns,
+    lengths, frames); closes `env`."""
     from ray.rllib.algorithms.algorithm import Algorithm
 
     import rllib_ners  # noqa: F401  (NERS classes for unpickling)
@@ -255,36 +284,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             ) from None
         try:
             if render:
-                returns, lengths, frames = _rendered_episodes(
+                return _rendered_episodes(
                     algo.get_module(), env, args.episodes, render, args.seed, config
                 )
-            else:
-                episodes = algo.env_runner.sample(
-                    num_episodes=args.episodes, explore=False
-                )[: args.episodes]
-                returns = [float(e.get_return()) for e in episodes]
-                lengths = [len(e) for e in episodes]
-                frames = []
+            episodes = algo.env_runner.sample(
+                num_episodes=args.episodes, explore=False
+            )[: args.episodes]
+            returns = [float(e.get_return()) for e in episodes]
+            return returns, [len(e) for e in episodes], []
         finally:
             algo.stop()
             _remove_if_empty(getattr(algo, "logdir", None))
             if env is not None:
                 env.close()
-    for i, (episode_return, length) in enumerate(zip(returns, lengths), 1):
-        print(f"episode {i}: return {episode_return:.2f} ({length} steps)")
-    values = np.asarray(returns, dtype=float)
-    print(
-        f"{config.env}: {values.size} greedy episode(s), mean return "
-        f"{values.mean():.2f} +/- {values.std():.2f} (std), min {values.min():.2f}, "
-        f"max {values.max():.2f}"
-    )
-    if write is not None:
-        if not frames:
-            raise CLIError("no frames were rendered")
-        fps = float((getattr(env, "metadata", None) or {}).get("render_fps") or 30)
-        video = Path(args.video)
-        if video.parent and not video.parent.exists():
-            video.parent.mkdir(parents=True, exist_ok=True)
-        write(frames, fps)
-        print(f"wrote {video} ({len(frames)} frames)")
-    return 0
+
+
+def _write_video(write, frames: List[np.ndarray], env, video: Path) -> None:
+    """Writes the rendered frames at the env's frame rate."""
+    if not frames:
+        raise CLIError("no frames were rendered")
+    metadata = getattr(env, "metadata", None) or {}
+    fps = float(metadata.get("render_fps") or DEFAULT_VIDEO_FPS)
+    if video.parent and not video.parent.exists():
+        video.parent.mkdir(parents=True, exist_ok=True)
+    write(frames, fps)
+    print(f"wrote {video} ({len(frames)} frames)")

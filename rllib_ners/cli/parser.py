@@ -6,15 +6,15 @@ import argparse
 
 from rllib_ners.cli.common import PROG, RETURN_KEY, STEPS_KEY, CLIError
 
+# Tune's own console output levels (`--verbose`); 0 prints only our progress lines.
+TUNE_VERBOSITY = (0, 1, 2, 3)
+
 
 class _ArgumentParser(argparse.ArgumentParser):
     """Raises CLIError (one line, exit code 2) instead of printing usage and exiting."""
 
     def error(self, message):  # noqa: D102
         raise CLIError(f"{message} (see `{self.prog} --help`)", code=2)
-
-
-# --------------------------------------------------------------------- parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,9 +31,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {__version__}"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    ray_options = _ray_options()
+    _add_train(sub, ray_options)
+    _add_resume(sub, ray_options)
+    _add_evaluate(sub, ray_options)
+    _add_plot(sub)
+    sub.add_parser(
+        "examples",
+        help="list the tuned examples",
+        description="List the tuned examples (tuned_examples/**/*.py and *.yaml).",
+    )
+    sub.add_parser(
+        "study",
+        add_help=False,
+        help="run and report a study of replay methods (`study --help`)",
+    )
+    return parser
 
-    ray_opts = _ArgumentParser(add_help=False)
-    group = ray_opts.add_argument_group("Ray")
+
+def _ray_options() -> argparse.ArgumentParser:
+    """The Ray flags of the commands that start or join Ray (a parent parser)."""
+    ray_options = _ArgumentParser(add_help=False)
+    group = ray_options.add_argument_group("Ray")
     group.add_argument(
         "--ray-address",
         help="join an existing Ray cluster (e.g. 'auto' or 'HOST:6379') instead of "
@@ -44,10 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="CPUs of the local Ray instance this command starts (default: all)",
     )
+    return ray_options
 
+
+def _add_train(sub, ray_options: argparse.ArgumentParser) -> None:
     train = sub.add_parser(
         "train",
-        parents=[ray_opts],
+        parents=[ray_options],
         help="run a tuned example file or an algorithm on an env with Ray Tune",
         description="Run a tuned example (`train file PATH`: a .py, or an old-style\n"
         "rllib-train .yaml) or `--algo ALGO --env ENV` through Ray Tune. Flags of\n"
@@ -61,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed 0 1 2 -- --replay uniform",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_train_source(train)
+    _add_train_stop(train)
+    _add_train_resources(train)
+    _add_train_run_options(train)
+
+
+def _add_train_source(train: argparse.ArgumentParser) -> None:
+    """What trains: a tuned example file, or an algorithm on an env."""
     train.add_argument(
         "what", nargs="?", metavar="file", help="the word `file`, then the PATH"
     )
@@ -77,12 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--config", metavar="JSON", help="config overrides as a JSON object"
     )
+
+
+def _add_train_stop(train: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--stop", metavar="JSON", help="stopping criteria as a JSON object"
     )
     train.add_argument("--stop-reward", type=float, help=f"stop at this {RETURN_KEY}")
     train.add_argument("--stop-timesteps", type=int, help=f"stop at this {STEPS_KEY}")
     train.add_argument("--stop-iters", type=int, help="stop after this many iterations")
+
+
+def _add_train_resources(train: argparse.ArgumentParser) -> None:
+    """EnvRunners, Learners, GPUs and seeds."""
     train.add_argument("--num-env-runners", type=int)
     train.add_argument("--num-learners", type=int)
     train.add_argument("--num-gpus-per-learner", type=float)
@@ -92,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         help="random seed; several seeds run one trial each (a grid search)",
     )
+
+
+def _add_train_run_options(train: argparse.ArgumentParser) -> None:
+    """Where the run goes, its checkpoints, failures and console output."""
     train.add_argument(
         "--storage-path", help="where run directories go (default: ~/ray_results)"
     )
@@ -118,23 +159,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         type=int,
         default=0,
-        choices=(0, 1, 2, 3),
+        choices=TUNE_VERBOSITY,
         help="Tune's own console output (0: only rllib-ners progress lines)",
     )
 
+
+def _add_resume(sub, ray_options: argparse.ArgumentParser) -> None:
     resume = sub.add_parser(
         "resume",
-        parents=[ray_opts],
+        parents=[ray_options],
         help="continue an interrupted or failed run",
         description="Continue an interrupted or failed Tune run: unfinished trials go "
         "on, errored ones resume from their latest checkpoint.",
     )
     resume.add_argument("run_dir", help="the run directory train printed")
-    resume.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2, 3))
+    resume.add_argument("--verbose", type=int, default=0, choices=TUNE_VERBOSITY)
 
+
+def _add_evaluate(sub, ray_options: argparse.ArgumentParser) -> None:
     evaluate = sub.add_parser(
         "evaluate",
-        parents=[ray_opts],
+        parents=[ray_options],
         help="run greedy episodes with a checkpoint",
         description="Restore an algorithm from a checkpoint (or the latest checkpoint "
         "of a run or trial directory) and run greedy (explore=False) episodes.",
@@ -151,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--seed", type=int, help="seed of the evaluation env")
 
+
+def _add_plot(sub) -> None:
     plot = sub.add_parser(
         "plot",
         help="learning curves of one or more runs",
@@ -167,15 +214,3 @@ def build_parser() -> argparse.ArgumentParser:
         help="one curve per replay type (default) or per run directory",
     )
     plot.add_argument("--title")
-
-    sub.add_parser(
-        "examples",
-        help="list the tuned examples",
-        description="List the tuned examples (tuned_examples/**/*.py and *.yaml).",
-    )
-    sub.add_parser(
-        "study",
-        add_help=False,
-        help="run and report a study of replay methods (`study --help`)",
-    )
-    return parser

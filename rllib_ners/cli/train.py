@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List
 
 from rllib_ners.cli.common import (
     ITERS_KEY,
@@ -35,7 +35,22 @@ def cmd_train(args: argparse.Namespace) -> int:
         return _resume(Path(args.resume), args)
     if args.script_args and args.what != "file":
         raise CLIError("arguments after `--` are for `train file X.py` only", 2)
-    jobs: List[_Job] = []
+    jobs = _jobs_to_train(args)
+    overrides = _parse_json_object(args.config, "--config") if args.config else {}
+    for job in jobs:
+        _apply_train_flags(job, args, overrides)
+    if len(jobs) > 1 and args.name:
+        raise CLIError("--name names one run; this file holds several experiments", 2)
+
+    code = 0
+    with _ray_session(args):
+        for job in jobs:
+            code = max(code, _run_job(job, args))
+    return code
+
+
+def _jobs_to_train(args: argparse.Namespace) -> List[_Job]:
+    """The experiments of `train file PATH` or `train --algo ALGO --env ENV`."""
     if args.what is not None:
         if args.what != "file" or not args.path:
             raise CLIError(
@@ -45,69 +60,68 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
         if args.algo:
             raise CLIError("give either `file PATH` or --algo, not both", 2)
-        path = _resolve_example_path(args.path)
-        if path.suffix == ".py":
-            config, example_args = load_python_example(path, args.script_args)
-            defaults = {}
-            if example_args is not None:
-                defaults = {
-                    RETURN_KEY: getattr(example_args, "stop_reward", None),
-                    STEPS_KEY: getattr(example_args, "stop_timesteps", None),
-                    ITERS_KEY: getattr(example_args, "stop_iters", None),
-                }
-            jobs.append(
-                _Job(
-                    path.stem,
-                    config.algo_class,
-                    config,
-                    defaults,
-                    source=path,
-                    script_args=args.script_args,
-                )
-            )
-        elif path.suffix in (".yaml", ".yml"):
-            if args.script_args:
-                raise CLIError("arguments after `--` are for Python examples only", 2)
-            for name, spec in load_yaml_experiments(path):
-                config, stop = config_from_yaml_experiment(name, spec, str(path))
-                jobs.append(_Job(name, str(spec["run"]), config, stop, source=path))
-        else:
-            raise CLIError(f"{path}: expected a .py or .yaml tuned example")
-    elif args.algo:
+        return _jobs_of_example(_resolve_example_path(args.path), args.script_args)
+    if args.algo:
         cls = _resolve_algo(args.algo)
         if not args.env:
             raise CLIError("--algo needs --env ENV")
         config = cls.get_default_config()
-        jobs.append(_Job(f"{args.algo}_{args.env}", args.algo, config, {}))
-    else:
-        raise CLIError(
-            "nothing to train: give `file PATH`, --algo ALGO --env ENV or --resume "
-            "RUN_DIR",
-            2,
+        return [_Job(f"{args.algo}_{args.env}", args.algo, config, {})]
+    raise CLIError(
+        "nothing to train: give `file PATH`, --algo ALGO --env ENV or --resume RUN_DIR",
+        2,
+    )
+
+
+def _jobs_of_example(path: Path, script_args: List[str]) -> List[_Job]:
+    """One job for a Python tuned example (stopping where its own flags say),
+    one per experiment of a YAML file."""
+    if path.suffix == ".py":
+        config, example_args = load_python_example(path, script_args)
+        defaults = {}
+        if example_args is not None:
+            defaults = {
+                RETURN_KEY: getattr(example_args, "stop_reward", None),
+                STEPS_KEY: getattr(example_args, "stop_timesteps", None),
+                ITERS_KEY: getattr(example_args, "stop_iters", None),
+            }
+        job = _Job(
+            path.stem,
+            config.algo_class,
+            config,
+            defaults,
+            source=path,
+            script_args=script_args,
         )
+        return [job]
+    if path.suffix in (".yaml", ".yml"):
+        if script_args:
+            raise CLIError("arguments after `--` are for Python examples only", 2)
+        jobs = []
+        for name, spec in load_yaml_experiments(path):
+            config, stop = config_from_yaml_experiment(name, spec, str(path))
+            jobs.append(_Job(name, str(spec["run"]), config, stop, source=path))
+        return jobs
+    raise CLIError(f"{path}: expected a .py or .yaml tuned example")
 
-    overrides = _parse_json_object(args.config, "--config") if args.config else {}
-    for job in jobs:
-        config = job.config
-        if args.env:
-            config.environment(args.env)
-        _apply_config_dict(config, overrides, "--config")
-        if args.num_env_runners is not None:
-            config.env_runners(num_env_runners=args.num_env_runners)
-        if args.num_learners is not None:
-            config.learners(num_learners=args.num_learners)
-        if args.num_gpus_per_learner is not None:
-            config.learners(num_gpus_per_learner=args.num_gpus_per_learner)
-        if args.seed and len(args.seed) == 1:
-            config.debugging(seed=args.seed[0])
-        _check_env(config.env)
-        _validate_config(config)
-        job.stop = _stop_criteria(args, job.stop)
-    if len(jobs) > 1 and args.name:
-        raise CLIError("--name names one run; this file holds several experiments", 2)
 
-    code = 0
-    with _ray_session(args):
-        for job in jobs:
-            code = max(code, _run_job(job, args))
-    return code
+def _apply_train_flags(
+    job: _Job, args: argparse.Namespace, overrides: Dict[str, Any]
+) -> None:
+    """Sets `job`'s env, `--config` overrides, resources, seed and stop from the
+    flags, and checks the result."""
+    config = job.config
+    if args.env:
+        config.environment(args.env)
+    _apply_config_dict(config, overrides, "--config")
+    if args.num_env_runners is not None:
+        config.env_runners(num_env_runners=args.num_env_runners)
+    if args.num_learners is not None:
+        config.learners(num_learners=args.num_learners)
+    if args.num_gpus_per_learner is not None:
+        config.learners(num_gpus_per_learner=args.num_gpus_per_learner)
+    if args.seed and len(args.seed) == 1:
+        config.debugging(seed=args.seed[0])
+    _check_env(config.env)
+    _validate_config(config)
+    job.stop = _stop_criteria(args, job.stop)

@@ -50,6 +50,8 @@ from rllib_ners.ners.settings import NERSSettings
 # Without a bound the per_residual logit is still clipped here: exp(20) ~ 5e8 is
 # plenty of range, and the leaf stays finite in float32 for any alpha <= 1.
 MAX_ABS_LOGIT = 20.0
+# The floor under a never-scored transition's leaf before its log is taken.
+MIN_FIXED_LEAF = 1e-300
 
 
 def _check_reward(replay_reward: float) -> float:
@@ -169,7 +171,7 @@ def log_prob_loss(
     scored = normalizer_scored > 0.5
     fixed = normalizer_fixed_leaf.to(normalizer_log_leaf.dtype)
     log_terms = torch.where(
-        scored, normalizer_log_leaf, torch.log(fixed.clamp_min(1e-300))
+        scored, normalizer_log_leaf, torch.log(fixed.clamp_min(MIN_FIXED_LEAF))
     )
     log_z = torch.logsumexp(log_terms, dim=0) + math.log(
         num_stored / normalizer_log_leaf.shape[0]

@@ -34,8 +34,11 @@ __all__ = ["NERSScorer", "build_state_encoder"]
 
 # The scalar feature columns of a batch, in the order of the statistics.
 SCALAR_COLUMNS = ("rewards", "delta", "q", "ts")
+NUM_SCALAR_FEATURES = len(SCALAR_COLUMNS)
 # The scorer's buffers holding their running statistics (float64).
 SCALAR_STATISTICS = ("scalar_count", "scalar_mean", "scalar_m2")
+# The least standard deviation a scalar feature is divided by ("running").
+MIN_SCALAR_STD = 1e-6
 
 
 def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
@@ -48,10 +51,9 @@ def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
 
 
 # On CPU the image encoder runs large batches (a REINFORCE step's 2 x 1280
-# stacks) in chunks of this many images, which stay in the CPU caches: fwd+bwd
-# of 2560 Atari stacks took 350 ms instead of 586 ms on one thread of our 2-core
-# box (`benchmarks/replay_cost.py` measures the effect on training). The same
-# values; GPUs get the whole batch at once.
+# stacks) in chunks of this many images, which stay in the CPU caches and so
+# run faster (`benchmarks/replay_cost.py` measures it); the values are the same.
+# GPUs get the whole batch at once.
 _CPU_IMAGE_CHUNK = 64
 
 
@@ -80,7 +82,8 @@ class _ImageEncoder(nn.Module):
         return self.mlp(self.convs.features(obs))
 
     def forward_conv(self, obs: torch.Tensor) -> torch.Tensor:
-        """The same net through plain conv2d (the reference formulation)."""
+        """The same net through `ConvStack.forward_conv` (what the tests compare
+        `forward` with)."""
         return self.mlp(self.convs.forward_conv(obs))
 
 
@@ -147,11 +150,12 @@ class NERSScorer(nn.Module):
             action_space, settings.action_encoding
         )
         # [enc(s), a, r, enc(s'), delta, q, t]
-        self.feature_dim = 2 * enc_dim + self.action_dim + 4
+        self.feature_dim = 2 * enc_dim + self.action_dim + NUM_SCALAR_FEATURES
 
         h = settings.hidden_size
         half = max(1, h // 2)
-        # Same shapes as the reference implementation.
+        # Same shapes as the reference implementation. `score_net` is f_s: an
+        # MLP to the logit (`score_logit_net`), then a sigmoid.
         self.local_net = _mlp(
             [self.feature_dim, h, 2 * h, h, half], final_activation=False
         )
@@ -174,17 +178,20 @@ class NERSScorer(nn.Module):
         # Running count, mean and sum of squared deviations (Welford) of the
         # scalar features; persistent buffers, so in `state_dict()` (and thus in
         # Learner checkpoints) and restored exactly.
-        num = len(SCALAR_COLUMNS)
+        num = NUM_SCALAR_FEATURES
         self.register_buffer("scalar_count", torch.zeros((), dtype=torch.float64))
         self.register_buffer("scalar_mean", torch.zeros(num, dtype=torch.float64))
         self.register_buffer("scalar_m2", torch.zeros(num, dtype=torch.float64))
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # State dicts saved before the statistics existed: start them afresh.
-        for name in SCALAR_STATISTICS:
-            if prefix + name not in state_dict:
-                state_dict[prefix + name] = torch.zeros_like(getattr(self, name))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+    @property
+    def score_logit_net(self) -> nn.Sequential:
+        """f_s up to the score logit (`score_net` without its sigmoid)."""
+        return self.score_net[0]
+
+    @property
+    def score_squash(self) -> nn.Module:
+        """The sigmoid at the end of `score_net`: logit -> score in (0, 1)."""
+        return self.score_net[1]
 
     @staticmethod
     def _action_feature_dim(action_space: gym.Space, encoding: str) -> int:
@@ -208,7 +215,8 @@ class NERSScorer(nn.Module):
 
     @staticmethod
     def scalar_columns(batch: Dict[str, torch.Tensor]) -> torch.Tensor:
-        """`[m, 4]` float64: the batch's r, delta, q, t (`SCALAR_COLUMNS`)."""
+        """`[m, NUM_SCALAR_FEATURES]` float64: the batch's r, delta, q, t
+        (`SCALAR_COLUMNS`)."""
         return torch.stack(
             [batch[name].reshape(-1).double() for name in SCALAR_COLUMNS], dim=-1
         )
@@ -248,7 +256,7 @@ class NERSScorer(nn.Module):
             moments = self.scalar_moments(scalars)
             if all_reduce_sum is not None:
                 moments = all_reduce_sum(moments)
-            num = len(SCALAR_COLUMNS)
+            num = NUM_SCALAR_FEATURES
             count, total, squares = moments[0], moments[1 : 1 + num], moments[1 + num :]
             # Counts are whole numbers: clamp_min(1) only guards empty batches
             # (without a host sync, as `if count == 0` would need on a GPU).
@@ -262,15 +270,15 @@ class NERSScorer(nn.Module):
             self.scalar_count.copy_(new_count)
 
     def normalize_scalars(self, scalars: torch.Tensor) -> torch.Tensor:
-        """r, delta, q, t (`[m, 4]`) as they enter tanh: standardised by the
-        running statistics ("running"; unchanged before the first update), or
-        raw with `t / timestep_scale` ("none")."""
+        """r, delta, q, t (`[m, NUM_SCALAR_FEATURES]`) as they enter tanh:
+        standardised by the running statistics ("running"; unchanged before the
+        first update), or raw with `t / timestep_scale` ("none")."""
         scalars = scalars.double()
         if self.settings.feature_normalization == "none":
             scale = scalars.new_tensor([1.0, 1.0, 1.0, self.settings.timestep_scale])
             return (scalars / scale).float()
         count = self.scalar_count
-        std = (self.scalar_m2 / count.clamp_min(1)).sqrt().clamp_min(1e-6)
+        std = (self.scalar_m2 / count.clamp_min(1)).sqrt().clamp_min(MIN_SCALAR_STD)
         # Before any statistics (mean 0) the scalars pass unchanged.
         std = torch.where(count > 0, std, torch.ones_like(std))
         return ((scalars - self.scalar_mean) / std).float()
@@ -387,7 +395,7 @@ class NERSScorer(nn.Module):
             total = all_reduce_sum(torch.cat([per_row.sum(dim=0), count]))
             global_context = (total[:-1] / total[-1]).unsqueeze(0)
         joint = torch.cat([local, global_context.expand_as(local)], dim=-1)
-        logits = run_plain_mlp(self.score_net[0], joint).reshape(-1)
+        logits = run_plain_mlp(self.score_logit_net, joint).reshape(-1)
         if self.linear_skip is not None:
             skip = self.linear_skip
             logits = logits + F.linear(features, skip.weight, skip.bias).reshape(-1)
@@ -400,4 +408,5 @@ class NERSScorer(nn.Module):
         all_reduce_sum: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
     ) -> torch.Tensor:
         """Scores `sigma_i = sigmoid(logit_i)` in (0, 1) (see `logits`)."""
-        return self.score_net[1](self.logits(features, all_reduce_sum=all_reduce_sum))
+        logits = self.logits(features, all_reduce_sum=all_reduce_sum)
+        return self.score_squash(logits)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from rllib_ners.ners.diagnostics import DIAGNOSTICS_SAMPLE_SIZE
 
@@ -16,6 +16,30 @@ BASELINES = ("previous_window", "first", "ema")
 PARAMETERIZATIONS = ("sigmoid", "per_residual")
 TRAIN_DRAWS = ("uniform_set", "replay_multiset")
 FEATURE_NORMALIZATIONS = ("running", "none")
+
+# One check of `NERSSettings.validate`: (setting, value, check, what it asks).
+_Rule = Tuple[str, Any, Callable[[Any], bool], str]
+
+
+def _is_positive_int(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value > 0
+
+
+def _is_positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value > 0
+
+
+def _is_finite_positive_number(value: Any) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,99 +187,90 @@ class NERSSettings:
         self.validate()
 
     def validate(self) -> None:
-        """Raises `ValueError` naming the bad setting and the `.ners(...)` fix."""
+        """Raises `ValueError` naming the first bad setting (in the order of
+        `_rules`) and the `.ners(...)` fix."""
+        for name, value, is_valid, rule in self._rules():
+            if not is_valid(value):
+                raise ValueError(
+                    f"NERS setting `{name}={value!r}` is invalid: {rule}. Fix it "
+                    f"with `config.ners({name}=...)`."
+                )
 
-        def fail(name: str, value: Any, rule: str) -> None:
-            raise ValueError(
-                f"NERS setting `{name}={value!r}` is invalid: {rule}. Fix it with "
-                f"`config.ners({name}=...)`."
-            )
+    def _rules(self) -> List[_Rule]:
+        """(setting, value, check, what the check asks), in the order checked."""
 
-        def positive_int(name: str, value: Any) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                fail(name, value, "it must be a positive integer")
+        def choice(name: str, allowed: Tuple[str, ...]) -> _Rule:
+            is_allowed = lambda value: value in allowed  # noqa: E731
+            return (name, getattr(self, name), is_allowed, f"use one of {allowed}")
 
-        positive_int("hidden_size", self.hidden_size)
-        if self.hidden_size < 2:
-            fail("hidden_size", self.hidden_size, "it must be at least 2")
-        positive_int("encoder_out_dim", self.encoder_out_dim)
-        positive_int("train_size", self.train_size)
-        positive_int("min_episodes_per_update", self.min_episodes_per_update)
-        positive_int("diagnostics_sample_size", self.diagnostics_sample_size)
-        for width in self.encoder_hiddens:
-            positive_int("encoder_hiddens", width)
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            fail("lr", self.lr, "the sampler learning rate must be > 0")
-        if not (
-            isinstance(self.timestep_scale, (int, float)) and self.timestep_scale > 0
-        ):
-            fail("timestep_scale", self.timestep_scale, "it must be > 0")
-        if not (isinstance(self.log_eps, (int, float)) and self.log_eps > 0):
-            fail("log_eps", self.log_eps, "it must be > 0")
-        if self.replay_reward_mode not in REPLAY_REWARD_MODES:
-            fail(
-                "replay_reward_mode",
-                self.replay_reward_mode,
-                f"use one of {REPLAY_REWARD_MODES}",
-            )
-        positive_int("normalizer_size", self.normalizer_size)
-        if self.update_interval_env_steps is not None:
-            positive_int("update_interval_env_steps", self.update_interval_env_steps)
-        if not (
-            isinstance(self.baseline_decay, (int, float))
-            and 0.0 < self.baseline_decay < 1.0
-        ):
-            fail("baseline_decay", self.baseline_decay, "it must lie in (0, 1)")
-        if not (isinstance(self.per_epsilon, (int, float)) and self.per_epsilon > 0):
-            fail("per_epsilon", self.per_epsilon, "it must be > 0")
-        if self.max_log_correction is not None and not (
-            isinstance(self.max_log_correction, (int, float))
-            and not isinstance(self.max_log_correction, bool)
-            and math.isfinite(self.max_log_correction)
-            and self.max_log_correction > 0
-        ):
-            fail(
+        positive_int = (_is_positive_int, "it must be a positive integer")
+        positive = (_is_positive_number, "it must be > 0")
+        sizes = (
+            "encoder_out_dim",
+            "train_size",
+            "min_episodes_per_update",
+            "diagnostics_sample_size",
+        )
+        return [
+            ("hidden_size", self.hidden_size, *positive_int),
+            (
+                "hidden_size",
+                self.hidden_size,
+                lambda v: v >= 2,
+                "it must be at least 2",
+            ),
+            *[(name, getattr(self, name), *positive_int) for name in sizes],
+            *[
+                ("encoder_hiddens", width, *positive_int)
+                for width in self.encoder_hiddens
+            ],
+            (
+                "lr",
+                self.lr,
+                _is_positive_number,
+                "the sampler learning rate must be > 0",
+            ),
+            ("timestep_scale", self.timestep_scale, *positive),
+            ("log_eps", self.log_eps, *positive),
+            choice("replay_reward_mode", REPLAY_REWARD_MODES),
+            ("normalizer_size", self.normalizer_size, *positive_int),
+            (
+                "update_interval_env_steps",
+                self.update_interval_env_steps,
+                lambda v: v is None or _is_positive_int(v),
+                positive_int[1],
+            ),
+            (
+                "baseline_decay",
+                self.baseline_decay,
+                lambda v: isinstance(v, (int, float)) and 0.0 < v < 1.0,
+                "it must lie in (0, 1)",
+            ),
+            ("per_epsilon", self.per_epsilon, *positive),
+            (
                 "max_log_correction",
                 self.max_log_correction,
+                lambda v: v is None or _is_finite_positive_number(v),
                 "it must be a finite number > 0, or None for no bound",
-            )
-        for name, allowed in (
-            ("objective", OBJECTIVES),
-            ("baseline", BASELINES),
-            ("parameterization", PARAMETERIZATIONS),
-            ("train_draw", TRAIN_DRAWS),
-        ):
-            if getattr(self, name) not in allowed:
-                fail(name, getattr(self, name), f"use one of {allowed}")
-        for name in ("linear_skip", "cache_encodings"):
-            if not isinstance(getattr(self, name), bool):
-                fail(name, getattr(self, name), "it must be True or False")
-        if self.linear_skip_lr is not None:
-            if isinstance(self.linear_skip_lr, bool) or not (
-                isinstance(self.linear_skip_lr, (int, float))
-                and math.isfinite(self.linear_skip_lr)
-                and self.linear_skip_lr > 0
-            ):
-                fail(
-                    "linear_skip_lr",
-                    self.linear_skip_lr,
-                    "it must be a finite number > 0, or None for `lr`",
-                )
-        if self.encoder not in ENCODERS:
-            fail("encoder", self.encoder, f"use one of {ENCODERS}")
-        if self.action_encoding not in ACTION_ENCODINGS:
-            fail(
-                "action_encoding",
-                self.action_encoding,
-                f"use one of {ACTION_ENCODINGS}",
-            )
-
-        if self.feature_normalization not in FEATURE_NORMALIZATIONS:
-            fail(
-                "feature_normalization",
-                self.feature_normalization,
-                f"use one of {FEATURE_NORMALIZATIONS}",
-            )
+            ),
+            choice("objective", OBJECTIVES),
+            choice("baseline", BASELINES),
+            choice("parameterization", PARAMETERIZATIONS),
+            choice("train_draw", TRAIN_DRAWS),
+            *[
+                (name, getattr(self, name), _is_bool, "it must be True or False")
+                for name in ("linear_skip", "cache_encodings")
+            ],
+            (
+                "linear_skip_lr",
+                self.linear_skip_lr,
+                lambda v: v is None or _is_finite_positive_number(v),
+                "it must be a finite number > 0, or None for `lr`",
+            ),
+            choice("encoder", ENCODERS),
+            choice("action_encoding", ACTION_ENCODINGS),
+            choice("feature_normalization", FEATURE_NORMALIZATIONS),
+        ]
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> NERSSettings:

@@ -23,6 +23,9 @@ from torch import nn
 
 from rllib_ners.utils.torch_ops import channels_last_conv, conv_input_extent
 
+# uint8 pixels are divided by this (to [0, 1]).
+MAX_PIXEL = 255.0
+
 # (out_channels, kernel, stride) per conv layer, each followed by a ReLU.
 CNN_LAYERS: Dict[str, List[Tuple[int, int, int]]] = {
     # Mnih et al. 2015.
@@ -104,9 +107,9 @@ class ConvStack(nn.Module):
         the channels-last layout they come in (oneDNN's fast path; no NCHW copy)
         and the 1/255 scale is folded into the first kernel (no scaled copy of
         the images), and only the rows and columns the convolutions read are
-        convolved. About 2x faster than `forward_conv` on CPU (fwd+bwd of 64
-        data-efficient stacks: 2.6 vs 4-5 ms on 2 threads), same values."""
-        scale = 1.0 / 255.0 if obs.dtype == torch.uint8 else 1.0
+        convolved. Faster than `forward_conv` on CPU, with the same values
+        (`tests/unit/test_ners_image_encoder.py` compares the two)."""
+        scale = 1.0 / MAX_PIXEL if obs.dtype == torch.uint8 else 1.0
         height, width = self._read_hw
         x = channels_last_conv(obs[:, :height, :width], self._convs[0], scale).relu()
         for conv in self._convs[1:]:
@@ -114,6 +117,7 @@ class ConvStack(nn.Module):
         return x.flatten(1)
 
     def forward_conv(self, obs: torch.Tensor) -> torch.Tensor:
-        """The plain formulation `net(obs / 255)` (reference for the tests)."""
-        x = obs.float() / 255.0 if obs.dtype == torch.uint8 else obs.float()
+        """`net(obs / 255)` as written, through NCHW copies (what the tests
+        compare `features` with)."""
+        x = obs.float() / MAX_PIXEL if obs.dtype == torch.uint8 else obs.float()
         return self.net(x.permute(0, 3, 1, 2))

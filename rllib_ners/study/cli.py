@@ -64,7 +64,23 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="{run,status,report,list}"
     )
+    _add_run_command(commands)
+    _add_status_command(commands)
+    _add_report_command(commands)
+    listing = commands.add_parser("list", help="the declared tasks and arms")
+    _add_declarations(listing)
+    # One run, in a child process of `run` (not for users: no help entry).
+    one = commands.add_parser("run-one")
+    one.add_argument("task")
+    one.add_argument("arm")
+    one.add_argument("seed", type=int)
+    one.add_argument("--results-dir", type=Path, required=True)
+    one.add_argument("--budget", type=int)
+    _add_declarations(one)
+    return parser
 
+
+def _add_run_command(commands) -> None:
     run = commands.add_parser(
         "run", help="train the runs that have no CSV yet (resumable)"
     )
@@ -102,6 +118,8 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     )
     _add_declarations(run)
 
+
+def _add_status_command(commands) -> None:
     status = commands.add_parser(
         "status",
         help="finished, training and to-do runs, and the CPU hours used and left",
@@ -127,6 +145,8 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     )
     _add_declarations(status)
 
+
+def _add_report_command(commands) -> None:
     report = commands.add_parser(
         "report", help="write report.md and report.png from the CSVs alone"
     )
@@ -156,19 +176,6 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     )
     _add_declarations(report)
 
-    listing = commands.add_parser("list", help="the declared tasks and arms")
-    _add_declarations(listing)
-
-    # One run, in a child process of `run` (not for users: no help entry).
-    one = commands.add_parser("run-one")
-    one.add_argument("task")
-    one.add_argument("arm")
-    one.add_argument("seed", type=int)
-    one.add_argument("--results-dir", type=Path, required=True)
-    one.add_argument("--budget", type=int)
-    _add_declarations(one)
-    return parser
-
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -> int:
     args = build_parser(prog).parse_args(argv)
@@ -180,28 +187,42 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         return _report(args, argv)
     if args.command == "status":
         return _status(args)
-    from rllib_ners.study import runs
-
     if getattr(args, "budget", None) is not None and args.budget < 1:
         raise SystemExit(f"--budget must be positive, got --budget {args.budget}")
     results_dir = args.results_dir.resolve()
     if args.command == "run-one":
-        _check_names([args.task], TASKS, "task")
-        _check_names([args.arm], ARMS, "arm")
-        task = runs.with_budget(TASKS[args.task], args.budget)
-        runs.check_task_available(task)
-        csv = runs.csv_path(results_dir, task.name, args.arm, args.seed)
-        try:
-            with claims.RunClaim(csv):
-                if csv.exists():  # finished by the holder before us
-                    print(f"not started: {csv} exists", flush=True)
-                    return 0
-                path = runs.run_one(task, ARMS[args.arm], args.seed, results_dir)
-        except claims.RunAlreadyClaimed as held:
-            print(f"not started: {held}", flush=True)
-            return claims.ALREADY_RUNNING
-        print(f"wrote {path}")
-        return 0
+        return _run_one(args, results_dir)
+    return _run(args, results_dir)
+
+
+def _run_one(args, results_dir: Path) -> int:
+    """`run-one TASK ARM SEED`: trains the run unless another process holds
+    its claim or has finished it."""
+    from rllib_ners.study import runs
+
+    _check_names([args.task], TASKS, "task")
+    _check_names([args.arm], ARMS, "arm")
+    task = runs.with_budget(TASKS[args.task], args.budget)
+    runs.check_task_available(task)
+    csv = runs.csv_path(results_dir, task.name, args.arm, args.seed)
+    try:
+        with claims.RunClaim(csv):
+            if csv.exists():  # finished by the holder before us
+                print(f"not started: {csv} exists", flush=True)
+                return 0
+            path = runs.run_one(task, ARMS[args.arm], args.seed, results_dir)
+    except claims.RunAlreadyClaimed as held:
+        print(f"not started: {held}", flush=True)
+        return claims.ALREADY_RUNNING
+    print(f"wrote {path}")
+    return 0
+
+
+def _run(args, results_dir: Path) -> int:
+    """`run`: checks every (task, arm) config, then trains the runs without a
+    CSV in child processes (or, with --dry-run, lists them)."""
+    from rllib_ners.study import runs
+
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got --jobs {args.jobs}")
     arms = _check_names(args.arms, ARMS, "--arms")
@@ -224,18 +245,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         for run in todo
         if (holder := claims.holder(runs.csv_path(results_dir, *run)))
     }
-    print(
-        f"{len(done)} runs finished already (skipped), {len(todo)} to run"
-        + (f" ({len(elsewhere)} being trained by other processes)" if elsewhere else "")
-        + f", {args.jobs} at a time; results in {results_dir}",
-        flush=True,
-    )
-    if not claims.CLAIMS_SUPPORTED:
-        print(
-            "note: no fcntl on this system: runs are not claimed, so run one "
-            "`study run` per results folder at a time",
-            flush=True,
-        )
+    _print_plan(len(done), todo, elsewhere, args.jobs, results_dir)
     if args.dry_run:
         for run in todo:
             task, arm, seed = run
@@ -255,6 +265,22 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "rllib-ners study") -
         f"{outcome.skipped} skipped (finished or being trained by another process)"
     )
     return 1 if outcome.failed else 0
+
+
+def _print_plan(num_done: int, todo, elsewhere, jobs: int, results_dir) -> None:
+    """What `run` will do: the runs finished, to run and trained elsewhere."""
+    print(
+        f"{num_done} runs finished already (skipped), {len(todo)} to run"
+        + (f" ({len(elsewhere)} being trained by other processes)" if elsewhere else "")
+        + f", {jobs} at a time; results in {results_dir}",
+        flush=True,
+    )
+    if not claims.CLAIMS_SUPPORTED:
+        print(
+            "note: no fcntl on this system: runs are not claimed, so run one "
+            "`study run` per results folder at a time",
+            flush=True,
+        )
 
 
 def _report(args, argv) -> int:

@@ -307,24 +307,11 @@ def _atari_task(name, game, *, random_return, human_return, budget=100_000):
     )
 
 
-# Budgets. Throughput measured with this harness (`--budget 6000/8000`, one
-# torch thread per run, two runs at once; 2026-11-23): CPU seconds of the run's
-# process per 1000 training env steps once learning has started (CPU time,
-# because other agents loaded the machine: wall time was 1.5-3x that):
-#   cartpole                per 3.9, uniform ~3.9, ners_reference 6-8 (its 5
-#                           greedy eval episodes per 1000 steps grow with the
-#                           return: up to 2500 extra env steps per 1000)
-#   acrobot                 per 3.0-3.5, ners_reference ~5 (eval episodes of up
-#                           to 500 steps while the agent fails)
-#   minatar_breakout        uniform 5.0, per 5.0, ners_reference 5.5
-#   minatar_space_invaders  uniform 5.1, per 5.0, ners_reference 5.5
-# plus ~10 s of start-up per run. Estimated per seed, 4 arms (the `ners` arm
-# taken as 1.3x PER): cartpole 50k ~1100 s, acrobot 50k ~800 s, each MinAtar
-# task 80k ~1750 s: ~5400 s per seed, 5 seeds at 2 runs at once ~3.8 h (+~10
-# min of start-ups) on this 2-core machine alone; ~2.8 h for the three arms
-# without `ners`. CartPole with these settings reaches ~450 at 40-50k steps;
-# Acrobot leaves -500 within 5-10k; MinAtar returns rise above random within
-# the first 10k (smoke runs), so every budget leaves room for arms to differ.
+# Each budget leaves room for the arms to differ: with these settings CartPole
+# reaches ~450 at 40-50k env steps, Acrobot leaves -500 within 5-10k, and
+# MinAtar returns rise above random within the first 10k. `rllib-ners study
+# status` estimates a study's CPU time; `benchmarks/study_costs.py` measures the
+# arms' costs side by side.
 TASKS: Dict[str, Task] = {
     task.name: task
     for task in (
@@ -393,15 +380,12 @@ TASKS: Dict[str, Task] = {
             capacity=80_000,
             requires="minatar",
         ),
-        # Continuous control (issue 15), not in the default suite (SUITE): run
-        # them with `--tasks pendulum hopper`. Pendulum uses the CI learning
-        # test's small SAC (64-unit nets, Adam 1e-3, 1000 warm-up steps,
-        # rounds of 4 steps + 4 updates; seed 0 reached -306 at 4000 steps);
-        # Hopper SAC's usual 256x256 nets and 3e-4 with a 5000-step warm-up
-        # (the usual is 10k) to fit a 30k budget: early learning only (SAC
-        # needs ~1M steps for its final Hopper scores). Estimated CPU per run
-        # at ~0.1 s per update of the 256-unit nets: pendulum ~6 min, hopper
-        # ~45 min; 4 arms x 5 seeds at two runs at a time: ~1 h and ~7.5 h.
+        # Continuous control, not in the default suite (SUITE): run it with
+        # `--tasks pendulum hopper`. Pendulum uses the CI learning test's small
+        # SAC (64-unit nets, Adam 1e-3, 1000 warm-up steps, rounds of 4 steps +
+        # 4 updates); Hopper SAC's usual 256x256 nets and 3e-4 with a 5000-step
+        # warm-up (the usual is 10k) to fit a 30k budget, so it shows early
+        # learning only (SAC needs ~1M steps for its final Hopper scores).
         Task(
             name="pendulum",
             env="Pendulum-v1",
@@ -439,8 +423,8 @@ TASKS: Dict[str, Task] = {
             requires="mujoco",
             algo="sac",
         ),
-        # The paper-setting study (issue 24, results/ners_paper_settings/PLAN.md):
-        # SAC on MuJoCo and data-efficient Rainbow on Atari 100k.
+        # The paper-setting study (results/ners_paper_settings/PLAN.md): SAC on
+        # MuJoCo and data-efficient Rainbow on Atari 100k.
         _mujoco_task(
             "hopper_100k",
             "Hopper-v5",
@@ -473,9 +457,9 @@ TASKS: Dict[str, Task] = {
     )
 }
 
-# The default `--tasks`: the DQN/Rainbow suite of issue 14.
+# The default `--tasks`: the DQN/Rainbow suite (results/sample_efficiency).
 SUITE = ("cartpole", "acrobot", "minatar_breakout", "minatar_space_invaders")
-# The paper-setting study of issue 24.
+# The paper-setting study (results/ners_paper_settings).
 MUJOCO_SUITE = ("hopper_100k", "halfcheetah_100k", "walker2d_100k")
 ATARI_SUITE = ("ms_pacman_100k", "alien_100k", "qbert_100k")
 
@@ -558,13 +542,10 @@ ARMS: Dict[str, Arm] = {
             "ners",
             "ners",
             # The recommended variant, written out so that a later change of
-            # the `.ners()` defaults does not silently change this arm: the
-            # defaults of issue 13, chosen on the replay-reward oracle's tuning
-            # seeds 0-2 (benchmarks/sampler_oracle.py) and, for the bound on
-            # the learned log-correction, on Acrobot tuning seeds 0-1, never on
-            # study seeds. The runs of this arm without the bound (its first
-            # version; replay collapsed on Acrobot) are kept, outside the
-            # report, under results/sample_efficiency/archive/ners_unbounded.
+            # the `.ners()` defaults does not silently change this arm. Chosen
+            # on tuning seeds only, never on study seeds: the replay-reward
+            # oracle's seeds 0-2 (benchmarks/sampler_oracle.py) and, for the
+            # bound on the learned log-correction, Acrobot seeds 0-1.
             ners_settings={
                 "encoder": "separate",
                 "objective": "log_prob",

@@ -313,11 +313,12 @@ def _machines_section(result: dict, machines: Dict[tuple, dict]) -> List[str]:
 
 
 def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
+    """The report's figure: the summary panels (IQM final score, IQM AUC, P(arm
+    > baseline)) in the top row, one learning-curve panel per task below."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
 
     arms, tasks = result["arms"], result["tasks"]
     colors = {arm: f"C{i}" for i, arm in enumerate(arms)}
@@ -326,7 +327,6 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
     # The three summary panels share the top row's full width (their y labels are
     # long); the learning curves take one column per task below.
     rows = fig.add_gridspec(2, 1)
-    scopes = tasks + list(result["groups"])
     baseline = (
         "per" if "per" in result["baselines"] else next(iter(result["baselines"]), None)
     )
@@ -341,63 +341,78 @@ def plot(result: dict, path: Path, reps: int = CURVE_BOOTSTRAP_REPS) -> None:
     # One axes per task; with fewer than three tasks the rest of the row stays empty.
     curve_axes = [fig.add_subplot(curve_row[0, i]) for i in range(len(tasks))]
     for ax, (kind, title) in zip(summary_axes, panels):
-        y = 0
-        ticks, labels = [], []
-        for scope in scopes:
-            for arm in arms:
-                if kind is None:
-                    table = result["poi"]["final"].get(baseline, {})
-                    est = table.get(scope, {}).get(arm)
-                else:
-                    est = result["iqm"][kind].get(scope, {}).get(arm)
-                if est is None:
-                    continue
-                ax.errorbar(
-                    est[0],
-                    y,
-                    xerr=None
-                    if est[1] != est[1]  # a single run: no interval
-                    else [[est[0] - est[1]], [est[2] - est[0]]],
-                    fmt="o",
-                    color=colors[arm],
-                    capsize=3,
-                )
-                ticks.append(y)
-                labels.append(f"{scope}: {arm}")
-                y -= 1
-            y -= 0.5
-        if kind is None:
-            ax.axvline(0.5, color="gray", ls="--", lw=1)
-        ax.set_yticks(ticks)
-        ax.set_yticklabels(labels, fontsize=7)
+        _plot_summary_panel(ax, result, kind, baseline, colors)
         ax.set_title(title, fontsize=10)
     for ax, task in zip(curve_axes, tasks):
-        for arm, runs in result["curves"][task].items():
-            if len(runs) < 2:  # one run: its curve, dashed, no interval
-                steps, norm = runs[0]
-                ax.plot(steps, norm, color=colors[arm], ls="--", label=f"{arm} (1)")
-                continue
-            steps = runs[0][0]
-            matrix = np.array([norm for _, norm in runs])  # runs x evals
-            scores = {arm: matrix[:, None, :]}  # runs x 1 task x evals
-
-            points, intervals = interval_estimates(scores, iqm_per_point, reps)
-            ax.plot(steps, points[arm], color=colors[arm], label=f"{arm} ({len(runs)})")
-            ax.fill_between(
-                steps,
-                intervals[arm][0],
-                intervals[arm][1],
-                color=colors[arm],
-                alpha=0.2,
-            )
-        ax.set_title(f"{task}: IQM greedy return, normalised", fontsize=10)
-        ax.set_xlabel("training env steps")
-        # 20k, not 20000: six-digit tick labels run into each other.
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        _plot_learning_curves(ax, task, result["curves"][task], colors, reps)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_summary_panel(ax, result, kind, baseline, colors) -> None:
+    """One estimate per (scope, arm) with its interval: IQM of the `kind` score,
+    or (`kind` None) the probability of improvement over `baseline`."""
+    scopes = result["tasks"] + list(result["groups"])
+    y = 0
+    ticks, labels = [], []
+    for scope in scopes:
+        for arm in result["arms"]:
+            if kind is None:
+                table = result["poi"]["final"].get(baseline, {})
+                est = table.get(scope, {}).get(arm)
+            else:
+                est = result["iqm"][kind].get(scope, {}).get(arm)
+            if est is None:
+                continue
+            ax.errorbar(
+                est[0],
+                y,
+                xerr=None
+                if est[1] != est[1]  # a single run: no interval
+                else [[est[0] - est[1]], [est[2] - est[0]]],
+                fmt="o",
+                color=colors[arm],
+                capsize=3,
+            )
+            ticks.append(y)
+            labels.append(f"{scope}: {arm}")
+            y -= 1
+        y -= 0.5
+    if kind is None:
+        ax.axvline(0.5, color="gray", ls="--", lw=1)
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=7)
+
+
+def _plot_learning_curves(ax, task: str, curves: dict, colors, reps: int) -> None:
+    """Per arm, the IQM of the normalised greedy return at each evaluation with
+    its bootstrap band; an arm with one run gets its curve, dashed."""
+    from matplotlib.ticker import FuncFormatter
+
+    for arm, runs in curves.items():
+        if len(runs) < 2:  # one run: its curve, dashed, no interval
+            steps, norm = runs[0]
+            ax.plot(steps, norm, color=colors[arm], ls="--", label=f"{arm} (1)")
+            continue
+        steps = runs[0][0]
+        matrix = np.array([norm for _, norm in runs])  # runs x evals
+        scores = {arm: matrix[:, None, :]}  # runs x 1 task x evals
+
+        points, intervals = interval_estimates(scores, iqm_per_point, reps)
+        ax.plot(steps, points[arm], color=colors[arm], label=f"{arm} ({len(runs)})")
+        ax.fill_between(
+            steps,
+            intervals[arm][0],
+            intervals[arm][1],
+            color=colors[arm],
+            alpha=0.2,
+        )
+    ax.set_title(f"{task}: IQM greedy return, normalised", fontsize=10)
+    ax.set_xlabel("training env steps")
+    # 20k, not 20000: six-digit tick labels run into each other.
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
 
 
 def write_report(

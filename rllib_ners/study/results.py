@@ -45,8 +45,8 @@ class Run:
         self.eval_returns = np.array([float(r["eval_return_mean"]) for r in evals])
         last = rows[-1]
         self.env_steps = int(float(last["env_steps"]))
-        # The whole run's CPU time, the study's evaluations included (None in
-        # CSVs written before CPU time was recorded).
+        # The whole run's CPU time, the study's evaluations included (None
+        # where the CSV has no CPU time).
         self.cpu_time_s = float(last["cpu_time_s"]) if last.get("cpu_time_s") else None
         if self.cpu_time_s is not None:
             busy = self.cpu_time_s - float(last.get("study_eval_cpu_s") or 0)

@@ -249,6 +249,13 @@ def greedy_returns(
     return returns
 
 
+# The greedy evaluations of run seed k play their episodes from env seed
+# `EVAL_SEED_PER_RUN_SEED * k + EVAL_SEED_PER_EVALUATION * j` on (the j-th
+# evaluation): different envs for every evaluation of every run.
+EVAL_SEED_PER_RUN_SEED = 10_000
+EVAL_SEED_PER_EVALUATION = 100
+
+
 def _number(value) -> str:
     if value is None:
         return ""
@@ -258,18 +265,10 @@ def _number(value) -> str:
 
 def run_one(task: Task, arm: Arm, seed: int, results_dir: Path) -> Path:
     """Trains one (arm, task, seed) for the task's budget; writes its CSV."""
-    import numpy as np
     import ray
     import torch
-    from ray.rllib.utils.metrics import (
-        ENV_RUNNER_RESULTS,
-        EPISODE_RETURN_MEAN,
-        NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    )
 
-    from rllib_ners.algorithms.ners.ners_learner import NERS_EVAL_ENV_STEPS_KEY
     from rllib_ners.cli.quiet import silence_known_noise
-    from rllib_ners.ners.diagnostics import EFFECTIVE_SAMPLE_FRACTION
 
     torch.set_num_threads(1)
     silence_known_noise()
@@ -289,70 +288,7 @@ def run_one(task: Task, arm: Arm, seed: int, results_dir: Path) -> Path:
     try:
         algo = config.build_algo()
         torch.set_num_threads(1)
-        start = time.perf_counter()
-        cpu_start = time.process_time()
-        study_eval_time = study_eval_cpu = 0.0
-        next_eval = task.eval_every
-        eval_index = 0
-        steps = 0
-        iteration = 0
-        while steps < task.budget:
-            result = algo.train()
-            iteration += 1
-            runners = result.get(ENV_RUNNER_RESULTS, {})
-            steps = int(runners.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
-            ners = result.get("ners", {})
-            row = {
-                "arm": arm.name,
-                "task": task.name,
-                "seed": seed,
-                "iteration": iteration,
-                "env_steps": steps,
-                "eval_env_steps": int(ners.get(NERS_EVAL_ENV_STEPS_KEY, 0) or 0),
-                "train_return_mean": _number(runners.get(EPISODE_RETURN_MEAN)),
-                "effective_sample_fraction": _number(
-                    ners.get(EFFECTIVE_SAMPLE_FRACTION)
-                ),
-                "priority_entropy_normalized": _number(
-                    ners.get("priority_entropy_normalized")
-                ),
-            }
-            if steps >= next_eval or steps >= task.budget:
-                # The evaluation stands for the schedule point it passed; the
-                # last one is at the budget.
-                eval_step = min(next_eval, task.budget)
-                t0, c0 = time.perf_counter(), time.process_time()
-                returns = greedy_returns(
-                    algo.get_module(),
-                    task.env,
-                    episodes=task.eval_episodes,
-                    max_steps=task.eval_max_steps,
-                    seed=10_000 * seed + 100 * eval_index,
-                    config=algo.config,
-                    make_env=task.eval_env,
-                    frame_stack=task.eval_frame_stack,
-                )
-                study_eval_time += time.perf_counter() - t0
-                study_eval_cpu += time.process_time() - c0
-                row.update(
-                    eval_step=eval_step,
-                    eval_return_mean=_number(np.mean(returns)),
-                    eval_episodes=len(returns),
-                )
-                eval_index += 1
-                while next_eval <= steps:
-                    next_eval += task.eval_every
-            row["wall_time_s"] = f"{time.perf_counter() - start:.2f}"
-            row["study_eval_time_s"] = f"{study_eval_time:.2f}"
-            row["cpu_time_s"] = f"{time.process_time() - cpu_start:.2f}"
-            row["study_eval_cpu_s"] = f"{study_eval_cpu:.2f}"
-            rows.append(row)
-            print(
-                f"[{task.name} {arm.name} seed{seed}] it {iteration} steps {steps} "
-                f"train {row['train_return_mean']} eval "
-                f"{row.get('eval_return_mean', '')} wall {row['wall_time_s']}s",
-                flush=True,
-            )
+        rows = _train_with_evaluations(algo, task, arm, seed)
         algo.stop()
     finally:
         if started_ray:
@@ -360,6 +296,98 @@ def run_one(task: Task, arm: Arm, seed: int, results_dir: Path) -> Path:
     path = csv_path(results_dir, task.name, arm.name, seed)
     write_csv_atomic(path, rows)
     return path
+
+
+def _train_with_evaluations(algo, task: Task, arm: Arm, seed: int) -> List[dict]:
+    """Trains `algo` to the task's budget: one CSV row per iteration, with the
+    study's greedy evaluation on each row that passes a point of the schedule
+    (every `eval_every` env steps, and at the budget)."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    study_eval_time = study_eval_cpu = 0.0
+    next_eval = task.eval_every
+    eval_index = 0
+    steps = 0
+    rows: List[dict] = []
+    while steps < task.budget:
+        row = _training_row(algo.train(), task, arm, seed, iteration=len(rows) + 1)
+        steps = row["env_steps"]
+        if steps >= next_eval or steps >= task.budget:
+            # The evaluation stands for the schedule point it passed; the last
+            # one is at the budget.
+            eval_started, eval_cpu_started = time.perf_counter(), time.process_time()
+            row.update(
+                _evaluation_columns(
+                    algo, task, seed, eval_index, min(next_eval, task.budget)
+                )
+            )
+            study_eval_time += time.perf_counter() - eval_started
+            study_eval_cpu += time.process_time() - eval_cpu_started
+            eval_index += 1
+            while next_eval <= steps:
+                next_eval += task.eval_every
+        row["wall_time_s"] = f"{time.perf_counter() - start:.2f}"
+        row["study_eval_time_s"] = f"{study_eval_time:.2f}"
+        row["cpu_time_s"] = f"{time.process_time() - cpu_start:.2f}"
+        row["study_eval_cpu_s"] = f"{study_eval_cpu:.2f}"
+        rows.append(row)
+        print(
+            f"[{task.name} {arm.name} seed{seed}] it {row['iteration']} steps "
+            f"{steps} train {row['train_return_mean']} eval "
+            f"{row.get('eval_return_mean', '')} wall {row['wall_time_s']}s",
+            flush=True,
+        )
+    return rows
+
+
+def _training_row(result: dict, task: Task, arm: Arm, seed: int, *, iteration):
+    """The CSV columns one training iteration's `result` fills."""
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_RESULTS,
+        EPISODE_RETURN_MEAN,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    )
+
+    from rllib_ners.algorithms.ners.ners_learner import NERS_EVAL_ENV_STEPS_KEY
+    from rllib_ners.ners.diagnostics import (
+        EFFECTIVE_SAMPLE_FRACTION,
+        PRIORITY_ENTROPY_NORMALIZED,
+    )
+
+    runners = result.get(ENV_RUNNER_RESULTS, {})
+    ners = result.get("ners", {})
+    return {
+        "arm": arm.name,
+        "task": task.name,
+        "seed": seed,
+        "iteration": iteration,
+        "env_steps": int(runners.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)),
+        "eval_env_steps": int(ners.get(NERS_EVAL_ENV_STEPS_KEY, 0) or 0),
+        "train_return_mean": _number(runners.get(EPISODE_RETURN_MEAN)),
+        "effective_sample_fraction": _number(ners.get(EFFECTIVE_SAMPLE_FRACTION)),
+        "priority_entropy_normalized": _number(ners.get(PRIORITY_ENTROPY_NORMALIZED)),
+    }
+
+
+def _evaluation_columns(algo, task: Task, seed: int, eval_index: int, eval_step):
+    """The CSV columns of the study's `eval_index`-th greedy evaluation, which
+    stands for env step `eval_step`."""
+    import numpy as np
+
+    returns = greedy_returns(
+        algo.get_module(),
+        task.env,
+        episodes=task.eval_episodes,
+        max_steps=task.eval_max_steps,
+        seed=EVAL_SEED_PER_RUN_SEED * seed + EVAL_SEED_PER_EVALUATION * eval_index,
+        config=algo.config,
+        make_env=task.eval_env,
+        frame_stack=task.eval_frame_stack,
+    )
+    return {
+        "eval_step": eval_step,
+        "eval_return_mean": _number(np.mean(returns)),
+        "eval_episodes": len(returns),
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -407,6 +435,10 @@ def _child_command(
         str(results_dir),
         *extra,
     ]
+
+
+# How often `run_study` looks for finished child processes.
+POLL_INTERVAL_S = 2.0
 
 
 @dataclasses.dataclass
@@ -478,7 +510,7 @@ def run_study(
             print(
                 f"{time.strftime('%H:%M:%S')} start {task} {arm} seed{seed}", flush=True
             )
-        time.sleep(2.0)
+        time.sleep(POLL_INTERVAL_S)
         for proc in [p for p in running if p.poll() is not None]:
             (task, arm, seed), t0, log = running.pop(proc)
             log.close()

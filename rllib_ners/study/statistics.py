@@ -56,6 +56,9 @@ BOOTSTRAP_SEED = 0
 BEATS_PROBABILITY = 0.6
 # Slack for P(Y > X) = 1 - P(X > Y) landing an ulp below a threshold.
 _PROBABILITY_SLACK = 1e-9
+# The interquartile mean drops this fraction of the scores at each end.
+IQM_TRIM = 0.25
+SECONDS_PER_HOUR = 3600
 
 
 def normalise(returns: np.ndarray, task: Task) -> np.ndarray:
@@ -96,7 +99,7 @@ def iqm_per_point(x):
     points]: rliable's `aggregate_iqm` (scipy's 25% trimmed mean), per point."""
     import scipy.stats
 
-    return scipy.stats.trim_mean(x.reshape(-1, x.shape[-1]), 0.25, axis=0)
+    return scipy.stats.trim_mean(x.reshape(-1, x.shape[-1]), IQM_TRIM, axis=0)
 
 
 def interval_estimates(score_dict, func, reps):
@@ -388,8 +391,8 @@ def _compute_used(runs: Sequence[Run], groups: Dict[str, List[str]]) -> dict:
                 "cpu_hours": sum(
                     r.cpu_time_s for r in group_runs if r.cpu_time_s is not None
                 )
-                / 3600,
-                "wall_hours": sum(r.wall_time_s for r in group_runs) / 3600,
+                / SECONDS_PER_HOUR,
+                "wall_hours": sum(r.wall_time_s for r in group_runs) / SECONDS_PER_HOUR,
                 "runs_without_cpu_time": sum(r.cpu_time_s is None for r in group_runs),
             }
     return used

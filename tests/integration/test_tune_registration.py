@@ -6,16 +6,17 @@ import subprocess
 import sys
 
 import ray
-from ray.tune.registry import ENV_CREATOR, _global_registry, get_trainable_cls
+from ray.tune.registry import get_trainable_cls
 
 import rllib_ners
+from rllib_ners.seam.ray_runtime import registered_env_creator
 
 
 def _assert_names_known():
     assert get_trainable_cls("NERS-DQN") is rllib_ners.NERSDQN
     assert get_trainable_cls("NERS-SAC") is rllib_ners.NERSSAC
     assert get_trainable_cls("RainbowDQN") is rllib_ners.RainbowDQN
-    assert _global_registry.contains(ENV_CREATOR, "rllib_ners.atari")
+    assert registered_env_creator("rllib_ners.atari") is not None
 
 
 def test_import_registers_names_without_ray():
