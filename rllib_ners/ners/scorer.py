@@ -28,7 +28,7 @@ from torch.nn import functional as F
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.networks.conv_stack import ConvStack, fitting_cnn_kind
 from rllib_ners.utils.spaces import is_image_space
-from rllib_ners.utils.torch_ops import run_plain_mlp
+from rllib_ners.utils.torch_ops import run_mlp_layers
 
 __all__ = ["NERSScorer", "build_state_encoder"]
 
@@ -93,7 +93,7 @@ class _VectorEncoder(nn.Module):
         self.mlp = _mlp([dim, *hiddens, out_dim], final_activation=False)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return run_plain_mlp(self.mlp, obs.reshape(obs.shape[0], -1).float())
+        return run_mlp_layers(self.mlp, obs.reshape(obs.shape[0], -1).float())
 
 
 def build_state_encoder(
@@ -386,8 +386,8 @@ class NERSScorer(nn.Module):
         """
         # The layers' own ops, without the module calls (a scored batch is a
         # few dozen rows: calls cost as much as the math).
-        local = run_plain_mlp(self.local_net, features)
-        per_row = run_plain_mlp(self.global_net, features)
+        local = run_mlp_layers(self.local_net, features)
+        per_row = run_mlp_layers(self.global_net, features)
         if all_reduce_sum is None:
             global_context = per_row.mean(dim=0, keepdim=True)
         else:
@@ -395,7 +395,7 @@ class NERSScorer(nn.Module):
             total = all_reduce_sum(torch.cat([per_row.sum(dim=0), count]))
             global_context = (total[:-1] / total[-1]).unsqueeze(0)
         joint = torch.cat([local, global_context.expand_as(local)], dim=-1)
-        logits = run_plain_mlp(self.score_logit_net, joint).reshape(-1)
+        logits = run_mlp_layers(self.score_logit_net, joint).reshape(-1)
         if self.linear_skip is not None:
             skip = self.linear_skip
             logits = logits + F.linear(features, skip.weight, skip.bias).reshape(-1)

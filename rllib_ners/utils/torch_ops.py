@@ -415,13 +415,13 @@ _ELEMENTWISE_ACTIVATIONS = (
 )
 
 
-def is_plain_activation(module: Optional[nn.Module]) -> bool:
+def is_elementwise_activation(module: Optional[nn.Module]) -> bool:
     """Whether `module` is None or an element-wise activation module whose
     `forward()` is a pure function of its input."""
     return module is None or isinstance(module, _ELEMENTWISE_ACTIVATIONS)
 
 
-def plain_mlp_layers(net: nn.Module) -> Optional[List[nn.Module]]:
+def mlp_layers_of(net: nn.Module) -> Optional[List[nn.Module]]:
     """The layers of `net` if it is a plain MLP - an `nn.Sequential` (possibly
     wrapped, as in RLlib's `TorchMLPEncoder` and `TorchMLPHead`) of `nn.Linear`
     and element-wise activation modules - else None."""
@@ -439,12 +439,12 @@ def plain_mlp_layers(net: nn.Module) -> Optional[List[nn.Module]]:
     return layers
 
 
-def plain_encoder_head_layers(encoder: nn.Module, head: nn.Module):
+def encoder_head_layers_of(encoder: nn.Module, head: nn.Module):
     """The layers of a plain-MLP encoder followed by a plain-MLP head, or None
     (also for a head that clips log-stds, as RLlib's can: not a plain MLP)."""
     if getattr(head, "clip_log_std", False):
         return None
-    encoder_layers, head_layers = plain_mlp_layers(encoder), plain_mlp_layers(head)
+    encoder_layers, head_layers = mlp_layers_of(encoder), mlp_layers_of(head)
     if encoder_layers is None or head_layers is None:
         return None
     return encoder_layers + head_layers
@@ -459,7 +459,7 @@ def call_module(module: nn.Module, *args):
     return module.forward(*args)
 
 
-def run_plain_mlp(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
+def run_mlp_layers(layers: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
     """`nn.Sequential(*layers)(x)` without the per-module call overhead (about
     3 us per module; a 2-layer MLP's own math on one row takes about as long):
     `F.linear` for linear layers, `forward()` for activations. The same ops in

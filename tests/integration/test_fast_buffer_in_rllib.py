@@ -211,7 +211,7 @@ def test_multi_agent_rainbow_replays_columns_per_module_in_its_fast_loop():
     )
     algo = config.build_algo()
     try:
-        assert algo.uses_fast_loop, algo.fast_loop_blocker
+        assert algo.uses_replay_loop, algo.replay_loop_blocker
         _check_trained_per_module(algo, algo.train())
         buffer, config = algo.local_replay_buffer, algo.config
         kwargs = {"n_step": config.n_step, "gamma": config.gamma, "beta": 0.4}

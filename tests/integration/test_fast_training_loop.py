@@ -1,7 +1,7 @@
 """The fast training loop trains exactly as RLlib's training step does.
 
 For the same config and seed, NERS-DQN, Rainbow DQN with our PER buffer and
-NERS-SAC trained with `FastReplayLoopMixin` (one loop per iteration, columnar
+NERS-SAC trained with `ReplayLoopMixin` (one loop per iteration, columnar
 replay, deferred Learner metrics, shared weights) and with RLlib's own
 training step and EnvRunner (`fast_training_loop=False`,
 `SingleAgentEnvRunner`) end with bit-identical Learner weights, identical
@@ -61,7 +61,7 @@ def _train(config):
             for name, tensor in learner.module[DEFAULT_MODULE_ID].state_dict().items()
         }
         buffer = dict(_flat(algo.local_replay_buffer.get_state()))
-        blockers = (algo.fast_loop_blocker, algo.weight_sharing_blocker)
+        blockers = (algo.replay_loop_blocker, algo.weight_sharing_blocker)
         runner = algo.env_runner_group.local_env_runner
         learning = learner.module[DEFAULT_MODULE_ID]
         shared = all(
@@ -193,7 +193,7 @@ def test_configs_it_cannot_serve_take_rllibs_step(small_dqn, caplog):
     with caplog.at_level(logging.INFO, logger="rllib_ners.algorithms.common"):
         algo = config.build_algo()
     try:
-        assert algo.fast_loop_blocker == "a custom learner connector is set"
+        assert algo.replay_loop_blocker == "a custom learner connector is set"
         assert any("RLlib's training step" in r.getMessage() for r in caplog.records)
         algo.train()
     finally:
@@ -204,7 +204,7 @@ def test_remote_env_runners_get_the_weights_sent(small_dqn, one_torch_thread):
     config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER, num_env_runners=1)
     algo = config.build_algo()
     try:
-        assert algo.uses_fast_loop
+        assert algo.uses_replay_loop
         assert "remote EnvRunners" in algo.weight_sharing_blocker
         algo.train()
         result = algo.train()

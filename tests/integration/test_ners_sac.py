@@ -50,7 +50,7 @@ def _stored_priorities(buffer):
 def test_train_reports_ners_metrics_and_moves_the_sampler(small_sac):
     algo = small_sac().build_algo()
     try:
-        assert algo.uses_fast_loop
+        assert algo.uses_replay_loop
         before = _scorer_params(algo)
         for _ in range(3):
             result = algo.train()
@@ -91,7 +91,7 @@ def test_our_fast_buffer_plugs_in_as_the_buffer_type(replay, small_sac):
         result = algo.train()
         buffer = algo.local_replay_buffer
         assert type(buffer) is FastPrioritizedEpisodeReplayBuffer
-        assert algo.uses_fast_loop and algo._ners_update is None
+        assert algo.uses_replay_loop and algo._ners_update is None
         assert _learner(algo).ners_scorer is None
         assert "ners" not in result
         buffer.check_invariants()

@@ -176,7 +176,7 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(
     ).build_algo()
     try:
         algo.train()
-        assert algo.uses_fast_loop
+        assert algo.uses_replay_loop
         buffer, config = algo.local_replay_buffer, algo.config
         kwargs = {"n_step": config.n_step, "gamma": config.gamma, "beta": 0.4}
         rng_state = buffer.rng.bit_generator.state
@@ -212,6 +212,6 @@ def test_custom_learner_connector_keeps_rllibs_episode_path(small_dqn):
         learner_connector=lambda obs_space, act_space: AddOneTsToEpisodesAndTruncate(),
     ).build_algo()
     try:
-        assert not algo.uses_fast_loop
+        assert not algo.uses_replay_loop
     finally:
         algo.stop()

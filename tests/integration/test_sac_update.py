@@ -248,7 +248,7 @@ def test_policy_pass_runs_plain_layers_with_rllibs_values(inference_only):
     with torch.no_grad():
         ours = module._forward_exploration({Columns.OBS: obs})
         theirs = DefaultSACTorchRLModule._forward_inference(module, {Columns.OBS: obs})
-    assert module._plain_policy_layers  # the plain path ran
+    assert module._policy_layers  # the plain path ran
     key = Columns.ACTION_DIST_INPUTS
     assert list(ours) == [key]
     assert torch.equal(ours[key], theirs[key])

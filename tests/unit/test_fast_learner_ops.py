@@ -3,7 +3,7 @@
 * `clip_gradients_foreach` vs RLlib's `clip_gradients` (global norm, with nan
   and inf gradients, below and above the clip value, and the other modes);
 * `polyak_update` vs RLlib's `update_target_network` (tau 0.005 and 1);
-* `run_plain_mlp` vs calling the `nn.Sequential` (values and gradients);
+* `run_mlp_layers` vs calling the `nn.Sequential` (values and gradients);
 * `columns_to_tensors` vs RLlib's `convert_to_torch_tensor` (dtypes, values);
 * `uniform_allowed_choice` vs `torch.multinomial` (the same draws, seed by seed,
   and its error for a row that allows nothing);
@@ -39,8 +39,8 @@ from rllib_ners.algorithms.common.target_updates import polyak_pairs, polyak_upd
 from rllib_ners.utils.torch_ops import (
     EpsilonGreedyChoice,
     cached_fused_adam_lists,
-    plain_mlp_layers,
-    run_plain_mlp,
+    mlp_layers_of,
+    run_mlp_layers,
     step_optimizer,
     step_optimizers,
     uniform_allowed_choice,
@@ -160,10 +160,10 @@ def test_plain_mlp_runs_the_same_ops_with_the_same_gradients():
     net = nn.Sequential(
         nn.Linear(6, 32), nn.Tanh(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 2)
     )
-    layers = plain_mlp_layers(net)
+    layers = mlp_layers_of(net)
     assert layers is not None and len(layers) == 5
     x = torch.randn(7, 6)
-    out_plain = run_plain_mlp(layers, x)
+    out_plain = run_mlp_layers(layers, x)
     out_module = net(x)
     assert torch.equal(out_plain, out_module)
     grads_plain = torch.autograd.grad(out_plain.square().sum(), list(net.parameters()))
@@ -173,9 +173,9 @@ def test_plain_mlp_runs_the_same_ops_with_the_same_gradients():
     assert all(torch.equal(a, b) for a, b in zip(grads_plain, grads_module))
 
 
-def test_plain_mlp_layers_refuse_other_modules():
-    assert plain_mlp_layers(nn.Sequential(nn.Linear(3, 3), nn.LayerNorm(3))) is None
-    assert plain_mlp_layers(nn.Linear(3, 3)) is None
+def test_mlp_layers_of_refuses_other_modules():
+    assert mlp_layers_of(nn.Sequential(nn.Linear(3, 3), nn.LayerNorm(3))) is None
+    assert mlp_layers_of(nn.Linear(3, 3)) is None
 
 
 def test_columns_become_the_tensors_rllib_converts_them_to():

@@ -5,7 +5,7 @@ one `SingleAgentEpisode` per replayed transition and turns them back into a
 batch through the learner connector pipeline, several milliseconds per update.
 `replay_train_batch()` builds that batch from the numpy columns of one of this
 package's buffers (`sample_batch()`) directly (tested equal, for DQN and for
-SAC); `replay_loop.FastReplayLoopMixin` feeds it to the Learners.
+SAC); `replay_loop.ReplayLoopMixin` feeds it to the Learners.
 """
 
 from __future__ import annotations

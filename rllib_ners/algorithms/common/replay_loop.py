@@ -9,7 +9,7 @@ Algorithm's and times five sections; each replayed transition travels as one
 `SingleAgentEpisode` through the learner connector pipeline. With one update
 per env step, that bookkeeping costs more than the network math.
 
-`FastReplayLoopMixin.training_step()` runs the same rounds, in the same order,
+`ReplayLoopMixin.training_step()` runs the same rounds, in the same order,
 with the same draws, until the iteration's targets are met (time, sampled and
 trained env steps, as RLlib's `TrainIterCtx` checks them), and:
 
@@ -102,7 +102,7 @@ _TIMER_KEYS = (
 )
 
 
-def fast_loop_blocker(algo) -> Optional[str]:
+def replay_loop_blocker(algo) -> Optional[str]:
     """Why the fast loop cannot run `algo`'s config, or None."""
     from rllib_ners.replay_buffers.fast_multi_agent_episode_buffer import (
         FastMultiAgentPrioritizedEpisodeReplayBuffer,
@@ -177,10 +177,10 @@ class _SectionTimes:
                 )
 
 
-class FastReplayLoopMixin:
+class ReplayLoopMixin:
     """DQN's training step as one loop per iteration (list it before DQN/SAC)."""
 
-    fast_loop_blocker: Optional[str] = "the algorithm is not set up yet"
+    replay_loop_blocker: Optional[str] = "the algorithm is not set up yet"
     weight_sharing_blocker: Optional[str] = "the algorithm is not set up yet"
     _shared_weights: Optional[SharedWeights] = None
     # Updates owed by the env steps sampled so far (a fraction of an update
@@ -190,12 +190,12 @@ class FastReplayLoopMixin:
     @override(DQN)
     def setup(self, config: AlgorithmConfig) -> None:
         super().setup(config)
-        self.fast_loop_blocker = fast_loop_blocker(self)
-        if self.fast_loop_blocker is not None:
+        self.replay_loop_blocker = replay_loop_blocker(self)
+        if self.replay_loop_blocker is not None:
             logger.info(
                 "%s trains with RLlib's training step: %s.",
                 type(self).__name__,
-                self.fast_loop_blocker,
+                self.replay_loop_blocker,
             )
             self.weight_sharing_blocker = "RLlib's training step copies the weights"
             return
@@ -211,15 +211,15 @@ class FastReplayLoopMixin:
             self.weight_sharing_blocker, self._shared_weights = None, shared
 
     @property
-    def uses_fast_loop(self) -> bool:
-        return self.fast_loop_blocker is None
+    def uses_replay_loop(self) -> bool:
+        return self.replay_loop_blocker is None
 
     def _after_round(self) -> None:
         """Runs after every round (RLlib's training step); for subclasses."""
 
     @override(DQN)
     def training_step(self) -> None:
-        if not self.uses_fast_loop:
+        if not self.uses_replay_loop:
             super().training_step()
             self._after_round()
             return

@@ -6,7 +6,7 @@ on continuous control (MuJoCo).
 
 Per training step this is SAC's own step (which is DQN's), with three changes:
   * the rounds of sampling and updates run as one loop per iteration
-    (`FastReplayLoopMixin`): replayed transitions go to the Learners as numpy
+    (`ReplayLoopMixin`): replayed transitions go to the Learners as numpy
     columns straight from the buffer, not one RLlib episode per transition
     through the learner connectors (the batch and SAC's losses on it are the
     same, tested), metrics are reduced once per iteration and a local Learner
@@ -45,7 +45,7 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     our_replay_buffer_config,
     resolve_buffer_class,
 )
-from rllib_ners.algorithms.common.replay_loop import FastReplayLoopMixin
+from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.common.rllib_validation import rllib_validation
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
@@ -220,7 +220,7 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         )
 
 
-class NERSSAC(FastReplayLoopMixin, ReplayStateMixin, SAC):
+class NERSSAC(ReplayLoopMixin, ReplayStateMixin, SAC):
     """SAC whose replay sampler is learned (see the module docstring)."""
 
     @classmethod
@@ -234,7 +234,7 @@ class NERSSAC(FastReplayLoopMixin, ReplayStateMixin, SAC):
         if self.config.uses_ners_replay:
             self._ners_update = NERSSamplerUpdate.from_config(self.config)
 
-    @override(FastReplayLoopMixin)
+    @override(ReplayLoopMixin)
     def _after_round(self) -> None:
         # After every round of sampling and updates (RLlib's training step).
         if self._ners_update is not None:

@@ -41,7 +41,7 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     ReplayStateMixin,
     check_replay_buffer_config,
 )
-from rllib_ners.algorithms.common.replay_loop import FastReplayLoopMixin
+from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.common.rllib_validation import rllib_validation
 from rllib_ners.seam.config import (
     ModelConfigIncludesHook,
@@ -263,12 +263,12 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
             )
 
 
-class RainbowDQN(FastReplayLoopMixin, ReplayStateMixin, DQN):
+class RainbowDQN(ReplayLoopMixin, ReplayStateMixin, DQN):
     """RLlib's DQN with `RainbowDQNConfig`; checkpoints include the replay buffer
     when `store_buffer_in_checkpoints=True` (see `ReplayStateMixin`).
 
     With one of this package's buffers, its training step is DQN's run as one
-    loop per iteration (`FastReplayLoopMixin`): replayed transitions go to the
+    loop per iteration (`ReplayLoopMixin`): replayed transitions go to the
     Learners as numpy columns (`FastPrioritizedEpisodeReplayBuffer.sample_batch()`),
     not as one RLlib episode per transition through the learner connector
     pipeline (the same batch, tested), metrics are reduced once per iteration

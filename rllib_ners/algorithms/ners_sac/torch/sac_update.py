@@ -58,8 +58,8 @@ from rllib_ners.seam.learner import (
 )
 from rllib_ners.seam.rl_module import sac_critic_pass
 from rllib_ners.utils.torch_ops import (
-    plain_encoder_head_layers,
-    run_plain_mlp,
+    encoder_head_layers_of,
+    run_mlp_layers,
     squashed_gaussian_draw_and_logp,
 )
 
@@ -146,12 +146,12 @@ def sac_forward_train(nets: SACNetworks, batch: Dict[str, Any]) -> Dict[str, Any
 
 class SACNetworks:
     """A SAC module's policy and critic passes. Plain MLP encoders and heads
-    run their layers directly (`run_plain_mlp`: the same ops without the
+    run their layers directly (`run_mlp_layers`: the same ops without the
     module-call overhead); anything else goes through the module's own calls."""
 
     def __init__(self, module):
         self.module = module
-        self._policy_layers = plain_encoder_head_layers(module.pi_encoder, module.pi)
+        self._policy_layers = encoder_head_layers_of(module.pi_encoder, module.pi)
         # Our SAC module's critics take `[s, a]` as one input; RLlib's own
         # multi-stream critics go through the module's critic helper.
         self._concat_critics = isinstance(module, SACTorchRLModule)
@@ -196,7 +196,7 @@ class SACNetworks:
     def policy(self, obs: torch.Tensor) -> torch.Tensor:
         """The policy head's output (the action distribution's inputs)."""
         if self._policy_layers is not None:
-            return run_plain_mlp(self._policy_layers, obs)
+            return run_mlp_layers(self._policy_layers, obs)
         module = self.module
         return module.pi(module.pi_encoder({Columns.OBS: obs})[ENCODER_OUT])
 
@@ -207,8 +207,8 @@ class SACNetworks:
         if layers is False:
             layers = None
             if self._concat_critics:
-                layers = plain_encoder_head_layers(encoder, head)
+                layers = encoder_head_layers_of(encoder, head)
             self._critic_layers[key] = layers
         if layers is None:
             return sac_critic_pass(self.module, encoder, head, obs, actions)
-        return run_plain_mlp(layers, torch.cat([obs, actions], dim=-1)).squeeze(-1)
+        return run_mlp_layers(layers, torch.cat([obs, actions], dim=-1)).squeeze(-1)

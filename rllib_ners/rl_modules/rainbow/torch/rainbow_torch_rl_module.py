@@ -62,9 +62,9 @@ from rllib_ners.seam.rl_module import advance_schedule, raise_catalog_error
 from rllib_ners.utils.torch_ops import (
     EpsilonGreedyChoice,
     call_module,
-    is_plain_activation,
-    plain_mlp_layers,
-    run_plain_mlp,
+    is_elementwise_activation,
+    mlp_layers_of,
+    run_mlp_layers,
 )
 
 # Training-forward outputs: the online encoder's output for s_t and s_{t+n},
@@ -110,7 +110,7 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         super().setup()
         self.uses_noisy: bool = bool(self.model_config[NOISY_KEY])
         # Layers of plain MLP encoders (online and target), by encoder id.
-        self._plain_encoder_layers = {}
+        self._encoder_layers = {}
         # The acting Q-network as plain layers (None: not a plain MLP; False:
         # not looked at yet).
         self._acting_layers = False
@@ -190,15 +190,15 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         stream as one list (the same ops in the same order)."""
         layers = self._acting_layers
         if layers is False:
-            layers = self._acting_layers = self._plain_q_network_layers()
+            layers = self._acting_layers = self._q_network_layers()
         if layers is None:
             return self.compute_q_values(batch)[QF_PREDS]
-        return run_plain_mlp(layers, batch[Columns.OBS])
+        return run_mlp_layers(layers, batch[Columns.OBS])
 
-    def _plain_q_network_layers(self):
+    def _q_network_layers(self):
         if self.uses_noisy or self.uses_dueling or self.num_atoms > 1:
             return None
-        encoder_layers = plain_mlp_layers(self.encoder)
+        encoder_layers = mlp_layers_of(self.encoder)
         stream = self.af
         if encoder_layers is None or not isinstance(stream, QStream) or stream.noisy:
             return None
@@ -209,7 +209,7 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
             stream_layers.append(layer)
         if not all(
             isinstance(layer, torch.nn.Linear) for layer in stream.layers
-        ) or not is_plain_activation(stream.activation):
+        ) or not is_elementwise_activation(stream.activation):
             return None
         return encoder_layers + stream_layers
 
@@ -265,14 +265,14 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
 
     def _encode(self, encoder: Encoder, batch: Dict[str, TensorType]) -> TensorType:
         """`encoder(batch)[ENCODER_OUT]`; a plain MLP encoder runs its layers
-        directly (`run_plain_mlp`: the same ops, without module-call overhead)."""
-        layers = self._plain_encoder_layers.get(id(encoder), False)
+        directly (`run_mlp_layers`: the same ops, without module-call overhead)."""
+        layers = self._encoder_layers.get(id(encoder), False)
         if layers is False:
-            layers = plain_mlp_layers(encoder)
-            self._plain_encoder_layers[id(encoder)] = layers
+            layers = mlp_layers_of(encoder)
+            self._encoder_layers[id(encoder)] = layers
         if layers is None:
             return encoder(batch)[ENCODER_OUT]
-        return run_plain_mlp(layers, batch[Columns.OBS])
+        return run_mlp_layers(layers, batch[Columns.OBS])
 
     def _heads(self, *, target: bool):
         af = self._target_of(self.af) if target else self.af

@@ -26,7 +26,7 @@ from ray.rllib.utils.annotations import override
 
 from rllib_ners.rl_modules.sac.sac_catalog import SACConcatCriticCatalog
 from rllib_ners.seam.rl_module import raise_catalog_error
-from rllib_ners.utils.torch_ops import plain_encoder_head_layers, run_plain_mlp
+from rllib_ners.utils.torch_ops import encoder_head_layers_of, run_mlp_layers
 
 
 class SACTorchRLModule(DefaultSACTorchRLModule):
@@ -57,7 +57,7 @@ class SACTorchRLModule(DefaultSACTorchRLModule):
         super().setup()
         # The policy as plain layers (None: not a plain MLP; False: not looked
         # at yet).
-        self._plain_policy_layers = False
+        self._policy_layers = False
 
     @override(DefaultSACTorchRLModule)
     def _forward_inference(self, batch: Dict[str, Any]) -> Dict[str, Any]:
@@ -65,13 +65,13 @@ class SACTorchRLModule(DefaultSACTorchRLModule):
         the same pass). A plain-MLP policy runs its layers directly, the same
         ops without the encoder's and head's module calls (a third of an
         EnvRunner's forward pass on one row)."""
-        layers = self._plain_policy_layers
+        layers = self._policy_layers
         if layers is False:
-            layers = plain_encoder_head_layers(self.pi_encoder, self.pi)
-            self._plain_policy_layers = layers
+            layers = encoder_head_layers_of(self.pi_encoder, self.pi)
+            self._policy_layers = layers
         if layers is None:
             return super()._forward_inference(batch)
-        return {Columns.ACTION_DIST_INPUTS: run_plain_mlp(layers, batch[Columns.OBS])}
+        return {Columns.ACTION_DIST_INPUTS: run_mlp_layers(layers, batch[Columns.OBS])}
 
     @override(DefaultSACTorchRLModule)
     def _qf_forward_train_helper(
