@@ -32,7 +32,8 @@ pytestmark = pytest.mark.cluster
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 REPO = Path(__file__).resolve().parents[2]
-ENV_RUNNER_CLASS = "SingleAgentEnvRunner"
+# RLlib's EnvRunner, and ours, which this package's configs start by default.
+ENV_RUNNER_CLASSES = ("SingleAgentEnvRunner", "FastSingleAgentEnvRunner")
 
 
 def _free_ports(n):
@@ -210,7 +211,7 @@ def _env_runner_actors(address):
         return {
             actor_id: actor["Address"]["NodeID"]
             for actor_id, actor in ray._private.state.actors().items()
-            if actor["ActorClassName"] == ENV_RUNNER_CLASS
+            if actor["ActorClassName"] in ENV_RUNNER_CLASSES
         }
     finally:
         ray.shutdown()
