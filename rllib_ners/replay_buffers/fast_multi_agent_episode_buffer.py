@@ -67,6 +67,7 @@ from rllib_ners.replay_buffers.buffer_settings import (
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     FastPrioritizedEpisodeReplayBuffer,
 )
+from rllib_ners.replay_buffers.priority_sampler import MIN_PRIORITY
 from rllib_ners.seam.replay import log_add_metrics, log_sample_metrics
 from rllib_ners.utils.checks import is_positive_int
 
@@ -84,6 +85,7 @@ SETTINGS = (
     "beta",
     "beta_final",
     "beta_annealing_timesteps",
+    "min_priority",
     "seed",
     "frame_stack",
     "metrics_num_episodes_for_smoothing",
@@ -182,7 +184,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             from it and the module id).
 
     The other arguments (`batch_size_B`, `batch_length_T`, `alpha`, `beta`,
-    `frame_stack`, `beta_final`, `beta_annealing_timesteps`,
+    `frame_stack`, `beta_final`, `beta_annealing_timesteps`, `min_priority`,
     `metrics_num_episodes_for_smoothing`) mean what they mean in
     `FastPrioritizedEpisodeReplayBuffer`, for every module.
     """
@@ -201,6 +203,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         frame_stack: int = 1,
         beta_final: Optional[float] = None,
         beta_annealing_timesteps: Optional[int] = None,
+        min_priority: float = MIN_PRIORITY,
         **kwargs,
     ):
         check_no_unknown_settings(kwargs, type(self).__name__, SETTINGS)
@@ -215,6 +218,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             "frame_stack": frame_stack,
             "beta_final": beta_final,
             "beta_annealing_timesteps": beta_annealing_timesteps,
+            "min_priority": min_priority,
             "metrics_num_episodes_for_smoothing": metrics_num_episodes_for_smoothing,
         }
         # Checks every setting now (a module's buffer is built with its data),

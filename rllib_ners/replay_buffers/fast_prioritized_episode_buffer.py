@@ -111,6 +111,11 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
             Rainbow: 0.4 -> 1 over the run). `sample()` callers must then pass
             no beta or the initial `beta` (RLlib's DQN passes the config's).
         beta_annealing_timesteps: Length of the annealing, in added env steps.
+        min_priority: Priorities below it are raised to it before the exponent
+            (default 1e-12: every stored transition stays reachable). LAP
+            (Fujimoto et al. 2020) is `min_priority=1.0`, `alpha=0.4`,
+            `beta=0.0`: priority `max(|delta|, 1) ** 0.4`, no importance
+            weights (with a Huber loss in the learner).
     """
 
     # ------------------------------------------------------------------ sizes

@@ -4,8 +4,10 @@ Like TorchRL's `PrioritizedSampler`, it knows nothing of episodes: it keeps one
 *leaf* per storage slot in a sum tree and a min tree, draws slots in proportion
 to their leaves and weighs them for importance sampling.
 
-- Leaf of a slot with priority (score) `s_i`: `leaf_i = s_i ** alpha`
-  (`priority_leaf`); slots that hold no transition have leaf 0.
+- Leaf of a slot with priority (score) `s_i`: `leaf_i = max(s_i, m) ** alpha`
+  (`priority_leaf` of the floored priority), `m` the `min_priority` (1e-12 by
+  default, so that no stored transition becomes unreachable; LAP's 1,
+  Fujimoto et al. 2020); slots that hold no transition have leaf 0.
 - Sampling probability: `p_i = leaf_i / sum_k leaf_k`, drawn stratified (one
   uniform point in each of `B` equal strata of the total, Schaul et al. 2016).
 - Importance-sampling weight: `w_i = (N p_i) ** -beta / max_j w_j`, `N` the
@@ -35,7 +37,7 @@ logger = logging.getLogger(__name__)
 # Metric key: priorities skipped because they were NaN, infinite or negative.
 NUM_PRIORITIES_NONFINITE_LIFETIME = "num_priorities_nonfinite_skipped_lifetime"
 
-# Priorities are floored here so that no stored transition becomes unreachable.
+# The default floor of priorities: no stored transition becomes unreachable.
 MIN_PRIORITY = 1e-12
 
 
@@ -74,6 +76,23 @@ def importance_weights(leaves: np.ndarray, leaf_min: float, beta: float):
     return ratio ** (-beta)
 
 
+def check_min_priority(min_priority) -> float:
+    """`min_priority` as a float > 0; raises otherwise."""
+    if not (
+        isinstance(min_priority, (int, float))
+        and not isinstance(min_priority, bool)
+        and np.isfinite(min_priority)
+        and min_priority > 0
+    ):
+        raise ValueError(
+            f"`min_priority` must be a finite number > 0, got "
+            f"min_priority={min_priority!r}. Priorities below it are raised to it "
+            f"before the exponent: 1e-12 (the default) keeps every stored "
+            f"transition reachable, 1.0 is LAP's max(|delta|, 1) ** alpha."
+        )
+    return float(min_priority)
+
+
 def check_beta(beta) -> float:
     """`beta` as a float in `[0, 1]` (None is 0); raises otherwise."""
     if beta is None:
@@ -98,6 +117,7 @@ class PrioritySampler:
             of the annealing if `beta_final` is given.
         beta_final: End of the linear `beta` annealing, or None.
         beta_annealing_timesteps: Length of the annealing in added env steps.
+        min_priority: Priorities below it are raised to it before the exponent.
     """
 
     def __init__(
@@ -108,6 +128,7 @@ class PrioritySampler:
         beta: Optional[float] = 0.0,
         beta_final: Optional[float] = None,
         beta_annealing_timesteps: Optional[int] = None,
+        min_priority: float = MIN_PRIORITY,
     ):
         if not (np.isfinite(alpha) and alpha >= 0.0):
             raise ValueError(
@@ -131,11 +152,12 @@ class PrioritySampler:
             )
         )
         self.alpha = float(alpha)
+        self.min_priority = check_min_priority(min_priority)
         self.capacity = capacity
         self.sum_tree = SumTree(capacity)
         self.min_tree = MinTree(capacity)
         # The largest priority seen: new transitions get it (sampled soon).
-        self.max_priority = 1.0
+        self.max_priority = max(1.0, self.min_priority)
         # Env steps added when the first sample was drawn (annealing starts).
         self.beta_anneal_start: Optional[int] = None
         self.num_nonfinite_priorities = 0
@@ -150,6 +172,7 @@ class PrioritySampler:
             beta=self.default_beta,
             beta_final=self.beta_final,
             beta_annealing_timesteps=self.beta_annealing_timesteps,
+            min_priority=self.min_priority,
         )
 
     # ------------------------------------------------------------------ beta
@@ -214,9 +237,8 @@ class PrioritySampler:
     ) -> None:
         """Gives new steps among `slots` the leaf of `weight` (default: the max
         priority) and the other slots (tails) leaf 0."""
-        leaf = priority_leaf(
-            self.max_priority if weight is None else float(weight), self.alpha
-        )
+        priority = self.max_priority if weight is None else float(weight)
+        leaf = priority_leaf(max(priority, self.min_priority), self.alpha)
         self.set_leaves(slots, np.where(is_step, leaf, 0.0))
 
     def update(
@@ -233,9 +255,10 @@ class PrioritySampler:
             # min() is NaN if any value is, so `p_min >= 0` also rejects NaNs.
             p_min, p_max = priorities.min(), priorities.max()
             if p_min >= 0.0 and p_max < np.inf and live.all():
-                self.max_priority = max(self.max_priority, float(p_max), MIN_PRIORITY)
-                if p_min < MIN_PRIORITY:
-                    priorities = np.maximum(priorities, MIN_PRIORITY)
+                floor = self.min_priority
+                self.max_priority = max(self.max_priority, float(p_max), floor)
+                if p_min < floor:
+                    priorities = np.maximum(priorities, floor)
                 self.set_leaves(slots, priority_leaf(priorities, self.alpha))
                 return np.ones(slots.shape, dtype=bool)
         valid = np.isfinite(priorities) & (priorities >= 0.0)
@@ -254,7 +277,7 @@ class PrioritySampler:
         self.num_stale_priorities += int((valid & ~live).sum())
         apply = valid & live
         if apply.any():
-            new = np.maximum(priorities[apply], MIN_PRIORITY)
+            new = np.maximum(priorities[apply], self.min_priority)
             self.max_priority = max(self.max_priority, float(new.max()))
             self.set_leaves(slots[apply], priority_leaf(new, self.alpha))
         return apply
@@ -269,6 +292,7 @@ class PrioritySampler:
     # ------------------------------------------------------------------ state
     STATE_SCALARS = (
         "alpha",
+        "min_priority",
         "default_beta",
         "beta_final",
         "beta_annealing_timesteps",
@@ -297,6 +321,8 @@ class PrioritySampler:
         return state
 
     def set_state(self, state: Dict[str, Any]) -> None:
+        # States saved before `min_priority` was a setting had the default.
+        state = {"_min_priority": MIN_PRIORITY, **state}
         for name in self.STATE_SCALARS:
             setattr(self, name, state[f"_{name}"])
         self.sum_tree.set_state(state["sum_tree"])

@@ -62,7 +62,7 @@ from rllib_ners.replay_buffers.n_step import (
     draw_n_steps,
     transition_columns,
 )
-from rllib_ners.replay_buffers.priority_sampler import PrioritySampler
+from rllib_ners.replay_buffers.priority_sampler import MIN_PRIORITY, PrioritySampler
 from rllib_ners.replay_buffers.ring_storage import RingStorage
 
 logger = logging.getLogger(__name__)
@@ -76,6 +76,7 @@ SETTINGS = (
     "beta",
     "beta_final",
     "beta_annealing_timesteps",
+    "min_priority",
     "seed",
     "frame_stack",
     "metrics_num_episodes_for_smoothing",
@@ -109,6 +110,7 @@ class RingReplayBuffer(
         frame_stack: int = 1,
         beta_final: Optional[float] = None,
         beta_annealing_timesteps: Optional[int] = None,
+        min_priority: float = MIN_PRIORITY,
         **kwargs,
     ):
         check_no_unknown_settings(kwargs, type(self).__name__, SETTINGS)
@@ -122,6 +124,7 @@ class RingReplayBuffer(
             beta=beta,
             beta_final=beta_final,
             beta_annealing_timesteps=beta_annealing_timesteps,
+            min_priority=min_priority,
         )
         self._storage = RingStorage(capacity)
         # Deliberately skip PrioritizedEpisodeReplayBuffer.__init__: it allocates

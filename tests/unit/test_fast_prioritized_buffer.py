@@ -671,6 +671,46 @@ def test_state_of_empty_buffer_round_trips():
     _batches_equal(buf.sample_batch(10), restored.sample_batch(10))
 
 
+def test_lap_priorities_are_raised_to_min_priority_before_the_exponent():
+    """LAP (Fujimoto et al. 2020): leaf `max(|delta|, 1) ** alpha`, new steps
+    at the max priority, no importance weights with beta 0; the setting
+    survives a state round trip."""
+    buf = FastPrioritizedEpisodeReplayBuffer(
+        60, alpha=0.4, beta=0.0, min_priority=1.0, seed=3
+    )
+    buf.add([chunk(1, 0, 12), chunk(2, 0, 9, terminated=True)])
+    slots = transition_slots(buf)
+    np.testing.assert_array_equal(buf.get_priorities(slots), np.ones(slots.size))
+    batch = buf.sample_batch(16)
+    np.testing.assert_array_equal(batch["weights"], np.ones(16, np.float32))
+    deltas = np.linspace(0.0, 4.0, 16)
+    buf.update_priorities(deltas)
+    expected = np.maximum(deltas, 1.0) ** 0.4
+    # Duplicated slots keep the last write.
+    last = {int(slot): value for slot, value in zip(batch["indices"], expected)}
+    np.testing.assert_allclose(
+        buf.get_priorities(list(last)), list(last.values()), rtol=1e-12
+    )
+    buf.add(chunk(3, 0, 5))  # new steps: the max priority's leaf
+    newest = transition_slots(buf)[-5:]
+    np.testing.assert_allclose(buf.get_priorities(newest), 4.0**0.4)
+    restored = FastPrioritizedEpisodeReplayBuffer(60)
+    restored.set_state(buf.get_state())
+    assert restored.sampler.min_priority == 1.0
+    restored.sample_batch(4)
+    restored.update_priorities(np.zeros(4))
+    assert restored.get_priorities(restored.sample_batch(64)["indices"]).min() >= 1.0
+
+
+def test_states_saved_before_min_priority_existed_load_with_the_default():
+    buf = _filled_buffer()
+    state = buf.get_state()
+    del state["_min_priority"]
+    restored = FastPrioritizedEpisodeReplayBuffer(60)
+    restored.set_state(state)
+    assert restored.sampler.min_priority == 1e-12
+
+
 # --------------------------------------------------------------- bad arguments
 @pytest.mark.parametrize(
     "kwargs, name",
@@ -685,6 +725,8 @@ def test_state_of_empty_buffer_round_trips():
         ({"batch_size_B": 0}, "batch_size_B"),
         ({"batch_length_T": 0}, "batch_length_T"),
         ({"no_such_setting": 3}, "no_such_setting"),
+        ({"min_priority": 0.0}, "min_priority"),
+        ({"min_priority": float("inf")}, "min_priority"),
     ],
 )
 def test_constructor_rejects_bad_arguments(kwargs, name):
