@@ -345,8 +345,9 @@ def _squashed_gaussian_parameters(logits: torch.Tensor):
     return loc, torch.clamp(log_std, MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT).exp()
 
 
-def _squash(unsquashed: torch.Tensor, low: float, high: float) -> torch.Tensor:
-    """`TorchSquashedGaussian._squash`."""
+def squash(unsquashed: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """`tanh` onto `[low, high]`: the squashed Gaussian's action for a pre-tanh
+    value (RLlib's `TorchSquashedGaussian._squash`)."""
     actions = ((torch.tanh(unsquashed) + 1.0) / 2.0) * (high - low) + low
     return torch.clamp(actions, low, high)
 
@@ -372,7 +373,7 @@ def squashed_gaussian_sample_and_logp(
     loc, scale = _squashed_gaussian_parameters(logits)
     with torch.no_grad():  # torch.distributions.Normal.sample()
         unsquashed = torch.normal(loc, scale)
-    actions = _squash(unsquashed, low, high)
+    actions = squash(unsquashed, low, high)
     # TorchSquashedGaussian.logp: _unsquash, then _squashed_logp.
     unsquashed = (actions - low) / (high - low) * 2.0 - 1.0
     unsquashed = torch.clamp(unsquashed, -1.0 + SMALL_NUMBER, 1.0 - SMALL_NUMBER)
@@ -398,7 +399,7 @@ def squashed_gaussian_draw_and_logp(
     else:
         with torch.no_grad():
             unsquashed = torch.normal(loc, scale)
-    return _squash(unsquashed, low, high), _squashed_logp(unsquashed, loc, scale)
+    return squash(unsquashed, low, high), _squashed_logp(unsquashed, loc, scale)
 
 
 # Element-wise activation modules whose `forward()` is a pure function of its

@@ -55,9 +55,9 @@ from rllib_ners.seam.config import raise_config_error
 # A buffer name `SACConfig.validate()` accepts; it stands in for ours while
 # RLlib's own checks run.
 _RLLIB_ACCEPTED_TYPE = "PrioritizedEpisodeReplayBuffer"
-# The critics' regression loss: RLlib's Huber loss (delta 1) or the SAC paper's
-# squared error.
-CRITIC_LOSSES = ("huber", "mse")
+# The critics' regression loss: RLlib's Huber loss (delta 1; LAP's loss too),
+# the SAC paper's squared error, or PAL (LAP's loss for uniform replay).
+CRITIC_LOSSES = ("huber", "mse", "pal")
 
 
 class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
@@ -105,10 +105,13 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
         self.critic_loss = "huber"
+        self.pal_alpha = 0.4
         self._init_fast_paths()
 
     @override(SACConfig)
-    def training(self, *, critic_loss=NotProvided, **kwargs) -> NERSSACConfig:
+    def training(
+        self, *, critic_loss=NotProvided, pal_alpha=NotProvided, **kwargs
+    ) -> NERSSACConfig:
         """`SACConfig.training()`, plus:
 
         Args:
@@ -118,11 +121,16 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
                 Stable-Baselines3's and CleanRL's: `0.5 (Q(s, a) - y)^2`). With
                 returns of hundreds (MuJoCo), TD errors far exceed 1 and the
                 Huber loss caps their gradient; `sac_config()` (the presets)
-                uses "mse".
+                uses "mse". "huber" is also LAP's loss (with a LAP buffer:
+                `min_priority=1.0`, `beta=0.0`); "pal" is PAL, LAP's loss for
+                uniform replay (Fujimoto et al. 2020), with `pal_alpha`.
+            pal_alpha: PAL's exponent (LAP's alpha; 0.4).
         """
         super().training(**kwargs)
         if critic_loss is not NotProvided:
             self.critic_loss = critic_loss
+        if pal_alpha is not NotProvided:
+            self.pal_alpha = pal_alpha
         return self
 
     @property
@@ -193,8 +201,18 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
             raise_config_error(
                 self,
                 f"critic_loss={self.critic_loss!r} is not a SAC critic loss; use "
-                f"config.training(critic_loss='mse') (the SAC paper's) or 'huber' "
-                f"(RLlib's).",
+                f"config.training(critic_loss='mse') (the SAC paper's), 'huber' "
+                f"(RLlib's, and LAP's) or 'pal' (PAL's).",
+            )
+        if not (
+            isinstance(self.pal_alpha, (int, float))
+            and not isinstance(self.pal_alpha, bool)
+            and self.pal_alpha >= 0
+        ):
+            raise_config_error(
+                self,
+                f"pal_alpha={self.pal_alpha!r} must be a number >= 0; set "
+                f"config.training(pal_alpha=0.4).",
             )
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")

@@ -9,6 +9,8 @@ dict: `NERSSACConfig().update_from_dict({...})`.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
 from rllib_ners.algorithms.common.replay_checkpoint import (
@@ -21,7 +23,13 @@ SAC_REPLAYS = {
     "ners": (NERS_BUFFER_TYPE, 0.6),
     "per": (FAST_BUFFER_TYPE, 0.6),
     "uniform": (FAST_BUFFER_TYPE, 0.0),
+    "lap": (FAST_BUFFER_TYPE, 0.4),
+    "pal": (FAST_BUFFER_TYPE, 0.0),
 }
+# LAP and PAL (Fujimoto et al. 2020): the buffer's priority floor and the
+# critics' loss; LAP samples without importance weights.
+LAP_MIN_PRIORITY = 1.0
+CRITIC_LOSS_OF_REPLAY = {"lap": "huber", "pal": "pal"}
 
 SAC_BATCH_SIZE = 256
 
@@ -35,6 +43,7 @@ def sac_config(
     lr: float = 3e-4,
     hiddens=(256, 256),
     rollout_fragment_length: int = 1,
+    greedy_action=None,
     config=None,
 ):
     """SAC's usual settings on `env`: twin critics and a squashed Gaussian
@@ -54,7 +63,13 @@ def sac_config(
 
     `replay`: "ners" (NERS buffer, alpha 0.6, beta 0.4, the `.ners()`
     defaults), "per" (our prioritised buffer, alpha 0.6, beta
-    0.4, priority = mean |TD error| of the twin critics) or "uniform".
+    0.4, priority = mean |TD error| of the twin critics), "uniform", "lap"
+    (LAP: priority max(|delta|, 1)^0.4, no importance weights, the critics on
+    the Huber loss) or "pal" (PAL: uniform replay, PAL's critic loss).
+    `greedy_action`: None (the module's default: the squashed mean) or
+    `SACTorchRLModule`'s `model_config["greedy_action"]` ("pre_tanh_mean":
+    RLlib 2.60's greedy action, which the studies' SAC runs were evaluated
+    with).
     `config`: the config to fill in (default `NERSSACConfig()`; a stock
     `SACConfig` takes the same settings, for comparisons).
     """
@@ -82,28 +97,52 @@ def sac_config(
             train_batch_size_per_learner=SAC_BATCH_SIZE,
             training_intensity=float(SAC_BATCH_SIZE),
             num_steps_sampled_before_learning_starts=learning_starts,
-            replay_buffer_config={
-                "type": buffer_type,
-                "capacity": capacity,
-                "alpha": alpha,
-                "beta": 0.4 if alpha > 0 else 0.0,
-            },
+            replay_buffer_config=_buffer_config(replay, buffer_type, alpha, capacity),
         )
-        .rl_module(
-            model_config=DefaultModelConfig(
-                fcnet_hiddens=list(hiddens),
-                fcnet_activation="relu",
-                head_fcnet_hiddens=[],
-            )
-        )
+        .rl_module(model_config=_model_config(hiddens, greedy_action))
         .reporting(min_sample_timesteps_per_iteration=1000)
     )
     if isinstance(config, NERSSACConfig):
         # The SAC paper's critic loss (and SB3's and CleanRL's); RLlib's SAC
         # regresses with a Huber loss, whose gradient MuJoCo's TD errors exceed.
-        config.training(critic_loss="mse")
+        # LAP and PAL come with their own.
+        config.training(critic_loss=CRITIC_LOSS_OF_REPLAY.get(replay, "mse"))
+    elif replay in CRITIC_LOSS_OF_REPLAY:
+        raise ValueError(
+            f"replay={replay!r} needs NERSSACConfig's critic losses; a stock "
+            f"SACConfig has RLlib's Huber loss only."
+        )
     # replay="ners" keeps the `.ners()` defaults (see NERSSettings).
     return config
+
+
+def _buffer_config(replay: str, buffer_type: str, alpha: float, capacity: int):
+    """PER's beta 0.4 with priorities, 0 without; LAP's floor and no weights."""
+    if replay == "lap":
+        return {
+            "type": buffer_type,
+            "capacity": capacity,
+            "alpha": alpha,
+            "beta": 0.0,
+            "min_priority": LAP_MIN_PRIORITY,
+        }
+    return {
+        "type": buffer_type,
+        "capacity": capacity,
+        "alpha": alpha,
+        "beta": 0.4 if alpha > 0 else 0.0,
+    }
+
+
+def _model_config(hiddens, greedy_action):
+    """ReLU MLPs of `hiddens`, no head layers; with `greedy_action`, that
+    `model_config` key too."""
+    model_config = DefaultModelConfig(
+        fcnet_hiddens=list(hiddens), fcnet_activation="relu", head_fcnet_hiddens=[]
+    )
+    if greedy_action is None:
+        return model_config
+    return {**dataclasses.asdict(model_config), "greedy_action": greedy_action}
 
 
 def mujoco_sac(env: str = "Hopper-v5", *, replay: str = "ners", **settings):

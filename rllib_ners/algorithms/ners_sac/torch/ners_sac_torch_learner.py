@@ -62,6 +62,7 @@ from rllib_ners.algorithms.common.distributed import (
     learners_share_process_group,
 )
 from rllib_ners.algorithms.common.gradient_step import FusedGradientStep
+from rllib_ners.algorithms.common.lap_losses import pal, pal_normaliser
 from rllib_ners.algorithms.common.target_updates import (
     CheckpointedTargetUpdateTimes,
     ForeachTargetUpdates,
@@ -125,6 +126,21 @@ def soft_td_error_and_target(
         delta += torch.abs(fwd_out[QF_TWIN_PREDS] - target)
         delta *= 0.5
     return delta, target
+
+
+def _critic_loss_function(config, td_error: TensorType):
+    """The critics' per-item loss `(Q, y) -> loss`: RLlib's Huber loss, the SAC
+    paper's squared error (`critic_loss="mse"`) or PAL's (`"pal"`: divided by
+    the batch's mean `max(|delta|, 1)^pal_alpha`, `delta` the TD error the
+    priorities use)."""
+    kind = getattr(config, "critic_loss", "huber")
+    if kind == "mse":
+        return squared_error
+    if kind == "pal":
+        alpha = config.pal_alpha
+        normaliser = pal_normaliser(td_error, alpha)
+        return lambda q, target: pal(q - target, alpha) / normaliser
+    return huber_error
 
 
 def uses_squared_error(config) -> bool:
@@ -251,7 +267,7 @@ class NERSSACTorchLearner(
             gamma=config.gamma,
             twin_q=config.twin_q,
         )
-        critic_loss_of = squared_error if uses_squared_error(config) else huber_error
+        critic_loss_of = _critic_loss_function(config, td_error)
         critic_losses = {
             QF_LOSS_KEY: torch.mean(
                 batch["weights"] * critic_loss_of(fwd_out[QF_PREDS], target)
@@ -321,6 +337,11 @@ class NERSSACTorchLearner(
         loss = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        if getattr(config, "critic_loss", "huber") == "pal":
+            raise ValueError(
+                "critic_loss='pal' serves continuous (Box) actions only; use "
+                "config.training(critic_loss='huber') or 'mse'."
+            )
         if not uses_squared_error(config) and self.ners_scorer is None:
             return loss  # RLlib's loss; PER or uniform replay: its TD errors stay
         with torch.no_grad():
