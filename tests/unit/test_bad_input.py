@@ -87,6 +87,11 @@ BUFFER_CASES = [
     ("alpha", lambda: FastPrioritizedEpisodeReplayBuffer(100, alpha=float("nan"))),
     ("beta", lambda: FastPrioritizedEpisodeReplayBuffer(100, beta=1.5)),
     ("batch_size_B", lambda: FastPrioritizedEpisodeReplayBuffer(100, batch_size_B=0)),
+    ("min_priority", lambda: FastPrioritizedEpisodeReplayBuffer(100, min_priority=0)),
+    (
+        "min_priority",
+        lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(100, min_priority=-1.0),
+    ),
     ("batch_length_T", lambda: NERSEpisodeReplayBuffer(100, batch_length_T=0)),
     ("Unknown replay buffer settings", lambda: NERSEpisodeReplayBuffer(100, alfa=1)),
     ("beta", lambda: _filled().sample(4, beta=-0.1)),
@@ -389,6 +394,52 @@ SAC_CASES = [
     ),
     # RLlib's own SAC checks still run under ours.
     ("`lr`", lambda: _ners_sac(lr=1e-3).validate()),
+    # A negative learning rate would train by gradient ascent.
+    ("actor_lr=-0.001", lambda: _ners_sac(actor_lr=-1e-3).validate()),
+    ("critic_lr=0", lambda: _ners_sac(critic_lr=0).validate()),
+    ("alpha_lr", lambda: _ners_sac(alpha_lr=[[0, 1e-3], [100, -1e-3]]).validate()),
+    ("critic_loss", lambda: _ners_sac(critic_loss="l1").validate()),
+    ("pal_alpha", lambda: _ners_sac(pal_alpha=-0.4).validate()),
+]
+
+# What RLlib's own buffers would end in a bare AssertionError from inside Ray,
+# and learning rates <= 0, fail in validate() for every config of ours.
+RLLIB_BUFFER = {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 1000}
+DEFAULTS_CASES = [
+    (
+        "replay_buffer_config\\['alpha'\\]=-1.0",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config={**RLLIB_BUFFER, "alpha": -1.0})
+            .validate()
+        ),
+    ),
+    (
+        "replay_buffer_config\\['beta'\\]=2.0",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config={**RLLIB_BUFFER, "beta": 2.0})
+            .validate()
+        ),
+    ),
+    (
+        "replay_buffer_config\\['capacity'\\]=0",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config={**RLLIB_BUFFER, "capacity": 0})
+            .validate()
+        ),
+    ),
+    (
+        "lr=0.0 is not a learning rate",
+        lambda: (
+            RainbowDQNConfig().environment("CartPole-v1").training(lr=0.0).validate()
+        ),
+    ),
+    ("lr=-1.0 is not a learning rate", lambda: _acer(lr=-1.0)),
 ]
 
 
@@ -400,7 +451,8 @@ SAC_CASES = [
     + REPLAY_CONFIG_CASES
     + VALIDATION_CASES
     + ACER_CASES
-    + SAC_CASES,
+    + SAC_CASES
+    + DEFAULTS_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make):
@@ -481,3 +533,36 @@ def test_sac_validate_keeps_our_buffer_type_when_rllibs_checks_fail():
     assert config.replay_buffer_config["capacity"] == 777
     config.training(lr=None).validate()
     assert config.replay_buffer_config["type"] == "rllib_ners.NERSEpisodeReplayBuffer"
+
+
+def test_a_batch_larger_than_the_buffer_is_warned_about_once(caplog):
+    config = (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            train_batch_size_per_learner=512, replay_buffer_config={"capacity": 100}
+        )
+    )
+    with caplog.at_level("WARNING"):
+        config.validate()
+        config.validate()
+    warnings = [
+        record for record in caplog.records if "exceeds the replay buffer" in record.msg
+    ]
+    assert len(warnings) == 1
+    assert "train_batch_size_per_learner=%d" in warnings[0].msg
+
+
+def test_rainbow_replays_from_our_buffer_by_default():
+    buffer_config = RainbowDQNConfig().replay_buffer_config
+    assert buffer_config == {
+        "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+        "capacity": 50000,
+        "alpha": 0.6,
+        "beta": 0.4,
+    }
+    # A setting without a type keeps ours.
+    config = RainbowDQNConfig().training(replay_buffer_config={"capacity": 1000})
+    assert config.replay_buffer_config["type"].endswith(
+        "FastPrioritizedEpisodeReplayBuffer"
+    )

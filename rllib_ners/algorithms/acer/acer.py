@@ -57,6 +57,7 @@ from rllib_ners.algorithms.common.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
+    check_learning_rates,
 )
 from rllib_ners.algorithms.common.replay_checkpoint import (
     FAST_BUFFER_TYPE,
@@ -399,6 +400,7 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
             f"'rllib_ners.NERSEpisodeReplayBuffer'",
         )
         buffer_config = self.replay_buffer_config
+        check_learning_rates(self, ("lr",))
         check_replay_buffer_config(self)
         capacity = buffer_config.get("capacity", _BUFFER_DEFAULT_CAPACITY)
         rollout = self.get_rollout_fragment_length() * self.num_envs_per_env_runner

@@ -15,6 +15,8 @@ algorithm lists in `_extra_checkpoint_state()`.
 from __future__ import annotations
 
 import importlib
+import logging
+import math
 from typing import Any, Dict, List
 
 import numpy as np
@@ -24,13 +26,17 @@ from ray.rllib.utils.from_config import from_config
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.replay_buffers import ReplayBuffer
+from ray.util.debug import log_once
 
 from rllib_ners.replay_buffers import rllib_states
 from rllib_ners.replay_buffers.ners_episode_buffer import SUPPORTS_NERS_REPLAY_ATTR
 from rllib_ners.seam.algorithm import LocalReplayBufferHook
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.config import raise_config_error
+from rllib_ners.utils.checks import is_positive_int
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
+
+logger = logging.getLogger(__name__)
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
 FAST_BUFFER_TYPE = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
@@ -128,7 +134,10 @@ def check_replay_buffer_config(config) -> None:
         buffer_class = resolve_buffer_class(buffer_config.pop("type"))
     except ValueError as error:
         raise_config_error(config, str(error))
+    warn_if_batch_exceeds_capacity(config, buffer_config.get("capacity"))
     if not _is_fast_buffer(buffer_class):
+        # RLlib's buffers check these with bare asserts, deep inside Ray.
+        check_common_replay_settings(config, buffer_config, buffer_class.__name__)
         return
     _check_agents_fit_buffer(config, buffer_class)
     capacity = buffer_config.get("capacity")
@@ -143,6 +152,55 @@ def check_replay_buffer_config(config) -> None:
             config,
             f"Bad replay_buffer_config for {buffer_class.__name__}: {error} Fix it "
             f"with config.training(replay_buffer_config={{...}}).",
+        )
+
+
+def check_common_replay_settings(config, buffer_config: dict, buffer_name: str):
+    """`capacity` (an int >= 1), `alpha` (>= 0) and `beta` (in [0, 1]) of any
+    prioritized or uniform buffer, checked in `validate()`."""
+
+    def fail(setting: str, value, rule: str) -> None:
+        raise_config_error(
+            config,
+            f"replay_buffer_config['{setting}']={value!r} for {buffer_name}: "
+            f"{rule}. Fix it with config.training(replay_buffer_config={{...}}).",
+        )
+
+    capacity = buffer_config.get("capacity")
+    if capacity is not None and not is_positive_int(capacity):
+        fail("capacity", capacity, "it must be an integer >= 1")
+    alpha = buffer_config.get("alpha")
+    if alpha is not None and not (_is_number(alpha) and alpha >= 0):
+        fail("alpha", alpha, "the priority exponent must be a finite number >= 0")
+    beta = buffer_config.get("beta")
+    if beta is not None and not (_is_number(beta) and 0 <= beta <= 1):
+        fail("beta", beta, "the importance-sampling exponent must lie in [0, 1]")
+
+
+def _is_number(value) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+def warn_if_batch_exceeds_capacity(config, capacity) -> None:
+    """Warns once when a train batch holds more transitions than the buffer:
+    every batch then repeats transitions (a setting rarely meant)."""
+    batch = config.train_batch_size_per_learner
+    if (
+        is_positive_int(capacity)
+        and is_positive_int(batch)
+        and batch > capacity
+        and log_once(f"rllib_ners_batch_exceeds_capacity_{batch}_{capacity}")
+    ):
+        logger.warning(
+            "train_batch_size_per_learner=%d exceeds the replay buffer's "
+            "capacity=%d: every batch repeats stored transitions. Raise "
+            "replay_buffer_config['capacity'] or lower the batch size.",
+            batch,
+            capacity,
         )
 
 

@@ -35,6 +35,7 @@ from ray.rllib.utils.annotations import override
 from rllib_ners.algorithms.common.config_checks import (
     check_bounded_box_actions,
     check_frame_stack_fits_observations,
+    check_learning_rates,
 )
 from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.replay_checkpoint import (
@@ -214,6 +215,7 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
                 f"pal_alpha={self.pal_alpha!r} must be a number >= 0; set "
                 f"config.training(pal_alpha=0.4).",
             )
+        check_learning_rates(self, ("actor_lr", "critic_lr", "alpha_lr"))
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)

@@ -35,9 +35,11 @@ from rllib_ners.algorithms.common.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
+    check_learning_rates,
 )
 from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.replay_checkpoint import (
+    FAST_BUFFER_TYPE,
     ReplayStateMixin,
     check_replay_buffer_config,
 )
@@ -70,8 +72,13 @@ def _schedule(epsilon: Any):
 class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig):
     """`DQNConfig` whose `noisy`, `sigma0`, `adam_epsilon` and `hiddens` work.
 
-    Defaults are DQNConfig's (double Q and dueling on, the rest off); switch the
-    other extensions on as with stock DQN. Full Rainbow on CartPole:
+    Defaults are DQNConfig's (double Q and dueling on, the rest off), except
+    the replay buffer: this package's `FastPrioritizedEpisodeReplayBuffer`
+    with DQNConfig's settings (capacity 50000, alpha 0.6, beta 0.4), where
+    DQNConfig replays from RLlib's own `PrioritizedEpisodeReplayBuffer` (set
+    `replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"}` to use
+    it). Switch the other extensions on as with stock DQN. Full Rainbow on
+    CartPole:
 
     ```python
     from rllib_ners import RainbowDQNConfig
@@ -109,6 +116,11 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or RainbowDQN)
+        # DQNConfig's replay settings in our buffer (DQNConfig: RLlib's).
+        self.replay_buffer_config = {
+            **self.replay_buffer_config,
+            "type": FAST_BUFFER_TYPE,
+        }
         # None: the streams' hidden layers come from model_config
         # `head_fcnet_hiddens` (RLlib's default). A list sets them (old-stack name).
         self.hiddens = None
@@ -153,6 +165,7 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
         # largest n, our buffers still draw the whole range.
         with rllib_validation(self):
             super().validate()
+        check_learning_rates(self, ("lr",))
         self._validate_rainbow_settings()
         self._validate_fast_paths()
 
