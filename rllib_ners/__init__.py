@@ -1,7 +1,8 @@
 """rllib_ners: the Neural Experience Replay Sampler (NERS) for Ray RLlib 2.60.
 
 Importing the package registers its algorithms with Ray Tune under "NERS-DQN",
-"NERS-SAC", "RainbowDQN" and "ACER" (so `tune.Tuner("NERS-DQN", ...)` works) and
+"NERS-SAC", "RainbowDQN", "ACER", "TD3" and "DDPG" (so `tune.Tuner("NERS-DQN",
+...)` works) and
 the Atari env creator under "rllib_ners.atari"; it has no other side effects.
 """
 
@@ -14,6 +15,7 @@ from rllib_ners.algorithms.ners_dqn import (
 )
 from rllib_ners.algorithms.ners_sac import NERSSAC, NERSSACConfig
 from rllib_ners.algorithms.rainbow import RainbowDQN, RainbowDQNConfig
+from rllib_ners.algorithms.td3 import DDPG, TD3, DDPGConfig, TD3Config
 from rllib_ners.env.atari_rllib import register_atari_env, with_atari
 from rllib_ners.ners import NERSScorer, NERSSettings
 from rllib_ners.replay_buffers import (
@@ -30,6 +32,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ACER",
     "ACERConfig",
+    "DDPG",
+    "DDPGConfig",
     "FastMultiAgentPrioritizedEpisodeReplayBuffer",
     "FastPrioritizedEpisodeReplayBuffer",
     "NERSCallback",
@@ -45,6 +49,8 @@ __all__ = [
     "RainbowDQN",
     "RainbowDQNConfig",
     "RainbowTorchRLModule",
+    "TD3",
+    "TD3Config",
     "__version__",
     "enable_ners",
     "register_with_tune",
@@ -54,8 +60,8 @@ __all__ = [
 
 
 def register_with_tune() -> None:
-    """Registers "NERS-DQN", "NERS-SAC", "RainbowDQN", "ACER" and the Atari env
-    creator with Tune.
+    """Registers "NERS-DQN", "NERS-SAC", "RainbowDQN", "ACER", "TD3", "DDPG" and
+    the Atari env creator with Tune.
 
     Runs on import and after every `ray.init()`. Tune's registry forgets names
     at `ray.shutdown()`; code that looks them up while Ray is down after a
@@ -68,6 +74,8 @@ def register_with_tune() -> None:
     register_trainable("NERS-SAC", NERSSAC)
     register_trainable("RainbowDQN", RainbowDQN)
     register_trainable("ACER", ACER)
+    register_trainable("TD3", TD3)
+    register_trainable("DDPG", DDPG)
     register_atari_env()
 
 

@@ -11,6 +11,8 @@ config builder per algorithm family (the builders live in `helpers.py`).
   small CartPole ACER config.
 * `small_sac(replay="ners", **settings)`: `helpers.build_small_sac`, a small
   Pendulum NERS-SAC config.
+* `small_td3(replay="uniform", **settings)`: `helpers.build_small_td3`, a small
+  Pendulum TD3 config.
 * `one_torch_thread`: torch runs on one thread in this process during a test
   (a local Learner's small networks gain nothing from more, and on a loaded
   machine torch's spinning worker threads made each op several times slower).
@@ -18,7 +20,7 @@ config builder per algorithm family (the builders live in `helpers.py`).
 
 import pytest
 import ray
-from helpers import build_small_acer, build_small_dqn, build_small_sac
+from helpers import build_small_acer, build_small_dqn, build_small_sac, build_small_td3
 
 DEFAULT_RAY_NUM_CPUS = 2
 
@@ -59,3 +61,10 @@ def small_sac():
     """`build_small_sac`: (replay="ners", **settings) -> small Pendulum NERS-SAC
     config."""
     return build_small_sac
+
+
+@pytest.fixture
+def small_td3():
+    """`build_small_td3`: (replay="uniform", **settings) -> small Pendulum TD3
+    config."""
+    return build_small_td3

@@ -237,6 +237,54 @@ def build_small_sac(
     return config.debugging(seed=seed)
 
 
+def build_small_td3(
+    replay="uniform",
+    *,
+    config=None,
+    env="Pendulum-v1",
+    capacity=5000,
+    num_env_runners=0,
+    num_learners=None,
+    learning_starts=200,
+    min_sample_timesteps_per_iteration=400,
+    seed=0,
+    **training,
+):
+    """Pendulum, one 32-unit layer per network, batch 32, `learning_starts`
+    random steps before learning, one update per 4 env steps.
+
+    `replay`: a name in `TD3_REPLAYS` (its buffer settings and critic loss);
+    `config`: `TD3Config()` by default (`DDPGConfig()` for DDPG);
+    `num_learners=None` leaves RLlib's default; other keywords go to
+    `.training()`."""
+    from rllib_ners.algorithms.td3 import TD3Config
+    from rllib_ners.algorithms.td3.presets import TD3_REPLAYS
+
+    buffer_settings, critic_loss = TD3_REPLAYS[replay]
+    config = (config or TD3Config()).environment(env)
+    config = config.env_runners(
+        num_env_runners=num_env_runners, rollout_fragment_length=4
+    )
+    if num_learners is not None:
+        config = config.learners(num_learners=num_learners)
+    return (
+        config.rl_module(model_config={"fcnet_hiddens": [32]})
+        .training(
+            train_batch_size_per_learner=32,
+            num_steps_sampled_before_learning_starts=learning_starts,
+            random_timesteps=learning_starts,
+            critic_loss=critic_loss,
+            replay_buffer_config={**buffer_settings, "capacity": capacity},
+            **training,
+        )
+        .reporting(
+            min_sample_timesteps_per_iteration=min_sample_timesteps_per_iteration,
+            min_time_s_per_iteration=0,
+        )
+        .debugging(seed=seed)
+    )
+
+
 def run_example_as_test(relative_path, *args, timeout=1500, env=None):
     """Runs `ROOT/relative_path --as-test *args`; `env`: extra environment
     variables for the script. Fails with the output's last 40 lines.

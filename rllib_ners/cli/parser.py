@@ -24,8 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog=PROG,
         description="Train, resume, evaluate and plot RLlib 2.60 runs of rllib_ners "
-        "(NERS-DQN, NERS-SAC, RainbowDQN, ACER, and RLlib's own algorithms with "
-        "the fast replay buffer), and run studies of replay methods.",
+        "(NERS-DQN, NERS-SAC, RainbowDQN, ACER, TD3, DDPG, and RLlib's own "
+        "algorithms with the fast replay buffer), and run studies of replay methods.",
     )
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}"

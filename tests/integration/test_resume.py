@@ -231,6 +231,29 @@ def ners_sac_extra_checks(algo, restored):
     assert float(log_alpha) != 0.0
 
 
+# ------------------------------------------------------------------ NERS-TD3
+def ners_td3_config(small_td3, store_buffer=True):
+    return small_td3(
+        "ners",
+        learning_starts=100,
+        min_sample_timesteps_per_iteration=300,
+        store_buffer_in_checkpoints=store_buffer,
+    )
+
+
+def ners_td3_learner_state(algo):
+    return learner_state(
+        algo, ["rl_module", "optimizer", "ners_sampler", "td3_update_counts"]
+    )
+
+
+def ners_td3_extra_checks(algo, restored):
+    # The policy delay's phase: the restored Learner updates its actor when
+    # the original does.
+    counts = ners_td3_learner_state(restored)["td3_update_counts"]
+    assert counts[DEFAULT_MODULE_ID] > 0
+
+
 @dataclass
 class ResumeCase:
     name: str
@@ -278,6 +301,15 @@ CASES = [
         ners_sampler_step,
         ners_sac_learner_state,
         ners_sac_extra_checks,
+    ),
+    ResumeCase(
+        "ners_td3",
+        "small_td3",
+        ners_td3_config,
+        columnar_replay_update,
+        ners_sampler_step,
+        ners_td3_learner_state,
+        ners_td3_extra_checks,
     ),
 ]
 

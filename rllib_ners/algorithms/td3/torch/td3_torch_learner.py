@@ -1,0 +1,321 @@
+"""TD3's torch Learner: the paper's update, with our replay's priorities.
+
+Per update, on one batch (Fujimoto et al. 2018, Algorithm 1):
+
+  1. critics: the target `y = r + gamma^n (1 - d) min_k Q'_k(s', a')`, with
+     `a' = clip(pi'(s') + clip(eps, -c, c), -1, 1)` and `eps ~ N(0, sigma^2)`
+     (`critic_targets`, no gradients); each critic's error `delta_k = Q_k(s, a)
+     - y`; the loss `critic_loss` (the paper's squared error weighted by the
+     importance weights, LAP's Huber loss, or PAL's); one step of the critics'
+     Adam;
+  2. every `policy_delay` updates: the actor's loss `-mean Q_1(s, pi(s))`
+     with the critics just stepped (their weights frozen for this pass), one
+     step of the actor's Adam, then every target network moves by Polyak
+     averaging (`tau`).
+
+The priority of each replayed transition is `max_k |delta_k|` (one critic:
+`|delta_1|`), as LAP's and PER's TD3 (Fujimoto, Meger & Precup 2020)
+prioritise; with the NERS buffer, `[score, delta, q, position]` rows built
+from it and `y` replace it. The gradient steps are plain: gradients of each
+phase's loss averaged over several Learners, clipped as RLlib clips
+(`grad_clip`), nan/inf set to zero as RLlib does, the fused Adam kernels run
+directly (`step_optimizers`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List
+
+import torch
+from ray.rllib.algorithms.sac.sac_learner import (
+    QF_LOSS_KEY,
+    QF_MAX_KEY,
+    QF_MEAN_KEY,
+    QF_MIN_KEY,
+    TD_ERROR_MEAN_KEY,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import TD_ERROR_KEY
+from ray.rllib.utils.typing import ModuleID, TensorType
+
+from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
+from rllib_ners.algorithms.common.distributed import (
+    average_over_learners,
+    learners_share_process_group,
+)
+from rllib_ners.algorithms.common.gradient_step import (
+    all_finite,
+    clip_gradients_foreach,
+    gradients_of,
+)
+from rllib_ners.algorithms.common.lap_losses import huber, pal, pal_normaliser
+from rllib_ners.algorithms.common.target_updates import PolyakTargets
+from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.td3.default_td3_rl_module import QF_PREDS, QF_TWIN_PREDS
+from rllib_ners.seam.checkpoints import includes_component
+from rllib_ners.seam.learner import scales_gradients, uses_torch_lr_schedulers
+from rllib_ners.seam.rl_module import training_pass
+from rllib_ners.utils.malloc import keep_freed_tensor_memory
+from rllib_ners.utils.torch_ops import make_adam, step_optimizers
+
+logger = logging.getLogger(__name__)
+
+# The bounds of TD3's normalised actions.
+ACTION_LOW, ACTION_HIGH = -1.0, 1.0
+CRITIC_OPTIMIZER, ACTOR_OPTIMIZER = "critic", "actor"
+# Learner state entry: each module's number of updates (the policy delay's
+# phase, so that a restored Learner updates its actor when the original would).
+TD3_UPDATE_COUNT_STATE = "td3_update_counts"
+# Learner metric: how many actor (and target) updates a module has made.
+NUM_ACTOR_UPDATES = "num_actor_updates_lifetime"
+
+
+def smoothed_target_actions(
+    module, next_obs: torch.Tensor, *, noise: float, noise_clip: float
+) -> torch.Tensor:
+    """`clip(pi'(s') + clip(eps, -c, c), -1, 1)`, `eps ~ N(0, noise^2)`: TD3's
+    target policy smoothing (no noise: the target actor's action)."""
+    actions = module.actions(next_obs, target=True)
+    if noise > 0:
+        eps = (torch.randn_like(actions) * noise).clamp(-noise_clip, noise_clip)
+        actions = (actions + eps).clamp(ACTION_LOW, ACTION_HIGH)
+    return actions
+
+
+def critic_targets(module, batch: Dict[str, Any], config) -> torch.Tensor:
+    """`y = r + gamma^n (1 - terminated) min_k Q'_k(s', a')` (one critic:
+    `Q'_1`), without gradients."""
+    with torch.no_grad():
+        next_obs = batch[Columns.NEXT_OBS]
+        next_actions = smoothed_target_actions(
+            module,
+            next_obs,
+            noise=config.target_noise,
+            noise_clip=config.target_noise_clip,
+        )
+        q_next = module.q_values(module.target_qf, next_obs, next_actions)
+        if module.twin_q:
+            q_next = torch.min(
+                q_next, module.q_values(module.target_qf_twin, next_obs, next_actions)
+            )
+        not_done = 1.0 - batch[Columns.TERMINATEDS].float()
+        discount = config.gamma ** batch["n_step"]
+        return batch[Columns.REWARDS] + discount * not_done * q_next
+
+
+def critic_loss(
+    errors: List[torch.Tensor], weights: torch.Tensor, kind: str, pal_alpha: float
+) -> torch.Tensor:
+    """The critics' summed loss on their errors `delta_k = Q_k(s, a) - y`:
+
+    * "mse": `sum_k mean(w * delta_k^2)` (the TD3 paper's, importance-weighted);
+    * "huber": `sum_k mean(w * huber(delta_k))` (LAP; its `w` is 1);
+    * "pal": `sum_k mean(w * pal(delta_k)) / mean(max(max_k |delta_k|, 1)^alpha)`,
+      the normaliser without gradients (PAL, on uniform replay).
+    """
+    if kind == "mse":
+        return sum(torch.mean(weights * error.pow(2)) for error in errors)
+    if kind == "huber":
+        return sum(torch.mean(weights * huber(error)) for error in errors)
+    loss = sum(torch.mean(weights * pal(error, pal_alpha)) for error in errors)
+    return loss / pal_normaliser(priority_errors(errors), pal_alpha)
+
+
+def priority_errors(errors: List[torch.Tensor]) -> torch.Tensor:
+    """`max_k |delta_k|`: the TD error a transition is prioritised by."""
+    priority = errors[0].abs()
+    for error in errors[1:]:
+        priority = torch.max(priority, error.abs())
+    return priority
+
+
+class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearner):
+    """TD3's update (see the module docstring), with metrics deferred to once
+    per iteration (`DeferredMetricsUpdates`) and the NERS scorer when the
+    replay buffer is the NERS buffer."""
+
+    @override(TorchLearner)
+    def build(self) -> None:
+        keep_freed_tensor_memory()
+        super().build()
+        self.module.foreach_module(
+            lambda module_id, module: (
+                module.make_target_networks()
+                if isinstance(module, TargetNetworkAPI)
+                else None
+            )
+        )
+        if scales_gradients(self) or uses_torch_lr_schedulers(self):
+            raise ValueError(
+                "TD3 steps its optimizers itself and supports neither mixed "
+                "precision nor torch LR schedulers; remove "
+                "config.experimental(_torch_grad_scaler_class=..., "
+                "_torch_lr_scheduler_classes=...)."
+            )
+        self.update_counts: Dict[ModuleID, int] = dict.fromkeys(self.module.keys(), 0)
+        self.polyak_targets: Dict[ModuleID, PolyakTargets] = {}
+        if getattr(self.config, "uses_ners_replay", False):
+            self.build_ners_sampler()
+
+    @classmethod
+    @override(TorchLearner)
+    def rl_module_required_apis(cls) -> list:
+        return [TargetNetworkAPI]
+
+    @override(TorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
+        """Adam for the critics (both, one optimizer) and for the actor."""
+        module = self.module[module_id]
+        critics = [module.qf] + ([module.qf_twin] if module.twin_q else [])
+        for name, nets, lr in (
+            (CRITIC_OPTIMIZER, critics, config.critic_lr),
+            (ACTOR_OPTIMIZER, [module.pi], config.actor_lr),
+        ):
+            params = [param for net in nets for param in self.get_parameters(net)]
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=name,
+                optimizer=make_adam(params),
+                params=params,
+                lr_or_lr_schedule=lr,
+            )
+
+    @override(TorchLearner)
+    def _update(self, batch: Dict[str, Any]):
+        fwd_out, loss_per_module = {}, {}
+        for module_id, module_batch in batch.items():
+            module = self.module[module_id].unwrapped()
+            config = self.config.get_config_for_module(module_id)
+            self.update_counts[module_id] += 1
+            fwd_out[module_id] = training_pass(module, module_batch)
+            loss = self.compute_loss_for_module(
+                module_id=module_id,
+                config=config,
+                batch=module_batch,
+                fwd_out=fwd_out[module_id],
+            )
+            self._gradient_step(module_id, CRITIC_OPTIMIZER, loss, config)
+            loss_per_module[module_id] = loss
+            if self.update_counts[module_id] % config.policy_delay == 0:
+                self._update_actor_and_targets(module_id, module, module_batch, config)
+        return fwd_out, loss_per_module, {}
+
+    @override(TorchLearner)
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: ModuleID,
+        config: Any,
+        batch: Dict[str, Any],
+        fwd_out: Dict[str, TensorType],
+    ) -> TensorType:
+        """The critics' loss; logs the priority rows and its statistics."""
+        module = self.module[module_id].unwrapped()
+        target = critic_targets(module, batch, config)
+        errors = [fwd_out[QF_PREDS] - target]
+        if module.twin_q:
+            errors.append(fwd_out[QF_TWIN_PREDS] - target)
+        loss = critic_loss(
+            errors, batch["weights"], config.critic_loss, config.pal_alpha
+        )
+        with torch.no_grad():
+            delta = priority_errors(errors)
+            if self.ners_scorer is not None:
+                # [score, delta, q, position] rows replace the plain TD errors.
+                self.report_transition_scores(module_id, batch, delta, target)
+            else:
+                self.metrics.log_value(
+                    (module_id, TD_ERROR_KEY), delta, reduce="item_series"
+                )
+        q_preds = fwd_out[QF_PREDS].detach()
+        self.log_statistics(
+            module_id,
+            {
+                QF_LOSS_KEY: lambda: loss.detach(),
+                QF_MAX_KEY: lambda: torch.max(q_preds),
+                QF_MEAN_KEY: lambda: torch.mean(q_preds),
+                QF_MIN_KEY: lambda: torch.min(q_preds),
+                TD_ERROR_MEAN_KEY: lambda: torch.mean(delta),
+            },
+        )
+        return loss
+
+    def _update_actor_and_targets(self, module_id, module, batch, config) -> None:
+        """The delayed part of TD3's update: the actor's step on
+        `-mean Q_1(s, pi(s))` (the critics frozen), then the Polyak update of
+        every target network."""
+        critic_params = list(module.qf.parameters())
+        if module.twin_q:
+            critic_params += list(module.qf_twin.parameters())
+        for param in critic_params:
+            param.requires_grad = False
+        try:
+            obs = batch[Columns.OBS]
+            actor_loss = -module.q_values(module.qf, obs, module.actions(obs)).mean()
+            self._gradient_step(module_id, ACTOR_OPTIMIZER, actor_loss, config)
+        finally:
+            for param in critic_params:
+                param.requires_grad = True
+        targets = self.polyak_targets.get(module_id)
+        if targets is None:
+            targets = PolyakTargets(module.get_target_network_pairs())
+            self.polyak_targets[module_id] = targets
+        targets.update(config.tau)
+        self.log_statistics(module_id, {POLICY_LOSS_KEY: lambda: actor_loss.detach()})
+        self.metrics.log_value((module_id, NUM_ACTOR_UPDATES), 1, reduce="lifetime_sum")
+
+    def _gradient_step(
+        self, module_id: ModuleID, optimizer_name: str, loss: torch.Tensor, config
+    ) -> None:
+        """One step of one optimizer on `loss`: its parameters' gradients
+        (averaged over several Learners), clipped as RLlib clips them
+        (`grad_clip`, `grad_clip_by`), nan/inf set to zero as RLlib's
+        `apply_gradients` does, then the optimizer's step."""
+        optimizer = self.get_optimizer(module_id, optimizer_name)
+        parameters = {
+            self.get_param_ref(param): param
+            for group in optimizer.param_groups
+            for param in group["params"]
+        }
+        gradients = gradients_of(loss, parameters)
+        grads = [grad for grad in gradients.values() if grad is not None]
+        if learners_share_process_group(self):
+            average_over_learners(grads)
+        if config.grad_clip is not None:
+            norm = clip_gradients_foreach(
+                gradients, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by
+            )
+            if config.grad_clip_by == "global_norm":
+                self.metrics.log_value(
+                    (module_id, f"gradients_{optimizer_name}_global_norm"),
+                    norm,
+                    window=1,
+                )
+        if grads and not all_finite(grads):
+            logger.warning(
+                "Gradients of %s's %s contain nan/inf values; setting them to zero "
+                "(as RLlib's apply_gradients does by default).",
+                module_id,
+                optimizer_name,
+            )
+            for param in parameters.values():
+                if param.grad is not None:
+                    param.grad = torch.nan_to_num(param.grad)
+        step_optimizers([optimizer])
+
+    @override(TorchLearner)
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if includes_component(self, TD3_UPDATE_COUNT_STATE, components, not_components):
+            state[TD3_UPDATE_COUNT_STATE] = dict(self.update_counts)
+        return state
+
+    @override(TorchLearner)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        self.update_counts.update(state.get(TD3_UPDATE_COUNT_STATE, {}))

