@@ -16,6 +16,8 @@ import re
 from typing import Callable, Dict, List, Optional
 
 DEFAULT_SEEDS = (100, 101, 102, 103, 104)  # seeds 0-9 are reserved for tuning
+# The agents a task can train.
+ALGORITHMS = ("dqn", "sac", "td3")
 
 
 class DeclarationError(ValueError):
@@ -80,9 +82,9 @@ class Task:
             budget.
         requires: import name of the extra package the env needs (or None).
         algo: "dqn" (the `uniform`/`per` arms build `RainbowDQNConfig`, the NERS
-            arms `NERSDQNConfig`) or "sac" (every arm builds `NERSSACConfig`:
+            arms `NERSDQNConfig`), "sac" (every arm builds `NERSSACConfig`:
             with our fast buffer it is RLlib's SAC, with the NERS buffer
-            NERS-SAC).
+            NERS-SAC) or "td3" (every arm builds `TD3Config`).
         eval_env: `fn() -> gym.Env` for the greedy evaluations, or None for
             `gym.make(env)` (Atari: whole games with unclipped rewards).
         eval_frame_stack: the evaluation stacks this many frames on the last
@@ -164,7 +166,7 @@ class Task:
             raise DeclarationError(
                 f"{owner}: `beta` must be in [0, 1], got {self.beta!r}"
             )
-        _check_choice(owner, "algo", self.algo, ("dqn", "sac"))
+        _check_choice(owner, "algo", self.algo, ALGORITHMS)
 
 
 def _classic_control_agent(config):
@@ -227,6 +229,34 @@ def _sac_agent(*, hiddens, lr: float, learning_starts: int, rollout: int = 1):
             lr=lr,
             learning_starts=learning_starts,
             rollout_fragment_length=rollout,
+            # The studies' SAC runs are evaluated with RLlib 2.60's greedy
+            # action, so that runs made before the squashed mean became the
+            # default and runs made after compare alike.
+            greedy_action="pre_tanh_mean",
+        )
+
+    return agent
+
+
+def _td3_agent(*, hiddens, lr: float, learning_starts: int, rollout: int = 1):
+    """TD3 with the paper's settings (`td3.presets.td3_config`: a deterministic
+    actor and twin critics on [s, a], ReLU MLPs of `hiddens`, Adam `lr`,
+    batch 256, gamma 0.99, tau 0.005, target noise 0.2 clipped at 0.5, policy
+    delay 2, exploration noise 0.1, `learning_starts` env steps of uniform
+    random actions before the first update, then one update per env step in
+    rounds of `rollout` steps)."""
+
+    def agent(config):
+        from rllib_ners.algorithms.td3.presets import td3_config
+
+        return td3_config(
+            config.env,
+            config=config,
+            replay="uniform",  # the arm sets the replay (build_config)
+            hiddens=hiddens,
+            lr=lr,
+            learning_starts=learning_starts,
+            rollout_fragment_length=rollout,
         )
 
     return agent
@@ -260,9 +290,20 @@ def _atari_eval_env(game: str):
     return make
 
 
-def _mujoco_task(name, env, *, random_return, max_return, max_note, budget=100_000):
-    """A MuJoCo task of the paper-setting study (results/ners_paper_settings):
-    SAC's usual settings, 100k env steps, 10 greedy episodes every 10k."""
+def _mujoco_task(
+    name,
+    env,
+    *,
+    random_return,
+    max_return,
+    max_note,
+    budget=100_000,
+    algo="sac",
+):
+    """A MuJoCo task of the paper-setting study (results/ners_paper_settings;
+    `algo="td3"`: of results/td3_lap): SAC's usual settings (or TD3's), 100k
+    env steps, 10 greedy episodes every 10k."""
+    agents = {"sac": _sac_agent, "td3": _td3_agent}
     return Task(
         name=name,
         env=env,
@@ -275,10 +316,10 @@ def _mujoco_task(name, env, *, random_return, max_return, max_note, budget=100_0
         max_return=max_return,
         anchor_note=f"0: uniform random policy, {random_return} (measured: 200 "
         f"episodes, env seeds 0-199); 1: {max_return}, {max_note}",
-        agent=_sac_agent(hiddens=(256, 256), lr=3e-4, learning_starts=5000),
+        agent=agents[algo](hiddens=(256, 256), lr=3e-4, learning_starts=5000),
         capacity=1_000_000,
         requires="mujoco",
-        algo="sac",
+        algo=algo,
     )
 
 
@@ -449,6 +490,32 @@ TASKS: Dict[str, Task] = {
             max_note="a round scale near SAC's published Walker2d scores after 1M "
             "steps, fixed before the study",
         ),
+        # TD3 on the same robots, with the SAC tasks' anchors (one scale for
+        # both agents; results/td3_lap/PLAN.md).
+        _mujoco_task(
+            "td3_hopper_100k",
+            "Hopper-v5",
+            random_return=18.0,
+            max_return=3500.0,
+            max_note="hopper_100k's, fixed before the study",
+            algo="td3",
+        ),
+        _mujoco_task(
+            "td3_halfcheetah_100k",
+            "HalfCheetah-v5",
+            random_return=-282.7,
+            max_return=12000.0,
+            max_note="halfcheetah_100k's, fixed before the study",
+            algo="td3",
+        ),
+        _mujoco_task(
+            "td3_walker2d_100k",
+            "Walker2d-v5",
+            random_return=2.1,
+            max_return=5000.0,
+            max_note="walker2d_100k's, fixed before the study",
+            algo="td3",
+        ),
         _atari_task(
             "ms_pacman_100k", "MsPacman", random_return=307.3, human_return=6951.6
         ),
@@ -484,6 +551,11 @@ class Arm:
         reference: for "ners": apply `ners_reference(config)` (the reference
             code's semantics, incl. 5 greedy evaluation episodes every 1000 env
             steps as the replay reward, their env steps counted separately).
+        beta: None (the task's `beta`, annealed to 1 over the budget) or a
+            constant importance-sampling exponent (0: no importance weights).
+        min_priority: the buffer's priority floor (None: its default; LAP: 1).
+        loss: None (the agent's) or "huber": the critics' (SAC, TD3) or the
+            Q-network's (DQN) Huber loss with threshold 1, as LAP uses it.
     """
 
     name: str
@@ -492,6 +564,9 @@ class Arm:
     ners_settings: Optional[dict] = None
     reference: bool = False
     description: str = ""
+    beta: Optional[float] = None
+    min_priority: Optional[float] = None
+    loss: Optional[str] = None
 
     def __post_init__(self):
         """Checks the declaration when it is made (see `Task.__post_init__`)."""
@@ -510,6 +585,22 @@ class Arm:
                 f"{owner}: `ners_settings` must be a dict of `.ners()` settings, "
                 f"got {self.ners_settings!r}"
             )
+        if self.beta is not None and not (
+            isinstance(self.beta, (int, float)) and 0 <= self.beta <= 1
+        ):
+            raise DeclarationError(
+                f"{owner}: `beta` must be None (the task's, annealed) or in "
+                f"[0, 1], got {self.beta!r}"
+            )
+        if self.min_priority is not None and not (
+            isinstance(self.min_priority, (int, float)) and self.min_priority > 0
+        ):
+            raise DeclarationError(
+                f"{owner}: `min_priority` must be None or > 0, got "
+                f"{self.min_priority!r}"
+            )
+        if self.loss is not None:
+            _check_choice(owner, "loss", self.loss, ("huber",))
         if self.algo != "ners" and (self.ners_settings or self.reference):
             raise DeclarationError(
                 f"{owner}: `ners_settings` and `reference` need algo='ners'; "
@@ -564,6 +655,16 @@ ARMS: Dict[str, Arm] = {
                 "min_episodes_per_update": 1,
             },
             description="NERS-DQN with the recommended variant",
+        ),
+        Arm(
+            "lap",
+            "rainbow",
+            alpha=0.4,
+            beta=0.0,
+            min_priority=1.0,
+            loss="huber",
+            description="LAP (Fujimoto et al. 2020): priority max(|delta|, 1)^0.4, "
+            "no importance weights, Huber loss",
         ),
     )
 }

@@ -99,10 +99,13 @@ def build_config(task: Task, arm: Arm, seed: int):
     """The AlgorithmConfig of one run: the task's agent with the arm's replay."""
     from rllib_ners import NERSDQNConfig, NERSSACConfig, RainbowDQNConfig
     from rllib_ners.algorithms.ners.presets import ners_reference
+    from rllib_ners.algorithms.td3 import TD3Config
 
     buffer_type = NERS_BUFFER if arm.algo == "ners" else FAST_BUFFER
     if task.algo == "sac":
         config = NERSSACConfig()
+    elif task.algo == "td3":
+        config = TD3Config()
     else:  # "dqn" (`Task` checks it)
         config = NERSDQNConfig() if arm.algo == "ners" else RainbowDQNConfig()
     config = task.agent(config.environment(task.env))
@@ -120,9 +123,12 @@ def build_config(task: Task, arm: Arm, seed: int):
                 "type": buffer_type,
                 "capacity": task.capacity,
                 "alpha": alpha,
-                "beta": task.beta,
-                "beta_final": 1.0,
-                "beta_annealing_timesteps": max(1, task.budget - learning_starts),
+                **_importance_sampling(task, arm, learning_starts),
+                **(
+                    {}
+                    if arm.min_priority is None
+                    else {"min_priority": arm.min_priority}
+                ),
             }
         )
         .env_runners(num_env_runners=0)
@@ -136,11 +142,29 @@ def build_config(task: Task, arm: Arm, seed: int):
         )
         .debugging(seed=seed)
     )
+    if arm.loss == "huber":
+        if task.algo == "dqn":
+            config = config.training(td_error_loss_fn="huber")
+        else:
+            config = config.training(critic_loss="huber")
     if arm.algo == "ners":
         config = config.ners(**(arm.ners_settings or {}))
         if arm.reference:
             config = ners_reference(config)
     return config
+
+
+def _importance_sampling(task: Task, arm: Arm, learning_starts: int) -> dict:
+    """The buffer's beta: the task's, annealed to 1 over the budget after
+    learning starts, or the arm's constant one (LAP: 0, no weights)."""
+    if arm.beta is not None:
+        # None overrides an annealing the agent's own settings may carry.
+        return {"beta": arm.beta, "beta_final": None, "beta_annealing_timesteps": None}
+    return {
+        "beta": task.beta,
+        "beta_final": 1.0,
+        "beta_annealing_timesteps": max(1, task.budget - learning_starts),
+    }
 
 
 def check_configs(runs: Sequence[Tuple[Task, Arm, int]]) -> None:

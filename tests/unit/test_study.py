@@ -56,7 +56,7 @@ def test_csv_is_written_whole_with_every_column(tmp_path):
 def test_task_declarations_are_consistent():
     assert set(decl.SUITE) <= set(decl.TASKS)
     assert {decl.TASKS[name].algo for name in decl.SUITE} == {"dqn"}
-    assert {task.algo for task in decl.TASKS.values()} == {"dqn", "sac"}
+    assert {task.algo for task in decl.TASKS.values()} == {"dqn", "sac", "td3"}
     for task in decl.TASKS.values():
         assert task.budget % task.eval_every == 0, task.name
         assert task.eval_every % task.log_every == 0, task.name
@@ -75,6 +75,11 @@ def test_every_arm_builds_a_valid_config(task_name):
     configs = {}
     for arm in decl.ARMS.values():
         config = runs.build_config(task, arm, seed=100)
+        if task.algo == "td3" and arm.name == "ners_module":
+            # TD3's actor has no encoder for NERS to read.
+            with pytest.raises(ValueError, match="encoder='module'"):
+                config.validate()
+            continue
         config.validate()
         configs[arm.name] = config
         # Atari tasks train on this package's preprocessed env.
@@ -86,13 +91,27 @@ def test_every_arm_builds_a_valid_config(task_name):
         assert not config.min_time_s_per_iteration, (task_name, arm.name)
         assert config.min_sample_timesteps_per_iteration == task.log_every
     alphas = {name: c.replay_buffer_config["alpha"] for name, c in configs.items()}
-    assert alphas == {
+    expected_alphas = {
         "uniform": 0.0,
         "per": task.per_alpha,
         "ners_reference": 0.5,
         "ners": task.per_alpha,
         "ners_module": task.per_alpha,
+        "lap": 0.4,
     }
+    if task.algo == "td3":
+        del expected_alphas["ners_module"]
+    assert alphas == expected_alphas
+    # LAP: priority max(|delta|, 1)^0.4, no importance weights, Huber loss.
+    lap = configs["lap"]
+    assert lap.replay_buffer_config["min_priority"] == 1.0
+    assert lap.replay_buffer_config["beta"] == 0.0
+    assert lap.replay_buffer_config.get("beta_final") is None
+    if task.algo == "dqn":
+        assert lap.td_error_loss_fn == "huber"
+    else:
+        assert lap.critic_loss == "huber"
+    assert configs["per"].replay_buffer_config["beta_final"] == 1.0
     assert configs["uniform"].replay_buffer_config["type"] == decl.FAST_BUFFER
     assert configs["ners"].replay_buffer_config["type"] == decl.NERS_BUFFER
     assert configs["ners_reference"].ners_config["replay_reward_mode"] == "eval_return"
@@ -107,6 +126,25 @@ def test_every_arm_builds_a_valid_config(task_name):
             "critic_lr",
             "alpha_lr",
             "tau",
+            "training_intensity",
+            "model_config",
+        )
+    elif task.algo == "td3":
+        from rllib_ners import TD3Config
+
+        assert all(isinstance(c, TD3Config) for c in configs.values())
+        assert not configs["per"].uses_ners_replay
+        assert configs["ners"].uses_ners_replay
+        assert configs["per"].critic_loss == "mse"
+        shared = (
+            "actor_lr",
+            "critic_lr",
+            "tau",
+            "policy_delay",
+            "target_noise",
+            "target_noise_clip",
+            "exploration_noise",
+            "random_timesteps",
             "training_intensity",
             "model_config",
         )
@@ -159,7 +197,7 @@ def test_the_ners_arm_writes_its_settings_out():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--arms", "lap"], "--arms: unknown 'lap'"),
+        (["--arms", "lapx"], "--arms: unknown 'lapx'"),
         (["--tasks", "pong"], "--tasks: unknown 'pong'"),
         (["--jobs", "0"], "--jobs must be at least 1"),
         (["--budget", "0"], "--budget must be positive"),
@@ -734,7 +772,7 @@ def _user_task(**changes):
         ({"eval_env": 3}, "`eval_env` must be None or a function"),
         ({"per_alpha": -0.1}, "`per_alpha` must be >= 0"),
         ({"beta": 1.5}, r"`beta` must be in \[0, 1\]"),
-        ({"algo": "ppo"}, "`algo` must be one of 'dqn', 'sac', got 'ppo'"),
+        ({"algo": "ppo"}, "`algo` must be one of 'dqn', 'sac', 'td3', got 'ppo'"),
     ],
 )
 def test_a_task_with_a_wrong_field_is_refused_naming_it(changes, message):
