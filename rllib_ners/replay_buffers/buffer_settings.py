@@ -49,3 +49,26 @@ def check_no_unknown_settings(
             f"Remove them from `replay_buffer_config`; known settings are "
             f"{', '.join(known)}."
         )
+
+
+# `replay_mode`s: the one served, and RLlib's other names for lockstep replay.
+INDEPENDENT = "independent"
+_LOCKSTEP_MODES = ("lockstep", "synchronized")
+
+
+def check_replay_mode(replay_mode: Any) -> None:
+    """Raises unless `replay_mode` is "independent"."""
+    if replay_mode == INDEPENDENT:
+        return
+    if replay_mode in _LOCKSTEP_MODES:
+        raise ValueError(
+            f"replay_mode={replay_mode!r} cannot be served by "
+            f"FastMultiAgentPrioritizedEpisodeReplayBuffer: lockstep replay draws "
+            f"whole env steps, which its per-module priority trees cannot weigh "
+            f"(RLlib's prioritized buffer draws those uniformly, with no weights). "
+            f"Use replay_mode='independent' (RLlib's default, what DQN and SAC "
+            f"sample with), or RLlib's MultiAgentEpisodeReplayBuffer."
+        )
+    raise ValueError(
+        f"Unknown replay_mode={replay_mode!r}; use 'independent'. {SETTING_FIX}"
+    )

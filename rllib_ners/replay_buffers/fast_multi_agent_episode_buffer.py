@@ -59,9 +59,10 @@ from rllib_ners.replay_buffers.buffer_metrics import (
     SAMPLE_BETA,
     log_latest,
 )
-from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
 from rllib_ners.replay_buffers.buffer_settings import (
+    INDEPENDENT,
     check_no_unknown_settings,
+    check_replay_mode,
     check_weight,
 )
 from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
@@ -70,10 +71,6 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
 from rllib_ners.replay_buffers.priority_sampler import MIN_PRIORITY
 from rllib_ners.seam.replay import log_add_metrics, log_sample_metrics
 from rllib_ners.utils.checks import is_positive_int
-
-# `replay_mode`s: the one served, and RLlib's other names for lockstep replay.
-INDEPENDENT = "independent"
-_LOCKSTEP_MODES = ("lockstep", "synchronized")
 
 # The constructor's settings, as the error for an unknown one lists them.
 SETTINGS = (
@@ -93,24 +90,6 @@ SETTINGS = (
 # A module buffer's capacity for the settings check at construction: a large
 # capacity is checked, not allocated.
 _PROBE_CAPACITY = 16
-
-
-def check_replay_mode(replay_mode: Any) -> None:
-    """Raises unless `replay_mode` is "independent"."""
-    if replay_mode == INDEPENDENT:
-        return
-    if replay_mode in _LOCKSTEP_MODES:
-        raise ValueError(
-            f"replay_mode={replay_mode!r} cannot be served by "
-            f"FastMultiAgentPrioritizedEpisodeReplayBuffer: lockstep replay draws "
-            f"whole env steps, which its per-module priority trees cannot weigh "
-            f"(RLlib's prioritized buffer draws those uniformly, with no weights). "
-            f"Use replay_mode='independent' (RLlib's default, what DQN and SAC "
-            f"sample with), or RLlib's MultiAgentEpisodeReplayBuffer."
-        )
-    raise ValueError(
-        f"Unknown replay_mode={replay_mode!r}; use 'independent'. {SETTING_FIX}"
-    )
 
 
 def _module_seed(seed: Optional[int], module_id: ModuleID) -> Optional[List[int]]:
