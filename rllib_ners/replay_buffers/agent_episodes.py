@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Tuple
 
+import numpy as np
+
 from rllib_ners.replay_buffers.bookkeeping import AddTally
 
 Owner = Tuple[str, Any]
@@ -78,6 +80,20 @@ class AgentEpisodeOwners:
                     self.stored_agent_episodes.get(episode_id, 0) + 1
                 )
             self.fragments[agent_episode] = self.fragments.get(agent_episode, 0) + 1
+
+    def steps_stored_per_agent(self, storages: Iterable[Any]) -> Dict[Any, int]:
+        """Stored steps (transitions) per agent over the module buffers'
+        `RingStorage`s: one count per stored agent episode (per call of
+        `get_metrics()`, not per step)."""
+        counts: Dict[Any, int] = {}
+        for storage in storages:
+            uids, steps = np.unique(
+                storage.episode_uid[storage.is_transition], return_counts=True
+            )
+            ids = [storage.episode_ids[uid] for uid in uids.tolist()]
+            for (_, agent_id), num_steps in zip(self.owners(ids), steps.tolist()):
+                counts[agent_id] = counts.get(agent_id, 0) + num_steps
+        return counts
 
     def count_episodes_evicted_before(self, num_episodes: int) -> None:
         """Counts `num_episodes` multi-agent episodes that a memory loaded into

@@ -101,11 +101,14 @@ def sample_counts(tally: SampleTally) -> Dict[str, Any]:
 
 # ------------------------------------------------------------- multi-agent
 def multi_agent_add_counts(
-    tally: AddTally, steps_evicted: Dict[Any, int]
+    tally: AddTally,
+    steps_evicted: Dict[Any, int],
+    agent_steps_evicted: Dict[Any, int],
 ) -> Dict[str, Any]:
     """The arguments of RLlib's `_update_add_metrics` for the multi-agent
-    buffer: `tally`, and the steps each module's ring evicted (agent steps:
-    each module evicts on its own, so no env-step count exists)."""
+    buffer: `tally`, the steps each module's ring evicted and each agent lost
+    (agent steps: each module evicts on its own, so no env-step count
+    exists)."""
     return {
         "num_episodes_added": tally.episodes_added,
         "num_env_steps_added": tally.env_steps,
@@ -114,7 +117,7 @@ def multi_agent_add_counts(
         "agent_to_num_episodes_added": dict(tally.agent_episodes_added),
         "agent_to_num_steps_added": dict(tally.agent_steps),
         "agent_to_num_episodes_evicted": dict(tally.agent_episodes_evicted),
-        "agent_to_num_steps_evicted": {},
+        "agent_to_num_steps_evicted": agent_steps_evicted,
         "module_to_num_episodes_added": dict(tally.module_episodes_added),
         "module_to_num_steps_added": dict(tally.module_steps),
         "module_to_num_episodes_evicted": dict(tally.module_episodes_evicted),

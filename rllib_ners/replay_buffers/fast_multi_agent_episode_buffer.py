@@ -223,6 +223,9 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         self.sampled_timesteps_per_module: Dict[ModuleID, int] = defaultdict(int)
         # Counts since the last get_metrics() (RLlib logs them per add()).
         self._add_tally = AddTally()
+        # Stored steps per agent at the last get_metrics(): each module evicts
+        # on its own, so an agent's evicted steps are what it lost since.
+        self._agent_steps_reported: Dict[Any, int] = {}
 
     # ---------------------------------------------------------------- modules
     def module_buffer(self, module_id: ModuleID) -> FastPrioritizedEpisodeReplayBuffer:
@@ -538,7 +541,10 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             for module_id, buffer in self._module_buffers.items()
         }
         log_add_metrics(
-            self, **buffer_metrics.multi_agent_add_counts(tally, steps_evicted)
+            self,
+            **buffer_metrics.multi_agent_add_counts(
+                tally, steps_evicted, self._take_agent_steps_evicted(tally)
+            ),
         )
         samples = {
             module_id: buffer.take_sample_tally()
@@ -555,6 +561,32 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             )
             log_latest(self.metrics, (SAMPLE_BETA, module_id), buffer.current_beta())
         return self.metrics.reduce()
+
+    def _take_agent_steps_evicted(self, tally: AddTally) -> Dict[Any, int]:
+        """Each agent's steps evicted (or dropped by an overflowing add) since
+        the last call: its stored steps then, plus those added since, minus
+        those stored now. Every agent with evicted episodes is listed (RLlib's
+        metrics look each up)."""
+        stored = self._agent_steps_stored()
+        agents = (
+            set(stored)
+            | set(self._agent_steps_reported)
+            | set(tally.agent_steps)
+            | set(tally.agent_episodes_evicted)
+        )
+        evicted = {
+            agent_id: self._agent_steps_reported.get(agent_id, 0)
+            + tally.agent_steps.get(agent_id, 0)
+            - stored.get(agent_id, 0)
+            for agent_id in agents
+        }
+        self._agent_steps_reported = stored
+        return evicted
+
+    def _agent_steps_stored(self) -> Dict[Any, int]:
+        return self._owners.steps_stored_per_agent(
+            buffer.storage for buffer in self._module_buffers.values()
+        )
 
     # ------------------------------------------------------------------ state
     @override(MultiAgentPrioritizedEpisodeReplayBuffer)
@@ -606,6 +638,8 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         self.sampled_timesteps_per_module = defaultdict(
             int, state["sampled_timesteps_per_module"]
         )
+        # Metrics report what happens from now on (the module buffers' too).
+        self._agent_steps_reported = self._agent_steps_stored()
 
     def carry_over_lifetime_counts(
         self,
@@ -641,6 +675,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         self.sampled_timesteps = 0
         self.sampled_timesteps_per_module = defaultdict(int)
         self._add_tally = AddTally()
+        self._agent_steps_reported = {}
 
     def check_invariants(self) -> None:
         """Raises `RuntimeError` naming what is broken (tests, soak runs)."""

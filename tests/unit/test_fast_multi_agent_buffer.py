@@ -92,3 +92,44 @@ def test_small_capacity_keeps_counts_consistent(episodes):
     np.testing.assert_array_equal(a["obs"], b["obs"])
     with pytest.raises(ValueError, match="capacity"):
         FastMultiAgentPrioritizedEpisodeReplayBuffer(21).set_state(state)
+
+
+def test_metrics_after_eviction_count_each_agents_evicted_steps(episodes, monkeypatch):
+    """RLlib's add metrics look up every agent with evicted episodes in the
+    per-agent evicted steps; each agent's evicted steps add up to what its
+    module evicted, and to what it added minus what is stored (agent i plays
+    module p{i}), also across a restore."""
+    from rllib_ners.replay_buffers import fast_multi_agent_episode_buffer as module
+
+    logged = []
+    real_log = module.log_add_metrics
+
+    def spy(buffer, **counts):
+        logged.append(counts)
+        real_log(buffer, **counts)
+
+    monkeypatch.setattr(module, "log_add_metrics", spy)
+    buffer = FastMultiAgentPrioritizedEpisodeReplayBuffer(20, seed=0)
+    half = len(episodes) // 2
+    for chunk in episodes[:half]:
+        buffer.add(copy.deepcopy(chunk))
+        buffer.get_metrics()
+    restored = FastMultiAgentPrioritizedEpisodeReplayBuffer(20, seed=0)
+    restored.set_state(buffer.get_state())
+    for chunk in episodes[half:]:
+        restored.add(copy.deepcopy(chunk))
+        restored.get_metrics()
+
+    def total(key, name):
+        return sum(counts[key].get(name, 0) for counts in logged)
+
+    for counts in logged:
+        assert set(counts["agent_to_num_episodes_evicted"]) <= set(
+            counts["agent_to_num_steps_evicted"]
+        )
+    assert total("agent_to_num_episodes_evicted", 0) > 0
+    for agent_id in (0, 1):
+        evicted = total("agent_to_num_steps_evicted", agent_id)
+        assert evicted == total("module_to_num_steps_evicted", f"p{agent_id}")
+        added = total("agent_to_num_steps_added", agent_id)
+        assert evicted == added - restored.get_num_timesteps(f"p{agent_id}")
