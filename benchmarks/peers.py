@@ -24,6 +24,8 @@ sac      Hopper-v5; SAC's usual settings: actor and twin critics 256-256 ReLU
          ners     NERSSACConfig, the NERS buffer (alpha 0.6, beta 0.4)
          per      NERSSACConfig, our prioritised buffer (alpha 0.6, beta 0.4)
          uniform  NERSSACConfig, our buffer with alpha 0
+         lap      NERSSACConfig, LAP (alpha 0.4, min_priority 1, beta 0;
+                  Huber critics)
          rllib    stock RLlib SACConfig with its PrioritizedEpisodeReplayBuffer
                   and its default module (256-256, but multi-stream critics:
                   RLlib 2.60 builds no [s, a] critic)
@@ -41,6 +43,17 @@ dqn      CartPole-v1; DQN with a 256-256 tanh Q-network, batch 32, Adam 5e-4,
          rllib    stock RLlib DQNConfig with its PrioritizedEpisodeReplayBuffer
          per-vec8 as per, 8 envs per EnvRunner (2 updates per vector step)
          floor    bare DQN updates + bare env steps
+td3      Hopper-v5; the TD3 paper's settings: actor and twin critics 256-256
+         ReLU MLPs (critics on [s, a]), batch 256, Adam 3e-4, tau 0.005,
+         target noise 0.2 clipped at 0.5, policy delay 2, exploration noise
+         0.1, one update per env step from step 1000, 1M-transition buffer.
+         sb3      Stable-Baselines3 TD3
+         ners     TD3Config with the NERS buffer (alpha 0.6, beta 0.4)
+         per      TD3Config, our prioritised buffer (alpha 0.6, beta 0.4)
+         lap      TD3Config, LAP (our buffer, alpha 0.4, min_priority 1,
+                  beta 0; Huber loss)
+         uniform  TD3Config, our buffer with alpha 0
+         floor    bare TD3 updates + bare env steps
 atari    MsPacman, data-efficient Rainbow as the NERS reference runs it (one
          update of 32 per env step, from step 1600); Stable-Baselines3 has no
          Rainbow.
@@ -55,6 +68,7 @@ How to run
     python benchmarks/peers.py --suite sac
     python benchmarks/peers.py --suite dqn --rounds 5 --steps 2000
     python benchmarks/peers.py --suite atari --arms ners per floor
+    python benchmarks/peers.py --suite td3
 """
 
 from __future__ import annotations
@@ -69,11 +83,12 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 SUITES = {
-    "sac": ("sb3", "ners", "per", "uniform", "rllib", "uniform-vec8", "floor"),
+    "sac": ("sb3", "ners", "per", "uniform", "rllib", "uniform-vec8", "floor", "lap"),
     "dqn": ("sb3", "ners", "per", "uniform", "rllib", "per-vec8", "floor"),
     "atari": ("ners", "per", "floor"),
+    "td3": ("sb3", "ners", "per", "lap", "uniform", "floor"),
 }
-DEFAULT_STEPS = {"sac": 300, "dqn": 2000, "atari": 400}
+DEFAULT_STEPS = {"sac": 300, "dqn": 2000, "atari": 400, "td3": 300}
 SAC_ENV, DQN_ENV, ATARI_GAME = "Hopper-v5", "CartPole-v1", "MsPacman"
 SAC_BATCH, DQN_BATCH, ATARI_BATCH = 256, 32, 32
 SAC_LEARNING_STARTS, DQN_LEARNING_STARTS, ATARI_LEARNING_STARTS = 1000, 1000, 1600
@@ -293,6 +308,61 @@ def sac_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
             new_targets = torch._foreach_mul(critic_params, 0.005)
             torch._foreach_add_(new_targets, torch._foreach_mul(target_params, 0.995))
             torch._foreach_copy_(target_params, new_targets)
+
+    return update
+
+
+def td3_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
+    """One TD3 update (the paper's: smoothed clipped double-Q target, both
+    critics on the squared error, the actor and the Polyak update every 2nd
+    update) on a fixed random batch, as lean as eager PyTorch allows: fused
+    Adam, critics frozen for the actor's pass, foreach Polyak."""
+    import copy
+
+    import torch
+
+    actor = _mlp([obs_dim, 256, 256, act_dim], torch.nn.ReLU)
+    critics = [_mlp([obs_dim + act_dim, 256, 256, 1], torch.nn.ReLU) for _ in "12"]
+    nets = [actor] + critics
+    targets = [copy.deepcopy(net) for net in nets]
+    critic_params = [p for critic in critics for p in critic.parameters()]
+    params = [p for net in nets for p in net.parameters()]
+    target_params = [p for target in targets for p in target.parameters()]
+    critic_optimizer = torch.optim.Adam(critic_params, lr=3e-4, fused=True)
+    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=3e-4, fused=True)
+    obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
+    actions = torch.rand(batch, act_dim) * 2 - 1
+    rewards, not_done = torch.randn(batch), torch.ones(batch)
+    count = [0]
+
+    def q_values(nets, o, a):
+        x = torch.cat([o, a], dim=-1)
+        return [net(x).squeeze(-1) for net in nets]
+
+    def update():
+        count[0] += 1
+        with torch.no_grad():
+            noise = (torch.randn(batch, act_dim) * 0.2).clamp(-0.5, 0.5)
+            next_actions = (torch.tanh(targets[0](next_obs)) + noise).clamp(-1, 1)
+            q_next = torch.min(*q_values(targets[1:], next_obs, next_actions))
+            target = rewards + 0.99 * not_done * q_next
+        q1, q2 = q_values(critics, obs, actions)
+        critic_loss = ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
+        critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_optimizer.step()
+        if count[0] % 2:
+            return
+        for p in critic_params:
+            p.requires_grad = False
+        actor_loss = -q_values(critics[:1], obs, torch.tanh(actor(obs)))[0].mean()
+        for p in critic_params:
+            p.requires_grad = True
+        actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        actor_optimizer.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(target_params, params, 0.005)
 
     return update
 
@@ -530,6 +600,57 @@ def _sb3_dqn():
     return model
 
 
+def td3_arms(names: List[str], steps: int) -> Dict[str, Arm]:
+    import gymnasium as gym
+
+    from rllib_ners.algorithms.td3.presets import td3_config
+
+    arms: Dict[str, Arm] = {}
+    for name in names:
+        if name == "sb3":
+            arms[name] = SB3Arm(_sb3_td3, SAC_LEARNING_STARTS, SAC_BATCH)
+        elif name == "floor":
+            env = gym.make(SAC_ENV)
+            update = td3_floor_update(
+                env.observation_space.shape[0], env.action_space.shape[0]
+            )
+            arms[name] = FloorArm(lambda: gym.make(SAC_ENV), update, every=1)
+        else:
+            config = td3_config(
+                SAC_ENV, replay=name, learning_starts=SAC_LEARNING_STARTS
+            )
+            arms[name] = RLlibArm(config, steps, SAC_BATCH)
+    return arms
+
+
+def _sb3_td3():
+    import gymnasium as gym
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    env = gym.make(SAC_ENV)
+    act_dim = env.action_space.shape[0]
+    return TD3(
+        "MlpPolicy",
+        env,
+        learning_rate=3e-4,
+        buffer_size=1_000_000,
+        learning_starts=SAC_LEARNING_STARTS,
+        batch_size=SAC_BATCH,
+        tau=0.005,
+        gamma=0.99,
+        train_freq=1,
+        gradient_steps=1,
+        action_noise=NormalActionNoise(np.zeros(act_dim), 0.1 * np.ones(act_dim)),
+        policy_delay=2,
+        target_policy_noise=0.2,
+        target_noise_clip=0.5,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=0,
+        device="cpu",
+    )
+
+
 def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
     from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
 
@@ -552,7 +673,12 @@ def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
     return arms
 
 
-BUILDERS = {"sac": sac_arms, "dqn": dqn_arms, "atari": atari_arms}
+BUILDERS = {
+    "sac": sac_arms,
+    "dqn": dqn_arms,
+    "atari": atari_arms,
+    "td3": td3_arms,
+}
 
 
 # -------------------------------------------------------------- main
