@@ -431,6 +431,32 @@ def test_example_script_no_tune_trains_in_process(tmp_path):
     assert cli.find_checkpoint(run_dir).parent == run_dir
 
 
+@pytest.mark.parametrize(
+    "flags, gpus_per_learner",
+    [([], 0), (["--num-gpus-per-learner=1"], 1), (["--num-gpus-per-learner=0"], 0)],
+)
+def test_example_learner_stays_on_cpu_unless_the_gpu_is_asked_for(
+    flags, gpus_per_learner, monkeypatch, capsys
+):
+    """Where the cluster has a GPU, a tuned example's Learner runs on the CPU
+    unless --num-gpus-per-learner asks for it (with one small update per env
+    step the CPU is faster), and says so in one line naming the flag."""
+    from ray.rllib.examples.utils import add_rllib_example_script_args
+
+    from rllib_ners import NERSDQNConfig
+    from rllib_ners.cli.example_runner import _apply_example_args
+
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 1.0})
+    config = NERSDQNConfig().environment("CartPole-v1")
+    args = add_rllib_example_script_args().parse_args(flags)
+    _apply_example_args(config, args)
+    assert config.num_gpus_per_learner == gpus_per_learner
+    said = capsys.readouterr().out
+    assert ("--num-gpus-per-learner=1" in said) == (not flags)
+    if not flags:
+        assert said.count("\n") == 1 and "CPU" in said
+
+
 def _write_trial(run_dir, name, buffer, returns, steps_per_iter=100, use_json=False):
     trial = run_dir / name
     trial.mkdir(parents=True)
