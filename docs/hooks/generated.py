@@ -13,10 +13,20 @@ A page asks for generated content with an HTML comment on a line of its own:
   docstring, as `rllib-ners examples` lists them;
 - `<!-- include: results/sample_efficiency/report.md -->`: a file of the
   repository (a study's report, written by `rllib-ners study report` from the
-  committed CSVs), its headings moved two levels down and its images served.
+  committed CSVs) without its title and its figure, which the page that
+  includes it titles, shows and captions itself;
+- `<!-- peers-table: sac -->`: the table of `benchmarks/peers.py --suite sac`
+  from the runs committed under `docs/benchmarks/`, one column entry per run.
 
-So a renamed setting, a new CLI flag or a regenerated report reaches the site
-without anyone editing a page, and the site cannot disagree with `--help`.
+A speed figure written in a page's prose carries a marker right after it,
+`0.90-0.96x<!-- speed: sac ners vs sb3 -->`: the range over the committed runs
+of that suite of the arm's env steps/s relative to the other arm's (no `vs`:
+the arm's env steps/s). `tests/docs/test_docs.py` recomputes every marked
+figure from the committed runs (`speed_claim`) and fails where they differ.
+
+So a renamed setting, a new CLI flag, a regenerated report or a new benchmark
+run reaches the site without anyone editing a page, and the site cannot
+disagree with `--help`.
 """
 
 from __future__ import annotations
@@ -36,8 +46,11 @@ from mkdocs.structure.files import File
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DIRECTIVE = re.compile(
-    r"^<!-- (settings|cli-help|tuned-examples|include)(?:: (.*?))? -->$", re.M
+    r"^<!-- (settings|cli-help|tuned-examples|include|peers-table)(?:: (.*?))? -->$",
+    re.M,
 )
+# Benchmark outputs the pages quote, one file per run: peers_<suite>_<date>_<n>.txt.
+BENCHMARKS = REPO_ROOT / "docs" / "benchmarks"
 # Study files the results page shows or links to, served at their repository path.
 STUDY_FILES = ("results/*/report.png", "results/*/PLAN.md", "results/*/costs.md")
 
@@ -69,6 +82,8 @@ def on_page_markdown(markdown, page, config, files):
             return "```text\n" + cli_help(argument.split()) + "\n```"
         if kind == "tuned-examples":
             return tuned_examples_table()
+        if kind == "peers-table":
+            return peers_table(argument, depth)
         return included_file(argument, depth)
 
     return DIRECTIVE.sub(expand, markdown)
@@ -180,10 +195,12 @@ def tuned_examples_table() -> str:
 
 
 def included_file(relative_path: str, page_depth: int) -> str:
-    """A repository file's Markdown, headings two levels down, links re-rooted."""
+    """A repository file's Markdown without its title (`# ...`) and its figures
+    (the including page titles and captions them), links re-rooted."""
     path = REPO_ROOT / relative_path
     text = path.read_text()
-    text = re.sub(r"^(#+) ", r"##\1 ", text, flags=re.M)
+    text = re.sub(r"\A# .*\n+", "", text)
+    text = re.sub(r"^!\[[^\]]*\]\([^)]*\)\n?", "", text, flags=re.M)
     folder = Path(relative_path).parent.as_posix()
     up = "../" * page_depth
 
@@ -194,3 +211,123 @@ def included_file(relative_path: str, page_depth: int) -> str:
         return f"{match.group(1)}({up}{folder}/{target})"
 
     return re.sub(r"(!?\[[^\]]*\])\(([^)]+)\)", reroot, textwrap.dedent(text))
+
+
+# ---------------------------------------------------------------- benchmarks
+
+PEERS_LABELS = {
+    "sb3": "Stable-Baselines3 2.9",
+    "ners": "ours with NERS (`.ners()` defaults)",
+    "per": "ours with our PER buffer",
+    "lap": "ours with LAP (our buffer)",
+    "uniform": "ours with our uniform buffer",
+    "rllib": "stock RLlib 2.60 with its PER buffer",
+    "uniform-vec8": "ours with our uniform buffer, 8 envs per EnvRunner",
+    "per-vec8": "ours with our PER buffer, 8 envs per EnvRunner",
+    "floor": "floor: the bare updates and env steps",
+}
+REFERENCE_COLUMNS = {"sb3": "vs SB3 (wall)", "floor": "vs floor (wall)"}
+
+
+class BenchmarkRun:
+    """One committed output of `benchmarks/peers.py`: its header fields (`# key:
+    value` lines), and per arm the columns of its table as printed."""
+
+    def __init__(self, path: Path, header: Dict[str, str], arms: Dict[str, dict]):
+        self.path, self.header, self.arms = path, header, arms
+
+    def rate(self, arm: str) -> float:
+        return float(self.arms[arm]["env steps/s"])
+
+    def ratio(self, arm: str, reference: str) -> float:
+        """The arm's env steps/s over the reference's: the printed column for SB3
+        and the floor, else computed from the printed rates."""
+        if reference in REFERENCE_COLUMNS:
+            return float(self.arms[arm][REFERENCE_COLUMNS[reference]].rstrip("x"))
+        return round(self.rate(arm) / self.rate(reference), 2)
+
+
+def peers_runs(suite: str) -> List[BenchmarkRun]:
+    """The committed runs of one suite, oldest first."""
+    runs = []
+    for path in sorted(BENCHMARKS.glob(f"peers_{suite}_*.txt")):
+        header, arms, columns = {}, {}, None
+        for line in path.read_text().splitlines():
+            field = re.match(r"^# (\w[\w ]*): (.*)$", line)
+            if field:
+                header[field.group(1)] = field.group(2)
+            elif line.startswith("| arm |"):
+                columns = [c.strip() for c in line.strip("|").split("|")]
+            elif columns and line.startswith("| ") and not line.startswith("|---"):
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                arms[cells[0]] = dict(zip(columns, cells))
+        if not arms:
+            raise ValueError(f"{path}: no results table")
+        runs.append(BenchmarkRun(path, header, arms))
+    if not runs:
+        raise ValueError(f"no committed runs of the {suite} suite in {BENCHMARKS}")
+    return runs
+
+
+def speed_claim(suite: str, arm: str, reference: str | None = None) -> str:
+    """A speed figure as the pages write it: the range over the suite's committed
+    runs ("0.90-0.96x", or "0.96x" where they agree; env steps/s without `x`)."""
+    runs = [
+        r for r in peers_runs(suite) if arm in r.arms and (reference or arm) in r.arms
+    ]
+    if not runs:
+        raise ValueError(f"no committed {suite} run has both {arm} and {reference}")
+    if reference:
+        values = sorted(r.ratio(arm, reference) for r in runs)
+        low, high = f"{values[0]:.2f}", f"{values[-1]:.2f}"
+        return (low if low == high else f"{low}-{high}") + "x"
+    values = sorted(r.rate(arm) for r in runs)
+    low, high = f"{values[0]:.0f}", f"{values[-1]:.0f}"
+    return low if low == high else f"{low}-{high}"
+
+
+SPEED_MARKER = re.compile(r"(\d[\d.-]*x?)<!-- speed: (\S+) (\S+)(?: vs (\S+))? -->")
+# A figure quoted from another committed file: each of its numbers is in that file.
+SOURCE_MARKER = re.compile(r"(\d[\d.,-]*x?)<!-- source: (\S+) -->")
+
+
+def peers_table(suite: str, page_depth: int) -> str:
+    """The suite's committed runs as one table: per arm, each run's env steps/s
+    and ratios, run 1 first; then the runs' sources."""
+    runs = peers_runs(suite)
+    arms = {arm for run in runs for arm in run.arms}
+    arms = [a for a in PEERS_LABELS if a in arms] + sorted(arms - set(PEERS_LABELS))
+    references = [ref for ref in REFERENCE_COLUMNS if ref in runs[0].arms]
+    header = ["arm", "env steps/s"] + [
+        "vs SB3" if ref == "sb3" else "vs floor" for ref in references
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for arm in arms:
+        cells = [PEERS_LABELS.get(arm, f"`{arm}`")]
+        cells.append(
+            " / ".join(
+                r.arms[arm]["env steps/s"] if arm in r.arms else "-" for r in runs
+            )
+        )
+        for ref in references:
+            cells.append(
+                " / ".join(
+                    r.arms[arm][REFERENCE_COLUMNS[ref]] if arm in r.arms else "-"
+                    for r in runs
+                )
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    up = "../" * page_depth
+    sources = [
+        f"[run {i}]("
+        + up
+        + f"benchmarks/{run.path.name}): {run.header.get('date', '?')}"
+        + (f" (arms {run.header['arms']} only)" if "arms" in run.header else "")
+        for i, run in enumerate(runs, 1)
+    ]
+    return (
+        "\n".join(lines)
+        + "\n\nRuns, in the order of each cell: "
+        + "; ".join(sources)
+        + "."
+    )
