@@ -216,6 +216,8 @@ def test_every_path_the_docs_name_exists():
     for page in [*_pages(), README]:
         for path in set(named.findall(page.read_text())):
             candidates = [REPO / path, REPO / "tuned_examples" / path]
+            # A link to another page of the site (docs/results/*.md).
+            candidates += [page.parent / path, DOCS / path]
             if not any(c.exists() for c in candidates):
                 missing.append(f"{_relative(page)}: {path}")
     assert not missing, "the docs name files that do not exist:\n" + "\n".join(missing)
@@ -284,3 +286,224 @@ def test_the_readmes_links_lead_somewhere():
     assert targets
     broken = [t for t in targets if "://" not in t and not (REPO / t).exists()]
     assert not broken, f"README.md links to missing files: {broken}"
+
+
+# ------------------------------------------------------- the site as read
+
+
+def _generated_hook():
+    """docs/hooks/generated.py, the module that expands the pages' directives."""
+    import importlib.util
+
+    path = DOCS / "hooks" / "generated.py"
+    spec = importlib.util.spec_from_file_location("docs_hooks_generated", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _built_pages(site: Path):
+    """(site-relative path, the page's article HTML) of every built page."""
+    pages = []
+    for path in sorted(site.rglob("index.html")):
+        article = re.search(r"<article[^>]*>(.*)</article>", path.read_text(), re.S)
+        if article:
+            pages.append((path.relative_to(site).as_posix(), article.group(1)))
+    return pages
+
+
+def _plain(html_text: str) -> str:
+    import html
+
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text))
+
+
+# The pre-registered plans and their cost evidence keep their dated history.
+PLAN_PAGES = re.compile(r"^results/[^/]+/(PLAN|costs)/index\.html$")
+
+
+def check_tables_render(site: Path) -> list:
+    """Pages where a Markdown table reached the reader as text."""
+    return [
+        relative
+        for relative, article in _built_pages(site)
+        if re.search(r"\|\s*-{3,}\s*\|", _plain(article))
+    ]
+
+
+def check_paragraphs_end_a_sentence(site: Path) -> list:
+    """Paragraphs whose text stops without a full stop, colon, question or
+    exclamation mark (a sentence cut off, or a caption left bare)."""
+    unfinished = []
+    for relative, article in _built_pages(site):
+        article = re.sub(r"<pre.*?</pre>", "", article, flags=re.S)
+        for paragraph in re.findall(r"<p>(.*?)</p>", article, re.S):
+            text = " ".join(_plain(paragraph).split())
+            if text and not re.search(r"[.:!?][)\"'*_]*$", text):
+                unfinished.append(f"{relative}: ...{text[-70:]}")
+    return unfinished
+
+
+# The project's own history: work items, work sessions and the machines they
+# ran on belong in the plans, not on the pages a user reads.
+HISTORY = re.compile(
+    r"\bissues? #?\d+|\bstop's\b|\b(?:first|second|third|fourth|fifth|previous|"
+    r"this|that|earlier|later|last|next) stops?\b|\bstops? \d\b|\bVMs?\b|"
+    r"\bamendments?\b|\b(?:three|two|several) sessions\b|\bthe project's machines\b",
+    re.I,
+)
+
+
+def check_no_project_history(site: Path) -> list:
+    leaks = []
+    for relative, article in _built_pages(site):
+        if PLAN_PAGES.match(relative):
+            continue
+        text = " ".join(_plain(article).split())
+        for match in HISTORY.finditer(text):
+            start = max(match.start() - 40, 0)
+            leaks.append(f"{relative}: ...{text[start : match.end() + 20]}...")
+    return leaks
+
+
+def test_every_table_renders_as_a_table(built_site):
+    raw = check_tables_render(built_site)
+    assert not raw, (
+        "these pages show a Markdown table as text (a table needs a blank line "
+        f"before it): {raw}"
+    )
+
+
+def test_every_paragraph_ends_a_sentence(built_site):
+    unfinished = check_paragraphs_end_a_sentence(built_site)
+    assert not unfinished, "paragraphs that stop mid-sentence:\n" + "\n".join(
+        unfinished
+    )
+
+
+def test_no_page_tells_the_projects_history(built_site):
+    leaks = check_no_project_history(built_site)
+    assert not leaks, (
+        "pages outside the study plans speak of the project's work history "
+        "(issues, stops, VMs, amendments): say what a user needs instead:\n"
+        + "\n".join(leaks)
+    )
+
+
+# Pages whose speed figures must each carry their source (README, Performance,
+# the algorithm pages, Atari, Getting started).
+SPEED_PAGES = [
+    README,
+    DOCS / "index.md",
+    DOCS / "performance.md",
+    DOCS / "atari.md",
+    *sorted((DOCS / "algorithms").glob("*.md")),
+]
+RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x(?![\w])")
+
+
+def _prose(markdown: str) -> str:
+    """A page's Markdown without code blocks and without dated history notes
+    (admonitions titled "History ...")."""
+    markdown = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    return re.sub(
+        r'^[!?]{3}\+? \w+ "History[^\n]*\n(?:(?: {4}[^\n]*)?\n)*',
+        "",
+        markdown,
+        flags=re.M,
+    )
+
+
+def check_speed_figures(pages) -> list:
+    """Speed figures that differ from the committed benchmark runs, or that
+    name no source at all."""
+    hook = _generated_hook()
+    problems = []
+    for page in pages:
+        text = page.read_text()
+        where = _relative(page)
+        for match in hook.SPEED_MARKER.finditer(text):
+            figure, suite, arm, reference = match.groups()
+            expected = hook.speed_claim(suite, arm, reference)
+            if figure != expected:
+                problems.append(
+                    f"{where}: {figure} where the committed {suite} runs give "
+                    f"{expected} ({arm} vs {reference or 'env steps/s'})"
+                )
+        for match in hook.SOURCE_MARKER.finditer(text):
+            figure, source = match.groups()
+            source_text = (REPO / source).read_text()
+            for number in re.findall(r"\d+(?:\.\d+)?", figure):
+                if not re.search(
+                    rf"(?<![\d.]){re.escape(number)}(?![\d])", source_text
+                ):
+                    problems.append(f"{where}: {number} ({figure}) is not in {source}")
+        if page not in SPEED_PAGES:
+            continue
+        prose = _prose(text)
+        for match in RATIO.finditer(prose):
+            if not prose.startswith("<!-- s", match.end()):
+                line = prose[: match.start()].rsplit("\n", 1)[-1][-50:]
+                problems.append(
+                    f"{where}: '{line}{match.group(0)}' names no source: follow it "
+                    "with <!-- speed: SUITE ARM vs ARM --> or <!-- source: FILE -->"
+                )
+    return problems
+
+
+def test_every_speed_figure_matches_its_source():
+    problems = check_speed_figures([README, *_pages()])
+    assert not problems, (
+        "speed figures out of step with the benchmark outputs committed under "
+        "docs/benchmarks/ (or another named file):\n" + "\n".join(problems)
+    )
+
+
+# A score with its interval, as the reports print them: "0.32 [0.27, 0.37]".
+INTERVAL = re.compile(r"(?<![\d.])-?\d+\.\d+ \[-?\d+\.\d+, -?\d+\.\d+\]")
+REPORTS = sorted(REPO.glob("results/*/report.md"))
+
+
+def check_intervals(pages) -> list:
+    """Scores with intervals on a page that no committed study report prints."""
+    reported = set()
+    for report in REPORTS:
+        reported |= set(INTERVAL.findall(report.read_text()))
+    return [
+        f"{_relative(page)}: {figure}"
+        for page in pages
+        for figure in INTERVAL.findall(page.read_text())
+        if figure not in reported
+    ]
+
+
+def test_every_score_interval_is_in_a_report():
+    unsourced = check_intervals([README, *_pages()])
+    assert not unsourced, (
+        "scores with intervals that no results/*/report.md prints (copy them "
+        "from the report they summarise):\n" + "\n".join(unsourced)
+    )
+
+
+def check_api_page(site: Path) -> list:
+    """What the API page lacks: `.ners(...)` rendered as the first entry, with a
+    signature in code, and real defaults where RLlib's configs say NotProvided."""
+    article = dict(_built_pages(site)).get("api/index.html", "")
+    problems = []
+    entries = re.findall(r'<h[2-4] id="([^"]+)"', article)
+    names = [e for e in entries if "." in e or e.startswith("rllib_ners")]
+    if not names or not names[0].endswith("ners"):
+        problems.append(f".ners(...) is not the first entry (entries: {names[:3]})")
+    if not re.search(r"<code>\s*<span[^>]*>ners</span>", article) and not re.search(
+        r"ners\(\s*\*,\s*hidden_size", _plain(article)
+    ):
+        problems.append("no signature of .ners(...) shown as code")
+    if "NotProvided" in _plain(article):
+        problems.append("a signature shows NotProvided instead of the default")
+    return problems
+
+
+def test_the_api_page_starts_with_ners_and_shows_real_defaults(built_site):
+    problems = check_api_page(built_site)
+    assert not problems, "the API reference: " + "; ".join(problems)
