@@ -248,28 +248,38 @@ def _mlp(sizes, activation):
     return nn.Sequential(*layers)
 
 
-def sac_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
+def sac_floor_update(
+    obs_dim: int,
+    act_dim: int,
+    batch: int = SAC_BATCH,
+    device: str = "cpu",
+    capturable: bool = False,
+):
     """One SAC update (RLlib's losses: Huber critics, squashed Gaussian, learned
     temperature) on a fixed random batch, with the fewest passes eager PyTorch
     needs: one backward, critics frozen for the policy loss, fused Adam,
-    foreach Polyak."""
+    foreach Polyak. `capturable`: Adam keeps its step on the device, so the
+    update can be captured in a CUDA graph (`benchmarks/gpu.py`)."""
     import copy
     import math
 
     import torch
     import torch.nn.functional as F
 
-    actor = _mlp([obs_dim, 256, 256, 2 * act_dim], torch.nn.ReLU)
-    critics = [_mlp([obs_dim + act_dim, 256, 256, 1], torch.nn.ReLU) for _ in "12"]
+    with torch.device(device):
+        actor = _mlp([obs_dim, 256, 256, 2 * act_dim], torch.nn.ReLU)
+        critics = [_mlp([obs_dim + act_dim, 256, 256, 1], torch.nn.ReLU) for _ in "12"]
+        log_alpha = torch.zeros(1, requires_grad=True)
+        obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
+        actions = torch.rand(batch, act_dim) * 2 - 1
+        rewards, not_done = torch.randn(batch), torch.ones(batch)
     targets = [copy.deepcopy(critic) for critic in critics]
-    log_alpha = torch.zeros(1, requires_grad=True)
     critic_params = [p for critic in critics for p in critic.parameters()]
     target_params = [p for target in targets for p in target.parameters()]
     params = list(actor.parameters()) + critic_params + [log_alpha]
-    optimizer = torch.optim.Adam(params, lr=3e-4, eps=1e-7, fused=True)
-    obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
-    actions = torch.rand(batch, act_dim) * 2 - 1
-    rewards, not_done = torch.randn(batch), torch.ones(batch)
+    optimizer = torch.optim.Adam(
+        params, lr=3e-4, eps=1e-7, fused=True, capturable=capturable
+    )
 
     def policy(x):
         mean, log_std = actor(x).chunk(2, dim=-1)
@@ -416,19 +426,22 @@ def atari_floor_update(config):
         spaces={DEFAULT_MODULE_ID: (stacked, env.action_space)}
     )
     learner.metrics = DeferredMetrics()
+    # The batch on the Learner's device (a GPU Learner's, in benchmarks/gpu.py).
+    device = next(learner.module[DEFAULT_MODULE_ID].parameters()).device
     shape = (ATARI_BATCH, 84, 84, 4)
-    batch = {
-        DEFAULT_MODULE_ID: {
-            "obs": torch.randint(0, 255, shape, dtype=torch.uint8),
-            "new_obs": torch.randint(0, 255, shape, dtype=torch.uint8),
-            "actions": torch.randint(env.action_space.n, (ATARI_BATCH,)),
-            "rewards": torch.randn(ATARI_BATCH),
-            "terminateds": torch.zeros(ATARI_BATCH, dtype=torch.bool),
-            "truncateds": torch.zeros(ATARI_BATCH, dtype=torch.bool),
-            "weights": torch.ones(ATARI_BATCH),
-            "n_step": torch.full((ATARI_BATCH,), 20),
+    with torch.device(device):
+        batch = {
+            DEFAULT_MODULE_ID: {
+                "obs": torch.randint(0, 255, shape, dtype=torch.uint8),
+                "new_obs": torch.randint(0, 255, shape, dtype=torch.uint8),
+                "actions": torch.randint(env.action_space.n, (ATARI_BATCH,)),
+                "rewards": torch.randn(ATARI_BATCH),
+                "terminateds": torch.zeros(ATARI_BATCH, dtype=torch.bool),
+                "truncateds": torch.zeros(ATARI_BATCH, dtype=torch.bool),
+                "weights": torch.ones(ATARI_BATCH),
+                "n_step": torch.full((ATARI_BATCH,), 20),
+            }
         }
-    }
 
     def update():
         learner._update(batch)
@@ -480,7 +493,7 @@ def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
     return arms
 
 
-def _sb3_sac():
+def _sb3_sac(device: str = "cpu"):
     import gymnasium as gym
     from stable_baselines3 import SAC
 
@@ -497,7 +510,7 @@ def _sb3_sac():
         gradient_steps=1,
         policy_kwargs={"net_arch": [256, 256]},
         seed=0,
-        device="cpu",
+        device=device,
     )
 
 

@@ -1,0 +1,433 @@
+"""Our training loop with a GPU Learner against Stable-Baselines3 and the bare math.
+
+The GPU counterpart of `benchmarks/peers.py`, whose arms and rules it reuses:
+every arm of a suite does the same work, the arms live in one process and take
+turns round by round (the order rotating), each timing one chunk of `--steps`
+env steps; printed per arm: env steps/s (wall clock) and per CPU second,
+updates/s and ratios, the median over the rounds. Arms whose name ends in
+`-gpu` put the Learner (or the update) on the first CUDA device, `-cpu` ones
+keep it on the CPU; every process runs torch on one CPU thread.
+
+Suites
+------
+sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
+         sb3-gpu / sb3-cpu        Stable-Baselines3 SAC on cuda / on the CPU
+         per-gpu / ners-gpu       NERSSACConfig with our PER / the NERS buffer,
+                                  a GPU Learner
+         per-cpu                  the same PER config, a CPU Learner
+         floor-gpu                the bare SAC update on the GPU, eager
+         floor-gpu-graph          the same update captured in a CUDA graph
+                                  (capturable fused Adam), replayed each step
+         (each floor adds bare Hopper steps with random actions)
+atari    MsPacman, data-efficient Rainbow (one update of 32 per env step).
+         per-gpu / ners-gpu       PER- / NERS-Rainbow, a GPU Learner
+         per-cpu                  PER-Rainbow, a CPU Learner
+         floor-gpu                the Learner's own update on the GPU on random
+                                  batches, plus bare env steps
+main     The README's main job (`tuned_examples/ners_dqn/cartpole_ners_dqn.py
+         --num-env-runners=0`) as separate processes, one run per arm and round:
+         gpu (`--num-gpus-per-learner=1`), default (the example's own choice)
+         and hidden (`CUDA_VISIBLE_DEVICES=`: no GPU visible); env steps/s is
+         the median of the run's iteration rates once learning has started.
+profile  A torch.profiler trace of `--steps` env steps of the sac per-gpu arm
+         after warm-up: per env step, kernel launches, host/device copies,
+         synchronisations and `.item()` calls, and the GPU's busy time.
+
+How to run (on the GPU machine, see `../shared/tools/gpu/README.md`)
+--------------------------------------------------------------------
+    python benchmarks/gpu.py --suite sac
+    python benchmarks/gpu.py --suite atari --rounds 2 --steps 150
+    python benchmarks/gpu.py --suite main --steps 6000
+    python benchmarks/gpu.py --suite profile --steps 100
+
+Without CUDA the `-gpu` arms are left out (a dry run of the rest on the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import peers
+from peers import Arm, FloorArm, RLlibArm, SB3Arm
+
+SUITES = {
+    "sac": (
+        "sb3-gpu",
+        "sb3-cpu",
+        "per-gpu",
+        "ners-gpu",
+        "per-cpu",
+        "floor-gpu",
+        "floor-gpu-graph",
+    ),
+    "atari": ("per-gpu", "ners-gpu", "per-cpu", "floor-gpu"),
+    "main": ("gpu", "default", "hidden"),
+    "profile": ("per-gpu",),
+}
+DEFAULT_STEPS = {"sac": 200, "atari": 200, "main": 6000, "profile": 100}
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MAIN_JOB = REPO_ROOT / "tuned_examples" / "ners_dqn" / "cartpole_ners_dqn.py"
+# The main job's progress line: "iter    3 | env steps  3000 | ... | 628.5 steps/s |".
+ITERATION_RATE = re.compile(r"^iter\s+(\d+) \|.*?\|\s*([\d.]+) steps/s", re.M)
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+# ------------------------------------------------------------------ arms
+class DeviceFloorArm(FloorArm):
+    """A floor whose update runs asynchronously on the GPU: each chunk waits for
+    its last kernel, so the chunk's time holds all of its work."""
+
+    def run(self, steps: int) -> Tuple[int, int]:
+        counts = super().run(steps)
+        _synchronize()
+        return counts
+
+
+def graph_captured(update):
+    """`update` captured once in a CUDA graph (after warm-up passes on a side
+    stream, as torch.cuda.graphs requires); returns the graph's replay."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            update()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        update()
+    return graph.replay
+
+
+def _on_learner_device(config, device: str):
+    return config.learners(num_gpus_per_learner=1 if device == "gpu" else 0)
+
+
+def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
+    import gymnasium as gym
+
+    from rllib_ners.algorithms.ners_sac.presets import sac_config
+
+    env = gym.make(peers.SAC_ENV)
+    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    arms: Dict[str, Arm] = {}
+    for name in names:
+        kind, device = name.split("-", 2)[:2]
+        if kind == "sb3":
+            torch_device = "cuda" if device == "gpu" else "cpu"
+            arms[name] = SB3Arm(
+                lambda d=torch_device: peers._sb3_sac(d),
+                peers.SAC_LEARNING_STARTS,
+                peers.SAC_BATCH,
+            )
+        elif kind == "floor":
+            update = peers.sac_floor_update(
+                obs_dim,
+                act_dim,
+                device="cuda",
+                capturable=name.endswith("graph"),
+            )
+            if name.endswith("graph"):
+                try:
+                    update = graph_captured(update)
+                except Exception as error:  # report it; the other arms still run
+                    print(f"{name} left out: graph capture failed: {error!r}")
+                    continue
+            arms[name] = DeviceFloorArm(
+                lambda: gym.make(peers.SAC_ENV), update, every=1
+            )
+        else:
+            config = sac_config(
+                peers.SAC_ENV, replay=kind, learning_starts=peers.SAC_LEARNING_STARTS
+            )
+            arms[name] = RLlibArm(
+                _on_learner_device(config, device), steps, peers.SAC_BATCH
+            )
+    return arms
+
+
+def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
+    from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
+    from rllib_ners.env.atari import make_atari_env
+
+    arms: Dict[str, Arm] = {}
+    for name in names:
+        kind, device = name.split("-")
+        if kind == "floor":
+            config = atari_data_efficient_rainbow(peers.ATARI_GAME, replay="per")
+            arms[name] = DeviceFloorArm(
+                lambda: make_atari_env({"game": peers.ATARI_GAME}),
+                peers.atari_floor_update(_on_learner_device(config, device)),
+                every=1,
+            )
+        else:
+            config = atari_data_efficient_rainbow(
+                peers.ATARI_GAME,
+                replay=kind,
+                learning_starts=peers.ATARI_LEARNING_STARTS,
+            )
+            arms[name] = RLlibArm(
+                _on_learner_device(config, device), steps, peers.ATARI_BATCH
+            )
+    return arms
+
+
+BUILDERS = {"sac": sac_arms, "atari": atari_arms}
+
+
+# ------------------------------------------------------------- main job
+MAIN_ARMS = {
+    "gpu": (["--num-gpus-per-learner=1"], {}),
+    "default": ([], {}),
+    "hidden": ([], {"CUDA_VISIBLE_DEVICES": ""}),
+}
+
+
+def run_main_job(arm: str, steps: int) -> dict:
+    """One run of the README's main job; its iteration rates once learning has
+    started (from the 3rd iteration), the process's wall and CPU time."""
+    flags, env = MAIN_ARMS[arm]
+    command = [
+        sys.executable,
+        str(MAIN_JOB),
+        "--num-env-runners=0",
+        f"--stop-timesteps={steps}",
+        *flags,
+    ]
+    start = time.perf_counter()
+    before = os.times()
+    done = subprocess.run(
+        command,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    after = os.times()
+    wall = time.perf_counter() - start
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise RuntimeError(f"main job ({arm}) failed:\n{output[-3000:]}")
+    rates = [float(rate) for it, rate in ITERATION_RATE.findall(output) if int(it) >= 3]
+    device_lines = [
+        line for line in output.splitlines() if "Learner" in line and "GPU" in line
+    ]
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return {
+        "rate": statistics.median(rates) if rates else float("nan"),
+        "wall": wall,
+        "cpu": cpu,
+        "note": device_lines[0].strip() if device_lines else "",
+    }
+
+
+def main_job_suite(names: List[str], rounds: int, steps: int) -> None:
+    runs: Dict[str, List[dict]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            run = run_main_job(name, steps)
+            runs[name].append(run)
+            print(
+                f"round {round_index + 1} {name}: {run['rate']:.1f} env steps/s, "
+                f"{run['wall']:.1f} s wall",
+                flush=True,
+            )
+    print(
+        f"\nmain: the README's main job, {steps} env steps per run, {rounds} "
+        f"rounds; {_machine()}"
+    )
+    print("| arm | env steps/s (iter >= 3) | run wall s | driver CPU s | vs hidden |")
+    print("|---|---|---|---|---|")
+    hidden = statistics.median(r["rate"] for r in runs.get("hidden", [{"rate": 0}]))
+    for name, results in runs.items():
+        rate = statistics.median(r["rate"] for r in results)
+        wall = statistics.median(r["wall"] for r in results)
+        cpu = statistics.median(r["cpu"] for r in results)
+        ratio = f"{rate / hidden:.2f}x" if hidden else "-"
+        print(f"| {name} | {rate:.1f} | {wall:.1f} | {cpu:.1f} | {ratio} |")
+    for name, results in runs.items():
+        if results[0]["note"]:
+            print(f"{name}: {results[0]['note']}")
+
+
+# -------------------------------------------------------------- profile
+# Runtime API calls that the profiler records on the host, by what they cost.
+LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
+COPIES = ("cudaMemcpyAsync", "cudaMemcpy")
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+ITEMS = ("aten::_local_scalar_dense",)
+
+
+def profile_suite(steps: int, out_dir: Path) -> None:
+    """Counts what one env step of the SAC per-gpu arm asks of the GPU."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    arm = sac_arms(["per-gpu"], steps)["per-gpu"]
+    try:
+        arm.warm_up()
+        _synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            wall0 = time.perf_counter()
+            env_steps, updates = arm.run(steps)
+            _synchronize()
+            wall = time.perf_counter() - wall0
+    finally:
+        arm.close()
+    events = prof.key_averages()
+    counts = {
+        group: sum(e.count for e in events if e.key in names)
+        for group, names in (
+            ("kernel launches", LAUNCHES),
+            ("host/device copies", COPIES),
+            ("synchronisations", SYNCS),
+            (".item() calls", ITEMS),
+        )
+    }
+    device_us = sum(
+        getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0))
+        for e in events
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    print(
+        f"\nprofile: SAC Hopper per-gpu, {env_steps} env steps, {updates} updates, "
+        f"{wall:.2f} s under the profiler; {_machine()}"
+    )
+    print("| per env step | count |")
+    print("|---|---|")
+    for group, count in counts.items():
+        print(f"| {group} | {count / env_steps:.1f} |")
+    print(
+        f"| GPU busy (kernels) | {device_us / 1e3 / env_steps:.3f} ms of "
+        f"{1e3 * wall / env_steps:.1f} ms |"
+    )
+    table = events.table(sort_by="self_cpu_time_total", row_limit=40)
+    (out_dir / "profile_sac_per_gpu.txt").write_text(table)
+    print(f"top ops by host time: {out_dir / 'profile_sac_per_gpu.txt'}")
+
+
+# -------------------------------------------------------------- report
+# The arms each suite's ratios are taken against, where they ran.
+REFERENCES = ("sb3-gpu", "sb3-cpu", "per-gpu", "floor-gpu")
+
+
+def report(suite, median: Dict[str, dict], args, load_before, arms) -> None:
+    print(
+        f"\n{suite}: median of {args.rounds} rounds x {args.steps} env steps per "
+        f"arm; {_machine()}; 1 torch thread; load average before "
+        f"{load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}"
+    )
+    for name, arm in arms.items():
+        steps = getattr(arm, "counts", (0,))[0] - getattr(arm, "measured_from", 0)
+        for part, (calls, seconds) in getattr(arm, "sampler_times", {}).items():
+            print(
+                f"{name}: {part} {int(calls)} calls, "
+                f"{1e3 * seconds / max(calls, 1):.2f} ms each, "
+                f"{1e3 * seconds / max(steps, 1):.3f} ms per env step"
+            )
+    references = [ref for ref in REFERENCES if ref in median]
+    header = ["arm", "env steps/s", "env steps / CPU s", "updates/s"]
+    header += [f"vs {ref}" for ref in references]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, rate in median.items():
+        cells = [name, f"{rate['wall']:.1f}", f"{rate['cpu']:.1f}"]
+        cells.append(f"{rate['updates']:.1f}")
+        cells += [f"{rate['wall'] / median[ref]['wall']:.2f}x" for ref in references]
+        print("| " + " | ".join(cells) + " |")
+
+
+# -------------------------------------------------------------- main
+def _machine() -> str:
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (
+        f"{gpu}; {peers.cpu_model()}, {os.cpu_count()} cores; torch "
+        f"{torch.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suite", choices=sorted(SUITES), default="sac")
+    parser.add_argument("--arms", nargs="+", help="a subset of the suite's arms")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, help="env steps per arm and round")
+    parser.add_argument(
+        "--out", type=Path, default=Path("."), help="folder for the profile's table"
+    )
+    args = parser.parse_args(argv)
+    args.steps = args.steps or DEFAULT_STEPS[args.suite]
+    names = args.arms or list(SUITES[args.suite])
+    unknown = set(names) - set(SUITES[args.suite])
+    if unknown:
+        parser.error(f"unknown arms for --suite {args.suite}: {sorted(unknown)}")
+    if args.suite == "main":
+        main_job_suite(names, args.rounds, args.steps)
+        return 0
+
+    import ray
+    import torch
+
+    from rllib_ners.cli.quiet import silence_known_noise
+
+    if not cuda_available():
+        if args.suite == "profile":
+            parser.error("--suite profile needs a CUDA device")
+        names = [name for name in names if "gpu" not in name]
+        print(f"no CUDA device: only the CPU arms run ({', '.join(names)})")
+    silence_known_noise()
+    torch.set_num_threads(1)
+    ray.init(
+        num_cpus=1,
+        num_gpus=1 if cuda_available() else 0,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
+    try:
+        if args.suite == "profile":
+            profile_suite(args.steps, args.out)
+            return 0
+        load_before = os.getloadavg()
+        arms = BUILDERS[args.suite](names, args.steps)
+        try:
+            for name, arm in arms.items():
+                print(f"warming up {name}", flush=True)
+                arm.warm_up()
+            median = peers.measure(arms, args.rounds, args.steps)
+        finally:
+            for arm in arms.values():
+                arm.close()
+    finally:
+        ray.shutdown()
+    report(args.suite, median, args, load_before, arms)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

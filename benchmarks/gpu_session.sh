@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One session on the GPU machine, in one call, within a time budget: the `gpu`
+# test suite, then benchmarks/gpu.py's suites, each under its own timeout so a
+# hang costs one part, never the rest. Outputs go to $OUT (one file per part).
+#
+# From the checkout's root on the GPU machine, after `bash
+# ../shared/tools/gpu/make-bundle.sh pytest pluggy iniconfig packaging` here
+# (carry .gpu):
+#     . .gpu/setup.sh && bash benchmarks/gpu_session.sh 560
+#
+# While the test suite runs (CPU-bound, a few of the 16 cores), the main job's
+# runs and the profile run beside it; the SAC and Atari suites run alone.
+set -u
+BUDGET=${1:-560}
+OUT=${OUT:-/tmp/gpu_out}
+mkdir -p "$OUT"
+DEADLINE=$((SECONDS + BUDGET))
+
+# seconds for the next part: at most $1, and never past the deadline
+allow() {
+  local left=$((DEADLINE - SECONDS - 5))
+  ((left < $1)) && echo $((left > 1 ? left : 1)) || echo "$1"
+}
+
+{
+  date -u
+  nvidia-smi -L
+  python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
+  lscpu | grep -m1 'Model name'
+  nproc
+} >"$OUT/machine.txt" 2>&1
+
+(
+  timeout "$(allow 320)" python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider \
+    --durations=12 -W ignore::DeprecationWarning
+  echo "pytest exit status $?"
+) >"$OUT/gpu_suite.txt" 2>&1 &
+SUITE=$!
+
+timeout "$(allow 160)" python3 benchmarks/gpu.py --suite main --rounds 2 \
+  --steps 5000 >"$OUT/main.txt" 2>&1
+timeout "$(allow 90)" python3 benchmarks/gpu.py --suite profile --steps 100 \
+  --out "$OUT" >"$OUT/profile.txt" 2>&1
+wait $SUITE
+
+timeout "$(allow 210)" python3 benchmarks/gpu.py --suite sac --rounds 2 \
+  --steps 150 >"$OUT/sac.txt" 2>&1
+timeout "$(allow 150)" python3 benchmarks/gpu.py --suite atari --rounds 2 \
+  --steps 150 >"$OUT/atari.txt" 2>&1
+echo "session done at ${SECONDS}s of ${BUDGET}s" >>"$OUT/machine.txt"
