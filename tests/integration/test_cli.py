@@ -245,6 +245,7 @@ def test_yaml_example_matches_the_python_example():
         "double_q",
         "dueling",
         "num_steps_sampled_before_learning_starts",
+        "training_intensity",
         "ners_config",
         "replay_buffer_config",
     ):

@@ -14,6 +14,9 @@ How to run this script
 `python tuned_examples/ners_dqn/cartpole_ners_dqn.py [--no-tune]
     [--num-env-runners=0] [--stop-timesteps=60000] [--stop-reward=450] [--seed=0]`
 
+One update of 32 per 5 env steps whatever the number of EnvRunners (RLlib's
+own ratio would halve with 2 of them).
+
 `--as-test` makes it fail unless the stop reward is reached (the learning test).
 Use `--no-tune` and `--num-env-runners=0` to debug in one process.
 
@@ -44,7 +47,11 @@ args = parser.parse_args()
 
 config = (
     cartpole_dqn(NERSDQNConfig(), env=args.env)
-    .training(replay_buffer_config={"capacity": 50000, "alpha": 0.6, "beta": 0.4})
+    .training(
+        replay_buffer_config={"capacity": 50000, "alpha": 0.6, "beta": 0.4},
+        # Trained / sampled env steps: one batch of 32 per 5 env steps.
+        training_intensity=32 / 5,
+    )
     .ners()  # the sampler's defaults (README, "NERS settings")
     .debugging(seed=args.seed)
 )
