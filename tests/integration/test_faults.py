@@ -9,8 +9,8 @@ another episode's tail.
 
 (NaN/inf injection is tested in test_ners_dqn.py, bad input in
 tests/unit/test_bad_input.py, the long soak in tests/unit/test_soak.py.)
-Algorithms are listed in `CASES`: NERS-DQN, ACER and NERS-SAC (all with NERS
-replay).
+Algorithms are listed in `CASES`: NERS-DQN (also with overlapped sampling),
+ACER and NERS-SAC (all with NERS replay).
 """
 
 import threading
@@ -50,7 +50,7 @@ NERS_SAC = {
     "min_sample_timesteps_per_iteration": 200,
     "restart_failed_env_runners": True,
 }
-CASES = ("acer", "ners_dqn", "ners_sac")
+CASES = ("acer", "ners_dqn", "ners_dqn_overlapped", "ners_sac")
 
 
 @pytest.fixture
@@ -58,6 +58,9 @@ def configs(small_dqn, small_acer, small_sac):
     """Case name -> its config."""
     return {
         "ners_dqn": small_dqn(**NERS_DQN),
+        # EnvRunners that sample while the Learner updates: a killed one loses
+        # only its request in flight.
+        "ners_dqn_overlapped": small_dqn(**NERS_DQN, overlap_sampling=True),
         "acer": small_acer(**ACER),
         "ners_sac": small_sac(**NERS_SAC),
     }
@@ -110,6 +113,9 @@ def assert_stored_episodes_are_whole(buffer):
     steps = np.flatnonzero(storage.is_transition)
     nxt = storage.next[steps]
     assert steps.size > 0
+    # Nothing stored twice: each (episode, timestep) once.
+    keys = np.stack([storage.episode_uid[steps], storage.ts[steps]], axis=1)
+    assert len(np.unique(keys, axis=0)) == len(keys)
     np.testing.assert_array_equal(storage.episode_uid[nxt], storage.episode_uid[steps])
     np.testing.assert_array_equal(storage.ts[nxt], storage.ts[steps] + 1)
     obs, actions = storage.obs[steps], storage.actions[steps]

@@ -443,6 +443,39 @@ DEFAULTS_CASES = [
 ]
 
 
+def _overlapped(num_env_runners=2, **training):
+    return (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=num_env_runners)
+        .training(**training)
+        .validate()
+    )
+
+
+# Overlapped sampling needs remote EnvRunners and our loop; its settings' types.
+OVERLAP_CASES = [
+    ("overlap_sampling must be True or False", lambda: _overlapped(overlap_sampling=1)),
+    (
+        "overlap_sampling=True needs remote EnvRunners.*num_env_runners is 0",
+        lambda: _overlapped(0, overlap_sampling=True),
+    ),
+    (
+        "overlap_sampling=True runs in this package's training loop.*"
+        "fast_training_loop is False",
+        lambda: _overlapped(overlap_sampling=True, fast_training_loop=False),
+    ),
+    (
+        "max_weights_staleness must be None or an int >= 1",
+        lambda: _overlapped(overlap_sampling=True, max_weights_staleness=0),
+    ),
+    (
+        "max_weights_staleness must be None or an int >= 1",
+        lambda: _overlapped(max_weights_staleness=2.5),
+    ),
+]
+
+
 @pytest.mark.parametrize(
     "expected, make",
     BUFFER_CASES
@@ -452,7 +485,8 @@ DEFAULTS_CASES = [
     + VALIDATION_CASES
     + ACER_CASES
     + SAC_CASES
-    + DEFAULTS_CASES,
+    + DEFAULTS_CASES
+    + OVERLAP_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make):

@@ -12,10 +12,13 @@ from the training episodes against a moving baseline).
 How to run this script
 ----------------------
 `python tuned_examples/ners_dqn/cartpole_ners_dqn.py [--no-tune]
-    [--num-env-runners=0] [--stop-timesteps=60000] [--stop-reward=450] [--seed=0]`
+    [--num-env-runners=0] [--stop-timesteps=60000] [--stop-reward=450] [--seed=0]
+    [--overlap-sampling]`
 
 One update of 32 per 5 env steps whatever the number of EnvRunners (RLlib's
-own ratio would halve with 2 of them).
+own ratio would halve with 2 of them). `--overlap-sampling` (with
+`--num-env-runners=2` or more) lets the EnvRunners sample while the Learner
+updates (`config.training(overlap_sampling=True)`).
 
 `--as-test` makes it fail unless the stop reward is reached (the learning test).
 Use `--no-tune` and `--num-env-runners=0` to debug in one process.
@@ -43,6 +46,11 @@ parser = add_rllib_example_script_args(
 )
 parser.set_defaults(env="CartPole-v1")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+parser.add_argument(
+    "--overlap-sampling",
+    action="store_true",
+    help="remote EnvRunners sample while the Learner updates",
+)
 args = parser.parse_args()
 
 config = (
@@ -51,6 +59,7 @@ config = (
         replay_buffer_config={"capacity": 50000, "alpha": 0.6, "beta": 0.4},
         # Trained / sampled env steps: one batch of 32 per 5 env steps.
         training_intensity=32 / 5,
+        overlap_sampling=args.overlap_sampling,
     )
     .ners()  # the sampler's defaults (README, "NERS settings")
     .debugging(seed=args.seed)

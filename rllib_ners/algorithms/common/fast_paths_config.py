@@ -16,6 +16,11 @@
 Both are exact: the same actions, episodes and updates for the same seeds
 (tested). Configs a fast path cannot serve fall back by themselves and say why
 in one INFO log line.
+
+Opt-in, with remote EnvRunners: `overlap_sampling=True`
+(`rllib_ners.algorithms.common.overlapped_sampling`): the EnvRunners keep
+sampling while the Learner updates, the replay ratio still held per env step,
+each sample's weights at most `max_weights_staleness` updates old.
 """
 
 from __future__ import annotations
@@ -39,9 +44,18 @@ class FastPathsConfigMixin:
 
         self.env_runner_cls = FastSingleAgentEnvRunner
         self.fast_training_loop = True
+        self.overlap_sampling = False
+        self.max_weights_staleness = None
 
     @override(AlgorithmConfig)
-    def training(self, *, fast_training_loop=NotProvided, **kwargs):
+    def training(
+        self,
+        *,
+        fast_training_loop=NotProvided,
+        overlap_sampling=NotProvided,
+        max_weights_staleness=NotProvided,
+        **kwargs,
+    ):
         """`AlgorithmConfig.training()`, plus:
 
         Args:
@@ -49,10 +63,29 @@ class FastPathsConfigMixin:
                 loop per iteration, metrics reduced once per iteration, no
                 weight copies between a local Learner and a local EnvRunner;
                 default True) or RLlib's own training step (False).
+            overlap_sampling: Whether the remote EnvRunners keep sampling while
+                the Learner updates (True) instead of sampling, waiting, then
+                learning in lockstep as RLlib's DQN does (False, the default).
+                Each EnvRunner samples with the weights it last received; the
+                updates still follow the replay ratio (`training_intensity`)
+                per env step that reaches the buffer. Needs
+                `num_env_runners >= 1` and the fast training loop. Runs are not
+                reproducible draw for draw (samples arrive in the order the
+                EnvRunners finish them).
+            max_weights_staleness: With `overlap_sampling`: the most Learner
+                updates a sample's weights may lag the Learner's when it reaches
+                the buffer; the Learner waits for an older sample before going
+                further. None (default): twice the updates one lockstep round
+                makes (one fragment from every EnvRunner). Reported per
+                iteration as `weights_staleness_mean` / `_max`.
         """
         super().training(**kwargs)
         if fast_training_loop is not NotProvided:
             self.fast_training_loop = fast_training_loop
+        if overlap_sampling is not NotProvided:
+            self.overlap_sampling = overlap_sampling
+        if max_weights_staleness is not NotProvided:
+            self.max_weights_staleness = max_weights_staleness
         return self
 
     def _validate_fast_paths(self) -> None:
@@ -65,6 +98,7 @@ class FastPathsConfigMixin:
                 f"{self.fast_training_loop!r}; set config.training("
                 f"fast_training_loop=True).",
             )
+        self._validate_overlap_sampling()
         if self.is_multi_agent and self.env_runner_cls is FastSingleAgentEnvRunner:
             # The single-agent default does not apply; RLlib picks its own.
             logger.info(
@@ -72,3 +106,40 @@ class FastPathsConfigMixin:
                 "FastSingleAgentEnvRunner."
             )
             self.env_runner_cls = None
+
+    def _validate_overlap_sampling(self) -> None:
+        if not isinstance(self.overlap_sampling, bool):
+            raise_config_error(
+                self,
+                f"overlap_sampling must be True or False, got "
+                f"{self.overlap_sampling!r}; set config.training("
+                f"overlap_sampling=True) or leave it False.",
+            )
+        staleness = self.max_weights_staleness
+        is_count = isinstance(staleness, int) and not isinstance(staleness, bool)
+        if staleness is not None and not (is_count and staleness >= 1):
+            raise_config_error(
+                self,
+                f"max_weights_staleness must be None or an int >= 1 (Learner "
+                f"updates), got {staleness!r}; set config.training("
+                f"max_weights_staleness=None) for twice one lockstep round's updates.",
+            )
+        # The evaluation config (a copy with the evaluation EnvRunners) does
+        # not train.
+        if not self.overlap_sampling or self.in_evaluation:
+            return
+        if self.num_env_runners < 1:
+            raise_config_error(
+                self,
+                "overlap_sampling=True needs remote EnvRunners to sample while the "
+                "Learner updates, but num_env_runners is 0; set "
+                "config.env_runners(num_env_runners=2) (or more), or "
+                "config.training(overlap_sampling=False).",
+            )
+        if not self.fast_training_loop:
+            raise_config_error(
+                self,
+                "overlap_sampling=True runs in this package's training loop, but "
+                "fast_training_loop is False; set config.training("
+                "fast_training_loop=True) or overlap_sampling=False.",
+            )

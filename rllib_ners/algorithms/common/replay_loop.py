@@ -38,6 +38,12 @@ buffer that is not this package's (for multi-agent: not its multi-agent
 buffer), a Learner class without deferred updates, or
 `.training(fast_training_loop=False)`.
 
+With `config.training(overlap_sampling=True)` and remote EnvRunners, the
+rounds do not wait for every EnvRunner: `OverlappedSampler` keeps a request in
+flight on each, a round takes the fragments that are ready and the Learner
+makes the updates they owe while the EnvRunners sample the next ones
+(`rllib_ners.algorithms.common.overlapped_sampling`).
+
 Subclasses run per-round work (the NERS sampler update) in `_after_round()`.
 """
 
@@ -74,6 +80,10 @@ from rllib_ners.algorithms.common.deferred_updates import (
     PRIORITY_ROWS,
     DeferredMetricsUpdates,
 )
+from rllib_ners.algorithms.common.overlapped_sampling import (
+    OverlappedSampler,
+    SampledFragments,
+)
 from rllib_ners.algorithms.common.replay_checkpoint import ReplayStateMixin
 from rllib_ners.algorithms.common.weight_sharing import (
     SharedWeights,
@@ -89,6 +99,12 @@ from rllib_ners.seam.config import custom_learner_connector
 logger = logging.getLogger(__name__)
 
 _DEFER = {DEFER_METRICS: True}
+# Metrics of overlapped sampling, per iteration: the Learner updates between the
+# weights a fragment was sampled with and the Learner's when it reached the
+# buffer, and the share of updates made while EnvRunners were sampling.
+WEIGHTS_STALENESS_MEAN = "weights_staleness_mean"
+WEIGHTS_STALENESS_MAX = "weights_staleness_max"
+UPDATES_WHILE_SAMPLING_FRACTION = "updates_while_sampling_fraction"
 # Checkpoint entry: the fraction of an update owed by the env steps sampled.
 UPDATES_OWED_STATE = "replay_updates_owed"
 
@@ -183,6 +199,8 @@ class ReplayLoopMixin:
     replay_loop_blocker: Optional[str] = "the algorithm is not set up yet"
     weight_sharing_blocker: Optional[str] = "the algorithm is not set up yet"
     _shared_weights: Optional[SharedWeights] = None
+    # With `overlap_sampling`: the EnvRunners' requests in flight.
+    _overlapped: Optional[OverlappedSampler] = None
     # Updates owed by the env steps sampled so far (a fraction of an update
     # carries over to the next round).
     _updates_owed = Fraction(0)
@@ -198,7 +216,17 @@ class ReplayLoopMixin:
                 self.replay_loop_blocker,
             )
             self.weight_sharing_blocker = "RLlib's training step copies the weights"
+            if getattr(config, "overlap_sampling", False):
+                raise ValueError(
+                    f"overlap_sampling=True runs in this package's training loop, "
+                    f"which cannot serve this config: {self.replay_loop_blocker}. "
+                    f"Set config.training(overlap_sampling=False), or change that."
+                )
             return
+        if getattr(config, "overlap_sampling", False):
+            self._overlapped = OverlappedSampler(
+                self.env_runner_group, timeout_s=config.sample_timeout_s
+            )
         shared = share_weights_with_local_env_runner(self)
         if isinstance(shared, str):
             self.weight_sharing_blocker = shared
@@ -230,8 +258,12 @@ class ReplayLoopMixin:
         sampled = trained = 0
         store_weight, updates_per_env_step = self._replay_ratio()
         times = _SectionTimes()
+        overlapped = _OverlapTally() if self._overlapped is not None else None
         while True:
-            round_sampled = self._sample_round(store_weight, times)
+            if overlapped is None:
+                round_sampled = self._sample_round(store_weight, times)
+            else:
+                round_sampled = self._overlapped_round(overlapped, times)
             sampled += round_sampled
             sampled_lifetime += round_sampled
             num_updates = 0
@@ -239,14 +271,16 @@ class ReplayLoopMixin:
                 num_updates = self._take_owed_updates(
                     round_sampled * updates_per_env_step
                 )
-                trained += self._replay_updates(num_updates, sampled_lifetime, times)
+                trained += self._replay_updates(
+                    num_updates, sampled_lifetime, times, overlapped
+                )
             self._after_round()
             if num_updates > 0:
                 with times.section(SYNCH_WORKER_WEIGHTS_TIMER):
                     self._sync_weights()
             if round_sampled == 0 or self._iteration_done(start, sampled, trained):
                 break
-        self._report_iteration_metrics(times)
+        self._report_iteration_metrics(times, overlapped)
 
     def _sample_round(self, store_weight: int, times: _SectionTimes) -> int:
         """Samples `store_weight` rollout fragments into the buffer; returns
@@ -261,6 +295,24 @@ class ReplayLoopMixin:
                 buffer.add(episodes)
         return round_sampled
 
+    def _overlapped_round(self, tally: _OverlapTally, times: _SectionTimes) -> int:
+        """Takes the fragments that are ready (waiting for one), stores them and
+        sends the EnvRunners that returned their next request, so they sample
+        while the Learner updates; returns the env steps stored (with those
+        that arrived during the last round's updates)."""
+        sampler = self._overlapped
+        late = sampler.take_held()  # stored already, during the last updates
+        with times.section(ENV_RUNNER_SAMPLING_TIMER):
+            sampler.request()
+            fresh = sampler.collect(wait=not late.metrics)
+            sampler.request()
+        if fresh.episodes:
+            with times.section(REPLAY_BUFFER_ADD_DATA_TIMER):
+                self.local_replay_buffer.add(fresh.episodes)
+        tally.add(fresh)
+        tally.add(late)
+        return fresh.env_steps + late.env_steps
+
     def _take_owed_updates(self, new_updates_owed: Fraction) -> int:
         """Adds the updates a round's env steps owe to those still owed and
         takes the whole ones (a fraction carries over to the next round)."""
@@ -270,15 +322,24 @@ class ReplayLoopMixin:
         return num_updates
 
     def _replay_updates(
-        self, num_updates: int, sampled_lifetime: int, times: _SectionTimes
+        self,
+        num_updates: int,
+        sampled_lifetime: int,
+        times: _SectionTimes,
+        overlapped: Optional[_OverlapTally] = None,
     ) -> int:
         """`num_updates` Learner updates on batches replayed from the buffer,
-        each followed by its priority update; returns the env steps trained."""
+        each followed by its priority update; returns the env steps trained.
+        Overlapped: each update first waits for requests whose weights it would
+        make too stale (their fragments are stored at once and counted in the
+        next round)."""
         config = self.config
         buffer = self.local_replay_buffer
         beta = config.replay_buffer_config.get("beta")
         trained = 0
         for _ in range(num_updates):
+            if overlapped is not None:
+                self._before_overlapped_update(overlapped, times)
             with times.section(REPLAY_BUFFER_SAMPLE_TIMER):
                 columns = buffer.sample_batch(
                     config.total_train_batch_size,
@@ -296,6 +357,28 @@ class ReplayLoopMixin:
                 for module_id, rows in _priority_rows(results).items():
                     buffer.update_priorities(rows, module_id)
         return trained
+
+    def _before_overlapped_update(
+        self, tally: _OverlapTally, times: _SectionTimes
+    ) -> None:
+        sampler = self._overlapped
+        with times.section(ENV_RUNNER_SAMPLING_TIMER):
+            late = sampler.wait_for_stale(self._max_weights_staleness())
+        if late.episodes:
+            with times.section(REPLAY_BUFFER_ADD_DATA_TIMER):
+                self.local_replay_buffer.add(late.episodes)
+        sampler.hold(late)
+        tally.updates += 1
+        tally.updates_while_sampling += sampler.num_in_flight > 0
+        sampler.updates_done += 1
+
+    def _max_weights_staleness(self) -> int:
+        """`config.max_weights_staleness`, or twice one lockstep round's updates."""
+        configured = self.config.max_weights_staleness
+        if configured is not None:
+            return configured
+        _, train_weight = calculate_rr_weights(self.config)
+        return max(2 * train_weight, 1)
 
     @override(ReplayStateMixin)
     def _extra_checkpoint_state(self) -> Dict[str, Any]:
@@ -321,6 +404,13 @@ class ReplayLoopMixin:
         """
         config = self.config
         store_weight, train_weight = calculate_rr_weights(config)
+        if self._overlapped is not None and config.training_intensity:
+            # Overlapped rounds have no nominal size: the configured ratio of
+            # trained to sampled env steps itself. (RLlib's weights count a
+            # local EnvRunner that does not sample beside remote ones, so in
+            # lockstep its ratio is (N + 1) / N times the configured one.)
+            intensity = Fraction(config.training_intensity).limit_denominator(10**6)
+            return store_weight, intensity / config.total_train_batch_size
         nominal_steps = (
             store_weight
             * config.get_rollout_fragment_length()
@@ -388,11 +478,17 @@ class ReplayLoopMixin:
             )
         )
 
-    def _report_iteration_metrics(self, times: _SectionTimes) -> None:
+    def _report_iteration_metrics(
+        self, times: _SectionTimes, overlapped: Optional[_OverlapTally] = None
+    ) -> None:
         """The EnvRunners', the Learners' and the buffer's metrics and the
         timers, each once per iteration."""
         group = self.env_runner_group
-        if group.num_remote_env_runners() == 0 and group.local_env_runner is not None:
+        if overlapped is not None:
+            # Each fragment came back with its EnvRunner's metrics.
+            runner_results = overlapped.runner_metrics
+            overlapped.log_into(self.metrics)
+        elif group.num_remote_env_runners() == 0 and group.local_env_runner is not None:
             runner_results = [group.local_env_runner.get_metrics()]
         else:
             runner_results = group.foreach_env_runner(
@@ -416,6 +512,34 @@ class ReplayLoopMixin:
             observe_learner_update_time(
                 self.learner_group,
                 times.seconds[LEARNER_UPDATE_TIMER] / times.calls[LEARNER_UPDATE_TIMER],
+            )
+
+
+class _OverlapTally:
+    """One iteration of overlapped sampling: the EnvRunners' metrics, the
+    fragments' staleness and the updates made while they sampled."""
+
+    def __init__(self):
+        self.runner_metrics: List[Dict[str, Any]] = []
+        self.staleness: List[int] = []
+        self.updates = 0
+        self.updates_while_sampling = 0
+
+    def add(self, fragments: SampledFragments) -> None:
+        self.runner_metrics += fragments.metrics
+        self.staleness += fragments.staleness
+
+    def log_into(self, metrics) -> None:
+        if self.staleness:
+            metrics.log_value(
+                WEIGHTS_STALENESS_MEAN, float(np.mean(self.staleness)), window=1
+            )
+            metrics.log_value(WEIGHTS_STALENESS_MAX, max(self.staleness), window=1)
+        if self.updates:
+            metrics.log_value(
+                UPDATES_WHILE_SAMPLING_FRACTION,
+                self.updates_while_sampling / self.updates,
+                window=1,
             )
 
 

@@ -1,0 +1,143 @@
+"""Remote EnvRunners that keep sampling while the Learner updates.
+
+RLlib's DQN training step (and our loop by default) samples one fragment from
+every EnvRunner, waits for all of them, then updates the Learner: the
+EnvRunners idle while the Learner works and the other way round. With replay
+nothing forces that lockstep. `OverlappedSampler` keeps one `sample()` request
+in flight on every healthy remote EnvRunner (RLlib's async EnvRunner requests,
+as IMPALA and APPO use them): each round takes the fragments that are ready
+(waiting for at least one), hands them to the buffer and sends the EnvRunners
+that returned their next request at once, so they sample while the Learner
+makes the updates those fragments owe.
+
+Weights: the Learner's weights go to the EnvRunners after every round with
+updates, as in lockstep (RLlib's `sync_weights`, which does not wait); an
+EnvRunner's queued request runs after them, so each request samples with the
+weights the Learner had when it was sent. A request is stamped with the
+Learner's update count at that moment; when its fragment reaches the buffer,
+its staleness is the updates made since. Before an update that would let an
+in-flight request's weights fall more than `max_staleness` updates behind, the
+Learner waits for that request (`wait_for_stale`), which bounds every
+fragment's staleness.
+
+Faults: an EnvRunner that dies loses only its request in flight (a fragment is
+returned whole or not at all, so nothing is half stored or stored twice); RLlib
+replaces it between iterations (`restart_failed_env_runners`) and the next
+round sends the new one a request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+__all__ = ["OverlappedSampler", "SampledFragments"]
+
+# The tag of our requests among the EnvRunners' async requests.
+SAMPLE_REQUEST_TAG = "rllib_ners_overlapped_sample"
+
+
+def _sample_and_metrics(env_runner) -> Tuple[List, Dict[str, Any]]:
+    """Runs on a remote EnvRunner: one rollout fragment and the metrics of it
+    (what `synchronous_parallel_sample(_return_metrics=True)` returns per
+    EnvRunner)."""
+    return env_runner.sample(), env_runner.get_metrics()
+
+
+@dataclass
+class SampledFragments:
+    """What one or more ready requests returned."""
+
+    episodes: List = field(default_factory=list)
+    metrics: List[Dict[str, Any]] = field(default_factory=list)
+    staleness: List[int] = field(default_factory=list)
+
+    @property
+    def env_steps(self) -> int:
+        return sum(len(episode) for episode in self.episodes)
+
+    def extend(self, other: SampledFragments) -> None:
+        self.episodes += other.episodes
+        self.metrics += other.metrics
+        self.staleness += other.staleness
+
+
+class OverlappedSampler:
+    """One `sample()` request in flight per healthy remote EnvRunner.
+
+    `updates_done` is the Learner's update count (the caller advances it);
+    requests are stamped with it when sent."""
+
+    def __init__(self, env_runner_group, *, timeout_s: Optional[float]):
+        self.group = env_runner_group
+        self.timeout_s = timeout_s
+        self.updates_done = 0
+        # EnvRunner id -> the update count its request in flight was sent at.
+        self._in_flight: Dict[int, int] = {}
+        # Fragments that arrived while the Learner waited between updates: the
+        # caller stored them at once and counts them in its next round (also
+        # across training iterations).
+        self._held = SampledFragments()
+
+    @property
+    def num_in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def request(self) -> None:
+        """Sends a `sample()` request to every healthy EnvRunner without one."""
+        healthy = set(self.group.healthy_worker_ids())
+        # Requests of EnvRunners that died never return.
+        for runner_id in set(self._in_flight) - healthy:
+            del self._in_flight[runner_id]
+        idle = sorted(healthy - set(self._in_flight))
+        if not idle:
+            return
+        self.group.foreach_env_runner_async(
+            _sample_and_metrics, tag=SAMPLE_REQUEST_TAG, remote_worker_ids=idle
+        )
+        for runner_id in idle:
+            self._in_flight[runner_id] = self.updates_done
+
+    def collect(self, *, wait: bool) -> SampledFragments:
+        """The fragments of the requests that are ready; with `wait`, waits up
+        to `timeout_s` for at least one."""
+        ready = self.group.fetch_ready_async_reqs(
+            tags=SAMPLE_REQUEST_TAG,
+            timeout_seconds=self.timeout_s if wait else 0.0,
+        )
+        fragments = SampledFragments()
+        for runner_id, (episodes, metrics) in ready:
+            sent_at = self._in_flight.pop(runner_id, self.updates_done)
+            fragments.episodes += episodes
+            fragments.metrics.append(metrics)
+            fragments.staleness.append(self.updates_done - sent_at)
+        return fragments
+
+    def hold(self, fragments: SampledFragments) -> None:
+        self._held.extend(fragments)
+
+    def take_held(self) -> SampledFragments:
+        held, self._held = self._held, SampledFragments()
+        return held
+
+    def wait_for_stale(self, max_staleness: int) -> SampledFragments:
+        """Before one more update: waits for the requests whose weights would
+        fall more than `max_staleness` updates behind; returns what arrived
+        meanwhile (those and any other ready fragments)."""
+        arrived = SampledFragments()
+        while self._oldest_request() is not None and (
+            self.updates_done + 1 - self._oldest_request() > max_staleness
+        ):
+            fragments = self.collect(wait=True)
+            if not fragments.metrics:  # timed out: an EnvRunner is stuck or dead
+                self._in_flight = {
+                    runner_id: sent_at
+                    for runner_id, sent_at in self._in_flight.items()
+                    if runner_id in set(self.group.healthy_worker_ids())
+                }
+                break
+            arrived.extend(fragments)
+        return arrived
+
+    def _oldest_request(self) -> Optional[int]:
+        return min(self._in_flight.values(), default=None)
