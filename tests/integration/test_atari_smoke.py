@@ -25,7 +25,10 @@ from ray.rllib.core.columns import Columns
 from rllib_ners.algorithms.acer.presets import atari_acer
 from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
-from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
+from rllib_ners.algorithms.rainbow.presets import (
+    atari_data_efficient_rainbow,
+    atari_rainbow,
+)
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN, NUM_GAMES_LIFETIME
 
 pytestmark = [
@@ -173,3 +176,33 @@ def test_pong_ners_acer_smoke(ray_session):
     finally:
         algo.stop()
         torch.set_num_threads(threads)
+
+
+def test_rainbow_papers_preset_trains_with_overlapped_sampling(ray_session):
+    """`atari_rainbow` (the Rainbow paper's settings, the Nature CNN, one update
+    of 32 per 4 env steps) with 2 EnvRunners sampling while the Learner
+    updates: finite losses, and 8 trained env steps per sampled one."""
+    config = (
+        atari_rainbow("MsPacman", replay="per", capacity=5000, learning_starts=400)
+        .env_runners(num_env_runners=2)
+        .training(overlap_sampling=True)
+        .reporting(min_sample_timesteps_per_iteration=400)
+        .debugging(seed=0)
+    )
+    assert config.model_config["cnn_encoder"] == "nature"
+    algo = config.build_algo()
+    try:
+        for _ in range(3):
+            result = algo.train()
+        losses = result["learners"]["default_policy"]
+        assert np.isfinite(losses["total_loss"])
+        sampled = result["env_runners"]["num_env_steps_sampled_lifetime"]
+        trained = result["learners"]["__all_modules__"][
+            "num_env_steps_trained_lifetime"
+        ]
+        # One batch of 32 per 4 env steps from the learning start on (the
+        # round that passes it counts whole: up to a fragment of 4 steps from
+        # each EnvRunner before it).
+        assert 8 * (sampled - 400) - 32 <= trained <= 8 * (sampled - 400 + 2 * 4)
+    finally:
+        algo.stop()

@@ -89,6 +89,79 @@ def atari_data_efficient_rainbow(
     return config
 
 
+def atari_rainbow(
+    game: str = "MsPacman",
+    *,
+    replay: str = "per",
+    total_timesteps: int = 12_500_000,
+    capacity: int = 1_000_000,
+    learning_starts: int = 20_000,
+    rollout_fragment_length: int = 4,
+):
+    """Rainbow as its paper runs Atari (Hessel et al. 2018), on an Atari game.
+
+    `replay`: "ners" (`NERSDQNConfig`), "per" or "uniform" (`RainbowDQNConfig`
+    with our prioritized buffer, alpha 0.5 or 0). One update of batch 32 per 4
+    agent steps (`training_intensity = 8`, kept for any number of EnvRunners),
+    replay capacity 1M, learning from 20k agent steps (80k frames), n = 3,
+    target update every 8k agent steps (32k frames), Adam lr 6.25e-5 and eps
+    1.5e-4, gradient norm clip 10, value/advantage streams of 512 units, 51
+    atoms in [-10, 10], noisy nets with sigma0 = 0.5, importance-sampling beta
+    0.4 -> 1 over `total_timesteps` (the paper's 50M frames), the Nature CNN on
+    4 stacked 84x84 frames. With many EnvRunners add
+    `.training(overlap_sampling=True)`.
+    """
+    from rllib_ners.algorithms.ners_dqn import NERSDQNConfig
+    from rllib_ners.algorithms.rainbow import RainbowDQNConfig
+    from rllib_ners.env.atari_rllib import with_atari
+
+    if replay not in ATARI_REPLAYS:
+        raise ValueError(
+            f"`replay` must be one of {sorted(ATARI_REPLAYS)}, got replay={replay!r}."
+        )
+    buffer_type, alpha = ATARI_REPLAYS[replay]
+    config = NERSDQNConfig() if replay == "ners" else RainbowDQNConfig()
+    batch_size, env_steps_per_update = 32, 4
+    config = (
+        config.training(
+            lr=6.25e-5,
+            adam_epsilon=1.5e-4,
+            grad_clip=10.0,
+            grad_clip_by="global_norm",
+            gamma=0.99,
+            train_batch_size_per_learner=batch_size,
+            training_intensity=batch_size / env_steps_per_update,
+            n_step=3,
+            target_network_update_freq=8000,
+            num_steps_sampled_before_learning_starts=learning_starts,
+            double_q=True,
+            dueling=True,
+            noisy=True,
+            sigma0=0.5,
+            num_atoms=51,
+            v_min=-10.0,
+            v_max=10.0,
+            hiddens=[512],
+            replay_buffer_config={
+                **(config.replay_buffer_config or {}),
+                "type": buffer_type,
+                "alpha": alpha,
+                "capacity": capacity,
+                "beta": 0.4,
+                "beta_final": 1.0,
+                "beta_annealing_timesteps": max(1, total_timesteps - learning_starts),
+            },
+        )
+        .rl_module(model_config={"cnn_encoder": "nature"})
+        .env_runners(rollout_fragment_length=rollout_fragment_length)
+        .reporting(min_sample_timesteps_per_iteration=1000)
+    )
+    config = with_atari(config, game, frame_stack=4)
+    if replay == "ners":
+        config = config.ners()  # the sampler's defaults
+    return config
+
+
 def data_efficient_rainbow(
     config,
     game: str,
