@@ -32,6 +32,17 @@ main     The README's main job (`tuned_examples/ners_dqn/cartpole_ners_dqn.py
 profile  A torch.profiler trace of `--steps` env steps of the sac per-gpu arm
          after warm-up: per env step, kernel launches, host/device copies,
          synchronisations and `.item()` calls, and the GPU's busy time.
+runners  Rainbow with the paper's settings (`atari_rainbow`: Nature CNN, one
+         update of 32 per 4 env steps) on MsPacman fed by `--runners` remote
+         EnvRunners (default 1 2 4 8 12), for `--arms` per and ners, each
+         `lockstep` (RLlib's sample-then-learn) and `overlapped`
+         (`overlap_sampling=True`), plus `ceiling`: the same EnvRunners
+         sampling into the buffer with no updates. The Learner on the GPU where
+         there is one. Per point: env steps/s, updates/s, the Learner's busy
+         share of the wall time, the fragments' weight staleness. Each point is
+         its own algorithm (N EnvRunners each), measured one after another
+         over `--steps` env steps after warm-up, not interleaved: rerun it for
+         the spread.
 
 How to run (on the GPU machine, see `../shared/tools/gpu/README.md`)
 --------------------------------------------------------------------
@@ -39,6 +50,7 @@ How to run (on the GPU machine, see `../shared/tools/gpu/README.md`)
     python benchmarks/gpu.py --suite atari --rounds 2 --steps 150
     python benchmarks/gpu.py --suite main --steps 6000
     python benchmarks/gpu.py --suite profile --steps 100
+    python benchmarks/gpu.py --suite runners --runners 1 2 4 8 12 --steps 4000
 
 Without CUDA the `-gpu` arms are left out (a dry run of the rest on the CPU).
 """
@@ -71,8 +83,15 @@ SUITES = {
     "atari": ("per-gpu", "ners-gpu", "per-cpu", "floor-gpu"),
     "main": ("gpu", "default", "hidden"),
     "profile": ("per-gpu",),
+    "runners": ("per", "ners"),
 }
-DEFAULT_STEPS = {"sac": 200, "atari": 200, "main": 6000, "profile": 100}
+DEFAULT_STEPS = {
+    "sac": 200,
+    "atari": 200,
+    "main": 6000,
+    "profile": 100,
+    "runners": 4000,
+}
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = REPO_ROOT / "tuned_examples" / "ners_dqn" / "cartpole_ners_dqn.py"
 # The main job's progress line: "iter    3 | env steps  3000 | ... | 628.5 steps/s |".
@@ -330,6 +349,123 @@ def profile_suite(steps: int, out_dir: Path) -> None:
     print(f"top ops by host time: {out_dir / 'profile_sac_per_gpu.txt'}")
 
 
+# -------------------------------------------------------------- runners
+RUNNER_MODES = ("lockstep", "overlapped", "ceiling")
+
+
+def _timed_learner_updates(algo) -> List[float]:
+    """Wraps the local Learner's `update` with a timer; returns the tally of
+    seconds (one float, updated in place)."""
+    from rllib_ners.seam.algorithm import local_learner_of
+
+    learner = local_learner_of(algo.learner_group)
+    busy = [0.0]
+    update = learner.update
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return update(*args, **kwargs)
+        finally:
+            busy[0] += time.perf_counter() - start
+
+    learner.update = timed
+    return busy
+
+
+def runners_point(arm: str, mode: str, num_runners: int, steps: int) -> dict:
+    """One algorithm with `num_runners` EnvRunners: warmed up past the learning
+    start, then one iteration of `steps` env steps timed."""
+    from ray.rllib.utils.metrics import (
+        ALL_MODULES,
+        ENV_RUNNER_RESULTS,
+        LEARNER_RESULTS,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME,
+        NUM_ENV_STEPS_TRAINED_LIFETIME,
+    )
+
+    from rllib_ners.algorithms.common.replay_loop import (
+        WEIGHTS_STALENESS_MAX,
+        WEIGHTS_STALENESS_MEAN,
+    )
+    from rllib_ners.algorithms.rainbow.presets import atari_rainbow
+
+    learning_starts = 10**9 if mode == "ceiling" else 1600
+    config = (
+        atari_rainbow(
+            peers.ATARI_GAME,
+            replay=arm,
+            capacity=100_000,
+            learning_starts=learning_starts,
+        )
+        .env_runners(num_env_runners=num_runners)
+        .training(overlap_sampling=mode != "lockstep")
+    )
+    if mode == "lockstep":
+        # RLlib's lockstep weights count a local EnvRunner beside the remote
+        # ones ((N + 1) / N times the ratio): this intensity gives N updates per
+        # round of N fragments of 4 steps, one per 4 env steps as overlapped.
+        config = config.training(training_intensity=8 * num_runners / (num_runners + 1))
+    config = (
+        config.learners(num_gpus_per_learner=1 if cuda_available() else 0)
+        .reporting(min_sample_timesteps_per_iteration=steps, min_time_s_per_iteration=0)
+        .debugging(seed=0)
+    )
+
+    def counts(result):
+        sampled = result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
+        learners = result.get(LEARNER_RESULTS, {}).get(ALL_MODULES, {})
+        return sampled, learners.get(NUM_ENV_STEPS_TRAINED_LIFETIME, 0)
+
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        while mode != "ceiling" and counts(result)[1] == 0:
+            result = algo.train()
+        busy = _timed_learner_updates(algo)
+        sampled0, trained0 = counts(result)
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        result = algo.train()
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        sampled, trained = counts(result)
+    finally:
+        algo.stop()
+    env_steps = sampled - sampled0
+    return {
+        "env steps/s": env_steps / wall,
+        "driver CPU s / 1k env steps": 1e3 * cpu / max(env_steps, 1),
+        "updates/s": (trained - trained0) / peers.ATARI_BATCH / wall,
+        "Learner busy": busy[0] / wall,
+        "staleness mean/max": (
+            f"{result[WEIGHTS_STALENESS_MEAN]:.1f}/{result[WEIGHTS_STALENESS_MAX]:.0f}"
+            if WEIGHTS_STALENESS_MEAN in result
+            else "-"
+        ),
+    }
+
+
+def runners_suite(arms: List[str], runner_counts: List[int], steps: int) -> None:
+    print(
+        "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
+        "updates/s | Learner busy | staleness mean/max |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for num_runners in runner_counts:
+        for arm in arms:
+            for mode in RUNNER_MODES:
+                if mode == "ceiling" and arm != arms[0]:
+                    continue  # no updates: the arm does not matter
+                point = runners_point(arm, mode, num_runners, steps)
+                print(
+                    f"| {num_runners} | {arm if mode != 'ceiling' else '-'} | "
+                    f"{mode} | {point['env steps/s']:.1f} | "
+                    f"{point['driver CPU s / 1k env steps']:.1f} | "
+                    f"{point['updates/s']:.1f} | {point['Learner busy']:.0%} | "
+                    f"{point['staleness mean/max']} |",
+                    flush=True,
+                )
+
+
 # -------------------------------------------------------------- report
 # The arms each suite's ratios are taken against, where they ran.
 REFERENCES = ("sb3-gpu", "sb3-cpu", "per-gpu", "floor-gpu")
@@ -381,6 +517,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", type=Path, default=Path("."), help="folder for the profile's table"
     )
+    parser.add_argument(
+        "--runners",
+        type=int,
+        nargs="+",
+        default=[1, 2, 4, 8, 12],
+        help="EnvRunner counts of --suite runners",
+    )
     args = parser.parse_args(argv)
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
     names = args.arms or list(SUITES[args.suite])
@@ -401,10 +544,15 @@ def main(argv=None) -> int:
             parser.error("--suite profile needs a CUDA device")
         names = [name for name in names if "gpu" not in name]
         print(f"no CUDA device: only the CPU arms run ({', '.join(names)})")
+    if args.suite == "runners":
+        # The EnvRunners and the driver each take a logical CPU.
+        num_cpus = max(args.runners) + 1
+    else:
+        num_cpus = 1
     silence_known_noise()
     torch.set_num_threads(1)
     ray.init(
-        num_cpus=1,
+        num_cpus=num_cpus,
         num_gpus=1 if cuda_available() else 0,
         include_dashboard=False,
         log_to_driver=False,
@@ -412,6 +560,10 @@ def main(argv=None) -> int:
     try:
         if args.suite == "profile":
             profile_suite(args.steps, args.out)
+            return 0
+        if args.suite == "runners":
+            print(f"runners: {args.steps} env steps per point; {_machine()}")
+            runners_suite(names, args.runners, args.steps)
             return 0
         load_before = os.getloadavg()
         arms = BUILDERS[args.suite](names, args.steps)
