@@ -10,8 +10,12 @@
 #
 # While the test suite runs (CPU-bound, a few of the 16 cores), the main job's
 # runs and the profile run beside it; the SAC and Atari suites run alone.
+#
+# `bash benchmarks/gpu_session.sh 560 runners` runs only the many-EnvRunner
+# scaling suite (benchmarks/gpu.py --suite runners) within the budget.
 set -u
 BUDGET=${1:-560}
+PART=${2:-learner}
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
 DEADLINE=$((SECONDS + BUDGET))
@@ -29,6 +33,13 @@ allow() {
   lscpu | grep -m1 'Model name'
   nproc
 } >"$OUT/machine.txt" 2>&1
+
+if [ "$PART" = runners ]; then
+  timeout "$(allow "$BUDGET")" python3 benchmarks/gpu.py --suite runners \
+    --runners 1 2 4 8 12 --steps 4000 >"$OUT/runners.txt" 2>&1
+  echo "session done at ${SECONDS}s of ${BUDGET}s" >>"$OUT/machine.txt"
+  exit 0
+fi
 
 (
   timeout "$(allow 320)" python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider \
