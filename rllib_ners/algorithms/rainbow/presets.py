@@ -45,6 +45,21 @@ ATARI_REPLAYS = {
 }
 
 
+def _atari_replay(replay: str):
+    """(config, buffer type, alpha) of an Atari replay arm: `NERSDQNConfig` for
+    "ners", else `RainbowDQNConfig`."""
+    from rllib_ners.algorithms.ners_dqn import NERSDQNConfig
+    from rllib_ners.algorithms.rainbow import RainbowDQNConfig
+
+    if replay not in ATARI_REPLAYS:
+        raise ValueError(
+            f"`replay` must be one of {sorted(ATARI_REPLAYS)}, got replay={replay!r}."
+        )
+    buffer_type, alpha = ATARI_REPLAYS[replay]
+    config = NERSDQNConfig() if replay == "ners" else RainbowDQNConfig()
+    return config, buffer_type, alpha
+
+
 def atari_data_efficient_rainbow(
     game: str = "MsPacman",
     *,
@@ -61,15 +76,7 @@ def atari_data_efficient_rainbow(
     with our prioritized buffer, alpha 0.5 or 0). See
     `data_efficient_rainbow` for the settings.
     """
-    from rllib_ners.algorithms.ners_dqn import NERSDQNConfig
-    from rllib_ners.algorithms.rainbow import RainbowDQNConfig
-
-    if replay not in ATARI_REPLAYS:
-        raise ValueError(
-            f"`replay` must be one of {sorted(ATARI_REPLAYS)}, got replay={replay!r}."
-        )
-    buffer_type, alpha = ATARI_REPLAYS[replay]
-    config = NERSDQNConfig() if replay == "ners" else RainbowDQNConfig()
+    config, buffer_type, alpha = _atari_replay(replay)
     config = data_efficient_rainbow(
         config,
         game,
@@ -111,16 +118,9 @@ def atari_rainbow(
     4 stacked 84x84 frames. With many EnvRunners add
     `.training(overlap_sampling=True)`.
     """
-    from rllib_ners.algorithms.ners_dqn import NERSDQNConfig
-    from rllib_ners.algorithms.rainbow import RainbowDQNConfig
     from rllib_ners.env.atari_rllib import with_atari
 
-    if replay not in ATARI_REPLAYS:
-        raise ValueError(
-            f"`replay` must be one of {sorted(ATARI_REPLAYS)}, got replay={replay!r}."
-        )
-    buffer_type, alpha = ATARI_REPLAYS[replay]
-    config = NERSDQNConfig() if replay == "ners" else RainbowDQNConfig()
+    config, buffer_type, alpha = _atari_replay(replay)
     batch_size, env_steps_per_update = 32, 4
     config = (
         config.training(
