@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import pytest
 import torch
 from helpers import TinyBoolImageEnv
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -21,16 +22,21 @@ from rllib_ners.algorithms.common.replay_checkpoint import pop_priority_rows
 from rllib_ners.algorithms.common.weight_sharing import local_learner
 
 
-def assert_same_state(a, b, where="state"):
-    """Recursive exact equality of two state dicts (arrays, tensors, scalars)."""
+def assert_same_state(a, b, where="state", *, rtol=0.0, atol=0.0):
+    """Recursive equality of two state dicts (arrays, tensors, scalars): exact,
+    or with `rtol`/`atol` floats within that tolerance (integers stay exact;
+    tensors are compared on the host, so the two may live on different
+    devices)."""
     if isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for key in a:
-            assert_same_state(a[key], b[key], f"{where}[{key!r}]")
+            assert_same_state(a[key], b[key], f"{where}[{key!r}]", rtol=rtol, atol=atol)
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
-            assert_same_state(x, y, f"{where}[{i}]")
+            assert_same_state(x, y, f"{where}[{i}]", rtol=rtol, atol=atol)
+    elif rtol or atol:
+        _assert_close(a, b, where, rtol, atol)
     elif isinstance(a, np.ndarray):
         np.testing.assert_array_equal(a, b, err_msg=where)
         assert a.dtype == b.dtype, where
@@ -38,6 +44,19 @@ def assert_same_state(a, b, where="state"):
         assert torch.equal(a, b), where
     elif isinstance(a, float) and np.isnan(a):
         assert isinstance(b, float) and np.isnan(b), where
+    else:
+        assert a == b, where
+
+
+def _assert_close(a, b, where, rtol, atol):
+    if isinstance(a, (np.ndarray, torch.Tensor)):
+        a, b = (x.detach().cpu().numpy() if torch.is_tensor(x) else x for x in (a, b))
+        if np.issubdtype(a.dtype, np.floating):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=where)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=where)
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=rtol, abs=atol, nan_ok=True), where
     else:
         assert a == b, where
 

@@ -244,30 +244,9 @@ def _case_config(case, gpus_per_learner):
     return config.learners(num_learners=0, num_gpus_per_learner=gpus_per_learner)
 
 
-def _close(a, b, where="state"):
-    """Recursive equality within float tolerance (exact for integers)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            _close(a[key], b[key], f"{where}[{key!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{where}[{i}]")
-    elif torch.is_tensor(a) or isinstance(a, np.ndarray):
-        a, b = np.asarray(_to_host(a)), np.asarray(_to_host(b))
-        if np.issubdtype(a.dtype, np.floating):
-            np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=where)
-        else:
-            np.testing.assert_array_equal(a, b, err_msg=where)
-    elif isinstance(a, float):
-        assert a == pytest.approx(b, rel=RTOL, abs=ATOL, nan_ok=True), where
-    else:
-        assert a == b, where
-
-
-def _to_host(value):
-    return value.detach().cpu().numpy() if torch.is_tensor(value) else value
+def _close(a, b, where):
+    """Recursive equality within the GPU tolerance (exact for integers)."""
+    assert_same_state(a, b, where, rtol=RTOL, atol=ATOL)
 
 
 @pytest.fixture
