@@ -398,6 +398,7 @@ SPEED_PAGES = [
     DOCS / "index.md",
     DOCS / "performance.md",
     DOCS / "atari.md",
+    DOCS / "drop-in.md",
     *sorted((DOCS / "algorithms").glob("*.md")),
 ]
 RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x(?![\w])")
