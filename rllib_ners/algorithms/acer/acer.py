@@ -66,7 +66,6 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     check_replay_buffer_config,
     our_replay_buffer_config,
     pop_priority_rows,
-    resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.training_ops import (
     sample_into_buffer,
@@ -262,16 +261,6 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                 if key not in self._replay_keys_set_by_user:
                     current.pop(key, None)
         return {**current, **update}
-
-    @property
-    def uses_ners_replay(self) -> bool:
-        """Whether the replay buffer is the NERS buffer (or a subclass)."""
-        from rllib_ners.replay_buffers.ners_episode_buffer import (
-            NERSEpisodeReplayBuffer,
-        )
-
-        buffer_type = (self.replay_buffer_config or {}).get("type", FAST_BUFFER_TYPE)
-        return issubclass(resolve_buffer_class(buffer_type), NERSEpisodeReplayBuffer)
 
     @property
     def replay_sequences_per_learner(self) -> int:

@@ -16,7 +16,33 @@ from rllib_ners.seam.config import raise_config_error
 
 
 class NERSConfigMixin:
-    """Adds `ners()` and `_validate_ners()` to an `AlgorithmConfig` subclass."""
+    """Adds `ners()`, `uses_ners_replay` and `_validate_ners()` to an
+    `AlgorithmConfig` subclass."""
+
+    # The buffer a config of this class replays from when its
+    # `replay_buffer_config` names no type.
+    default_replay_buffer_type = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+
+    @property
+    def uses_ners_replay(self) -> bool:
+        """Whether the replay buffer is the NERS buffer (or a subclass)."""
+        from rllib_ners.algorithms.common.replay_checkpoint import (
+            resolve_buffer_class,
+        )
+        from rllib_ners.replay_buffers.ners_episode_buffer import (
+            NERSEpisodeReplayBuffer,
+        )
+
+        buffer_type = (self.replay_buffer_config or {}).get(
+            "type", self.default_replay_buffer_type
+        )
+        try:
+            buffer_class = resolve_buffer_class(buffer_type)
+        except ValueError:
+            return False
+        return isinstance(buffer_class, type) and issubclass(
+            buffer_class, NERSEpisodeReplayBuffer
+        )
 
     def _init_ners_config(self) -> None:
         self.ners_config = NERSSettings().to_dict()

@@ -35,6 +35,7 @@ from rllib_ners.algorithms.ners.ners_learner import (
     LEARNER_CONFIG_NERS_KEY,
 )
 from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
+from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
 from rllib_ners.ners.settings import NERSSettings
@@ -110,30 +111,13 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
         return NERSDQNTorchLearner
 
 
-class NERSDQN(RainbowDQN):
+class NERSDQN(NERSSamplerRoundsMixin, RainbowDQN):
     """DQN whose replay sampler is learned (see the module docstring)."""
 
     @classmethod
     @override(DQN)
     def get_default_config(cls) -> AlgorithmConfig:
         return NERSDQNConfig()
-
-    @override(DQN)
-    def setup(self, config: AlgorithmConfig) -> None:
-        super().setup(config)
-        self._ners_update = NERSSamplerUpdate.from_config(self.config)
-
-    @override(RainbowDQN)
-    def _after_round(self) -> None:
-        # After every round of sampling and updates (RLlib's training step).
-        self._ners_update.maybe_update(self)
-
-    @override(DQN)
-    def step(self):
-        """One iteration, plus the sampler diagnostics in `result["ners"]`."""
-        result = super().step()
-        add_ners_diagnostics(self, result)
-        return result
 
 
 class NERSCallback(RLlibCallback):

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
-from ray.rllib.algorithms.dqn.dqn import DQN
 from ray.rllib.algorithms.sac.sac import SAC, SACConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
@@ -44,13 +43,11 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     ReplayStateMixin,
     check_replay_buffer_config,
     our_replay_buffer_config,
-    resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.common.rllib_validation import rllib_validation
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
-from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
-from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
+from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.seam.config import raise_config_error
 
 # A buffer name `SACConfig.validate()` accepts; it stands in for ours while
@@ -94,6 +91,8 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
     ```
     """
 
+    default_replay_buffer_type = NERS_BUFFER_TYPE
+
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or NERSSAC)
         self._init_ners_config()
@@ -133,22 +132,6 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         if pal_alpha is not NotProvided:
             self.pal_alpha = pal_alpha
         return self
-
-    @property
-    def uses_ners_replay(self) -> bool:
-        """Whether the replay buffer is the NERS buffer (or a subclass)."""
-        from rllib_ners.replay_buffers.ners_episode_buffer import (
-            NERSEpisodeReplayBuffer,
-        )
-
-        buffer_type = (self.replay_buffer_config or {}).get("type", NERS_BUFFER_TYPE)
-        try:
-            buffer_class = resolve_buffer_class(buffer_type)
-        except ValueError:
-            return False
-        return isinstance(buffer_class, type) and issubclass(
-            buffer_class, NERSEpisodeReplayBuffer
-        )
 
     @override(SACConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:
@@ -240,30 +223,10 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         )
 
 
-class NERSSAC(ReplayLoopMixin, ReplayStateMixin, SAC):
+class NERSSAC(NERSSamplerRoundsMixin, ReplayLoopMixin, ReplayStateMixin, SAC):
     """SAC whose replay sampler is learned (see the module docstring)."""
 
     @classmethod
     @override(SAC)
     def get_default_config(cls) -> AlgorithmConfig:
         return NERSSACConfig()
-
-    @override(DQN)
-    def setup(self, config: AlgorithmConfig) -> None:
-        super().setup(config)
-        if self.config.uses_ners_replay:
-            self._ners_update = NERSSamplerUpdate.from_config(self.config)
-
-    @override(ReplayLoopMixin)
-    def _after_round(self) -> None:
-        # After every round of sampling and updates (RLlib's training step).
-        if self._ners_update is not None:
-            self._ners_update.maybe_update(self)
-
-    @override(DQN)
-    def step(self):
-        """One iteration; with the NERS buffer, plus the sampler diagnostics in
-        `result["ners"]`."""
-        result = super().step()
-        add_ners_diagnostics(self, result)
-        return result

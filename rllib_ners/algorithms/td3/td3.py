@@ -55,12 +55,10 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
     ReplayStateMixin,
     check_replay_buffer_config,
     our_replay_buffer_config,
-    resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
-from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
-from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
+from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.seam.config import ModelConfigIncludesHook, raise_config_error
 
 # The critics' regression loss: the TD3 paper's squared error, LAP's Huber
@@ -218,22 +216,6 @@ class TD3Config(
             }
         return self
 
-    @property
-    def uses_ners_replay(self) -> bool:
-        """Whether the replay buffer is the NERS buffer (or a subclass)."""
-        from rllib_ners.replay_buffers.ners_episode_buffer import (
-            NERSEpisodeReplayBuffer,
-        )
-
-        buffer_type = (self.replay_buffer_config or {}).get("type", FAST_BUFFER_TYPE)
-        try:
-            buffer_class = resolve_buffer_class(buffer_type)
-        except ValueError:
-            return False
-        return isinstance(buffer_class, type) and issubclass(
-            buffer_class, NERSEpisodeReplayBuffer
-        )
-
     @override(ModelConfigIncludesHook)
     def extra_model_config_includes(self) -> Dict[str, Any]:
         """What the RLModule acts with: `twin_q`, `exploration_noise`,
@@ -382,7 +364,7 @@ class TD3Config(
             )
 
 
-class TD3(ReplayLoopMixin, ReplayStateMixin, DQN):
+class TD3(NERSSamplerRoundsMixin, ReplayLoopMixin, ReplayStateMixin, DQN):
     """TD3 (see the module docstring): DQN's replay training step with TD3's
     Learner; with the NERS buffer, the NERS sampler update after each round."""
 
@@ -390,26 +372,6 @@ class TD3(ReplayLoopMixin, ReplayStateMixin, DQN):
     @override(DQN)
     def get_default_config(cls) -> AlgorithmConfig:
         return TD3Config()
-
-    @override(DQN)
-    def setup(self, config: AlgorithmConfig) -> None:
-        super().setup(config)
-        if self.config.uses_ners_replay:
-            self._ners_update = NERSSamplerUpdate.from_config(self.config)
-
-    @override(ReplayLoopMixin)
-    def _after_round(self) -> None:
-        # After every round of sampling and updates (RLlib's training step).
-        if self._ners_update is not None:
-            self._ners_update.maybe_update(self)
-
-    @override(DQN)
-    def step(self):
-        """One iteration; with the NERS buffer, plus the sampler diagnostics in
-        `result["ners"]`."""
-        result = super().step()
-        add_ners_diagnostics(self, result)
-        return result
 
 
 class DDPGConfig(TD3Config):
