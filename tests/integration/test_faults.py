@@ -199,7 +199,14 @@ def test_killed_env_runner_is_restarted_and_the_buffer_stays_sound(name, configs
             time.sleep(1.0)
         assert group.num_remote_worker_restarts() >= 2
         assert group.num_healthy_remote_workers() == 2
+        overlapped = getattr(algo, "overlapped_sampler", None)
+        returned = dict(overlapped.fragments_returned) if overlapped else {}
         result = algo.train()  # both restarted runners sample again
+        if overlapped is not None:
+            for runner_id in (1, 2):
+                assert overlapped.fragments_returned[runner_id] > returned.get(
+                    runner_id, 0
+                ), runner_id
         assert len(algo.local_replay_buffer) > steps_before
         assert result["ners"]["num_sampler_updates_lifetime"] >= 1
         assert_stored_episodes_are_whole(algo.local_replay_buffer)

@@ -23,11 +23,15 @@ fragment's staleness.
 Faults: an EnvRunner that dies loses only its request in flight (a fragment is
 returned whole or not at all, so nothing is half stored or stored twice); RLlib
 replaces it between iterations (`restart_failed_env_runners`) and the next
-round sends the new one a request.
+round sends the new one a request. (After a restart the sampler forgets which
+requests it believes in flight and asks every EnvRunner again: RLlib refuses a
+second request to one that is still sampling, up to
+`max_requests_in_flight_per_env_runner`.)
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -74,6 +78,9 @@ class OverlappedSampler:
         self.updates_done = 0
         # EnvRunner id -> the update count its request in flight was sent at.
         self._in_flight: Dict[int, int] = {}
+        # Fragments returned per EnvRunner id.
+        self.fragments_returned: Counter = Counter()
+        self._restarts_seen = env_runner_group.num_remote_worker_restarts()
         # Fragments that arrived while the Learner waited between updates: the
         # caller stored them at once and counts them in its next round (also
         # across training iterations).
@@ -86,6 +93,11 @@ class OverlappedSampler:
     def request(self) -> None:
         """Sends a `sample()` request to every healthy EnvRunner without one."""
         healthy = set(self.group.healthy_worker_ids())
+        restarts = self.group.num_remote_worker_restarts()
+        if restarts != self._restarts_seen:
+            # A restarted EnvRunner keeps its id but not its request.
+            self._restarts_seen = restarts
+            self._in_flight.clear()
         # Requests of EnvRunners that died never return.
         for runner_id in set(self._in_flight) - healthy:
             del self._in_flight[runner_id]
@@ -108,6 +120,7 @@ class OverlappedSampler:
         fragments = SampledFragments()
         for runner_id, (episodes, metrics) in ready:
             sent_at = self._in_flight.pop(runner_id, self.updates_done)
+            self.fragments_returned[runner_id] += 1
             fragments.episodes += episodes
             fragments.metrics.append(metrics)
             fragments.staleness.append(self.updates_done - sent_at)

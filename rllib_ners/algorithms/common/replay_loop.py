@@ -242,6 +242,11 @@ class ReplayLoopMixin:
     def uses_replay_loop(self) -> bool:
         return self.replay_loop_blocker is None
 
+    @property
+    def overlapped_sampler(self) -> Optional[OverlappedSampler]:
+        """With `overlap_sampling`: the EnvRunners' requests in flight; else None."""
+        return self._overlapped
+
     def _after_round(self) -> None:
         """Runs after every round (RLlib's training step); for subclasses."""
 

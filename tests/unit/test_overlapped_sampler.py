@@ -1,0 +1,113 @@
+"""`OverlappedSampler` against a scripted EnvRunner group (no Ray): which
+EnvRunners get requests, the staleness stamped on each fragment, the wait for
+stale requests, and a restarted EnvRunner asked again."""
+
+from rllib_ners.algorithms.common.overlapped_sampling import (
+    SAMPLE_REQUEST_TAG,
+    OverlappedSampler,
+)
+
+
+class ScriptedGroup:
+    """The EnvRunnerGroup calls the sampler makes. `finish(runner_id, steps)`
+    makes that EnvRunner's request ready with a fragment of `steps` env
+    steps; `restart(runner_id)` replaces it as RLlib does (same id)."""
+
+    def __init__(self, runner_ids=(1, 2)):
+        self.healthy = set(runner_ids)
+        self.restarts = 0
+        self.requests = []  # runner ids, in the order the requests were sent
+        self.ready = []
+        self.waits = []  # timeout_seconds of each fetch
+
+    def healthy_worker_ids(self):
+        return sorted(self.healthy)
+
+    def num_remote_worker_restarts(self):
+        return self.restarts
+
+    def foreach_env_runner_async(self, func, tag=None, *, remote_worker_ids):
+        assert tag == SAMPLE_REQUEST_TAG
+        self.requests += remote_worker_ids
+        return len(remote_worker_ids)
+
+    def fetch_ready_async_reqs(self, *, tags, timeout_seconds):
+        assert tags == SAMPLE_REQUEST_TAG
+        self.waits.append(timeout_seconds)
+        ready, self.ready = self.ready, []
+        return ready
+
+    def finish(self, runner_id, steps):
+        self.ready.append((runner_id, ([[0] * steps], {"runner": runner_id})))
+
+    def restart(self, runner_id):
+        self.restarts += 1
+        self.healthy.add(runner_id)
+
+
+def test_every_idle_healthy_env_runner_gets_one_request():
+    group = ScriptedGroup((1, 2, 3))
+    sampler = OverlappedSampler(group, timeout_s=5.0)
+    sampler.request()
+    sampler.request()  # all busy: nothing more
+    assert group.requests == [1, 2, 3]
+    group.finish(2, 8)
+    fragments = sampler.collect(wait=True)
+    assert fragments.env_steps == 8 and fragments.metrics == [{"runner": 2}]
+    assert group.waits == [5.0]
+    sampler.request()
+    assert group.requests == [1, 2, 3, 2]
+    assert sampler.num_in_flight == 3
+
+
+def test_fragments_carry_the_updates_made_since_their_request():
+    group = ScriptedGroup()
+    sampler = OverlappedSampler(group, timeout_s=5.0)
+    sampler.request()  # both sent at update 0
+    sampler.updates_done = 3
+    group.finish(1, 4)
+    assert sampler.collect(wait=False).staleness == [3]
+    sampler.request()  # runner 1 again, at update 3
+    sampler.updates_done = 5
+    group.finish(1, 4)
+    group.finish(2, 4)
+    assert sorted(sampler.collect(wait=False).staleness) == [2, 5]
+    assert group.waits == [0.0, 0.0]
+
+
+def test_the_learner_waits_for_a_request_that_would_grow_too_stale():
+    group = ScriptedGroup()
+    sampler = OverlappedSampler(group, timeout_s=5.0)
+    sampler.request()
+    sampler.updates_done = 1
+    # One more update would make both requests 2 updates stale: with a bound
+    # of 2 that is allowed, with a bound of 1 the sampler waits.
+    assert sampler.wait_for_stale(2).metrics == []
+    assert group.waits == []
+    group.finish(1, 4)
+    group.finish(2, 4)
+    arrived = sampler.wait_for_stale(1)
+    assert arrived.env_steps == 8 and arrived.staleness == [1, 1]
+    assert sampler.num_in_flight == 0
+
+
+def test_a_restarted_env_runner_is_asked_again():
+    """Its death seen in the last fetch of an iteration and RLlib's restart
+    before the next request: the new EnvRunner (same id) gets a request."""
+    group = ScriptedGroup()
+    sampler = OverlappedSampler(group, timeout_s=5.0)
+    sampler.request()
+    group.healthy.discard(1)  # its request failed: RLlib marks it unhealthy
+    group.restart(1)  # and restarts it before the sampler asks again
+    sampler.request()
+    assert group.requests == [1, 2, 1, 2]  # runner 2's repeat RLlib refuses
+
+
+def test_held_fragments_are_taken_once():
+    group = ScriptedGroup()
+    sampler = OverlappedSampler(group, timeout_s=5.0)
+    sampler.request()
+    group.finish(1, 4)
+    sampler.hold(sampler.collect(wait=False))
+    assert sampler.take_held().env_steps == 4
+    assert sampler.take_held().env_steps == 0
