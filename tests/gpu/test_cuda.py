@@ -49,6 +49,7 @@ from rllib_ners import (
     RainbowDQNConfig,
     with_replay_buffer,
 )
+from rllib_ners.algorithms.common.weight_sharing import MirroredWeights, local_learner
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 DEVICE = os.environ.get("RLLIB_NERS_TEST_DEVICE", "cuda")
@@ -196,6 +197,20 @@ def _train_until_updated(algo):
     raise AssertionError(f"no Learner update within {MAX_ITERATIONS} iterations")
 
 
+def _assert_env_runner_acts_with_learner_weights(algo):
+    """The local EnvRunner acts on the CPU with exactly the local Learner's
+    weights: the Learner's own tensors on the CPU (`SharedWeights`), a copy
+    refreshed in one transfer per round from a GPU (`MirroredWeights`)."""
+    assert algo.weight_sharing_blocker is None
+    mirrored = isinstance(algo._shared_weights, MirroredWeights)
+    assert mirrored == (DEVICE == "cuda")
+    learning = dict(local_learner(algo).module[DEFAULT_MODULE_ID].named_parameters())
+    runner = algo.env_runner_group.local_env_runner
+    for name, param in runner.module.named_parameters():
+        assert param.device.type == "cpu", name
+        assert torch.equal(param, learning[name].cpu()), name
+
+
 @pytest.mark.parametrize("num_learners", [0, 1], ids=["local", "remote"])
 @pytest.mark.parametrize("name", sorted(TRAIN_CASES))
 def test_every_algorithm_trains_with_a_gpu_learner(name, num_learners):
@@ -211,6 +226,8 @@ def test_every_algorithm_trains_with_a_gpu_learner(name, num_learners):
         (report,) = _device_reports(algo)
         for part, devices in report.items():
             assert devices == [DEVICE], (part, devices)
+        if num_learners == 0 and getattr(algo, "uses_replay_loop", False):
+            _assert_env_runner_acts_with_learner_weights(algo)
         buffer = algo.local_replay_buffer
         buffer.check_invariants()
         if getattr(buffer, "alpha", 0.0) > 0 or name.endswith("ners"):

@@ -28,7 +28,11 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import RainbowDQNConfig
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.weight_sharing import (
+    MirroredWeights,
+    local_learner,
+    share_weights_with_local_env_runner,
+)
 from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
@@ -51,8 +55,11 @@ def _flat(state, prefix=""):
             yield f"{prefix}{key}", value
 
 
-def _train(config):
+def _train(config, *, mirror=False):
     algo = config.build_algo()
+    if mirror:  # what a Learner on a GPU gets: a one-transfer copy per round
+        algo._shared_weights = share_weights_with_local_env_runner(algo, mirror=True)
+        assert isinstance(algo._shared_weights, MirroredWeights)
     try:
         results = [algo.train() for _ in range(ITERATIONS)]
         learner = local_learner(algo)
@@ -134,6 +141,25 @@ def test_sac_fast_loop_equals_rllibs_training_step(small_sac, one_torch_thread):
     fast, plain = _train(config), _train(_plain(config))
     assert fast[3] == (None, None) and fast[4]
     assert_trained_alike(fast, plain)
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "sac"])
+def test_mirrored_weights_train_as_rllibs_copy_does(
+    algorithm, small_dqn, small_sac, one_torch_thread
+):
+    """The EnvRunner of a Learner on another device acts with its own copy of
+    the weights, refreshed in one flat transfer (`MirroredWeights`): the same
+    weights, buffer and returns as RLlib's training step with its weight sync.
+    Mirrored here on the CPU; the gpu suite runs it across devices."""
+    if algorithm == "dqn":
+        config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
+    else:
+        config = small_sac(
+            rollout_fragment_length=1, training_intensity=32.0
+        ).reporting(min_time_s_per_iteration=0)
+    mirrored, plain = _train(config, mirror=True), _train(_plain(config))
+    assert not mirrored[4]  # the EnvRunner's parameters are its own tensors
+    assert_trained_alike(mirrored, plain)
 
 
 def test_vector_envs_keep_the_replay_ratio_per_env_step(small_dqn, one_torch_thread):

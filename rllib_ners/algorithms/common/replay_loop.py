@@ -23,8 +23,10 @@ trained env steps, as RLlib's `TrainIterCtx` checks them), and:
   metrics are reduced once per iteration, the priority rows come back with
   every update;
 * shares the parameters of the local Learner with the local EnvRunner
-  (`weight_sharing`), so no weights are copied between them; otherwise the
-  weights go to the EnvRunners after every round with updates, as RLlib does;
+  (`weight_sharing`), so no weights are copied between them; with the Learner
+  on a GPU, mirrors them into the EnvRunner in one transfer per round with
+  updates; otherwise the weights go to the EnvRunners after every round with
+  updates, as RLlib does;
 * logs the timers once per iteration (the mean time per round's section).
 
 Multi-agent configs take the same loop with the multi-agent buffer: numpy
@@ -52,7 +54,7 @@ from __future__ import annotations
 import logging
 import time
 from fractions import Fraction
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -86,6 +88,7 @@ from rllib_ners.algorithms.common.overlapped_sampling import (
 )
 from rllib_ners.algorithms.common.replay_checkpoint import ReplayStateMixin
 from rllib_ners.algorithms.common.weight_sharing import (
+    MirroredWeights,
     SharedWeights,
     share_weights_with_local_env_runner,
 )
@@ -198,7 +201,7 @@ class ReplayLoopMixin:
 
     replay_loop_blocker: Optional[str] = "the algorithm is not set up yet"
     weight_sharing_blocker: Optional[str] = "the algorithm is not set up yet"
-    _shared_weights: Optional[SharedWeights] = None
+    _shared_weights: Optional[Union[SharedWeights, MirroredWeights]] = None
     # With `overlap_sampling`: the EnvRunners' requests in flight.
     _overlapped: Optional[OverlappedSampler] = None
     # Updates owed by the env steps sampled so far (a fraction of an update
@@ -237,6 +240,13 @@ class ReplayLoopMixin:
             )
         else:
             self.weight_sharing_blocker, self._shared_weights = None, shared
+            if isinstance(shared, MirroredWeights):
+                logger.info(
+                    "%s mirrors the %s Learner's weights into the local "
+                    "EnvRunner in one transfer per round with updates.",
+                    type(self).__name__,
+                    shared.sources[0].device,
+                )
 
     @property
     def uses_replay_loop(self) -> bool:
@@ -447,7 +457,8 @@ class ReplayLoopMixin:
         return group.update(batch=batch, timesteps=timesteps, **_DEFER)
 
     def _sync_weights(self) -> None:
-        """The Learner's weights to the EnvRunners (shared: only the buffers)."""
+        """The Learner's weights to the EnvRunners (shared: only the buffers;
+        mirrored: one transfer)."""
         if self._shared_weights is not None:
             self._shared_weights.refresh()
             return

@@ -12,12 +12,21 @@ and nothing acts between an update and the copy that follows it).
 Parameters are shared; the few persistent buffers a module may have (e.g. a
 constant in RLlib's SAC policy head) are copied after every round with updates,
 as RLlib's copy would bring them. A module whose parameters or buffers the
-Learner's module lacks, or a Learner on another device, keeps RLlib's copy.
+Learner's module lacks keeps RLlib's copy.
+
+A Learner on another device (a GPU) cannot lend its tensors to the EnvRunner,
+which acts on the CPU. RLlib's copy then moves every parameter tensor on its
+own: one device-to-host copy and one host wait each, after every training
+step, which at one update per env step is most of a GPU run's stalls.
+`MirroredWeights` keeps the EnvRunner's parameters as views into one flat host
+tensor and refreshes it with one transfer: the Learner's parameters
+concatenated on their device, copied into it at once. The EnvRunner then acts
+with exactly the Learner's current weights, as after RLlib's copy.
 """
 
 from __future__ import annotations
 
-from typing import List, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -62,10 +71,60 @@ class SharedWeights:
         set_runner_weights_seq_no(self.runner, weights_seq_no(self.learner))
 
 
-def share_weights_with_local_env_runner(algo) -> Union[SharedWeights, str]:
+class MirroredWeights:
+    """The local EnvRunner's module, acting with a copy of the parameters of a
+    local Learner on another device, refreshed in one transfer.
+
+    `param_pairs`: `(acting, learning)` parameters of one dtype, the acting
+    ones on one device and the learning ones on another. The acting parameters
+    become views into one flat tensor (pinned host memory where the Learner is
+    on a GPU); `refresh()` concatenates the learning parameters on their
+    device and copies them into it in one transfer, then copies the buffers and
+    the weights seq no as `SharedWeights.refresh()` does.
+    """
+
+    def __init__(
+        self,
+        runner,
+        learner,
+        param_pairs: List[Tuple[torch.Tensor, torch.Tensor]],
+        buffer_pairs: List[Tuple[torch.Tensor, torch.Tensor]],
+    ):
+        self.runner = runner
+        self.learner = learner
+        self.buffer_pairs = buffer_pairs
+        self.sources = [learning for _, learning in param_pairs]
+        acting_device = param_pairs[0][0].device
+        self.flat = torch.empty(
+            sum(source.numel() for source in self.sources),
+            dtype=self.sources[0].dtype,
+            device=acting_device,
+            pin_memory=(
+                acting_device.type == "cpu" and self.sources[0].device.type == "cuda"
+            ),
+        )
+        offset = 0
+        for acting, learning in param_pairs:
+            size = learning.numel()
+            acting.data = self.flat[offset : offset + size].view_as(acting)
+            offset += size
+
+    def refresh(self) -> None:
+        with torch.no_grad():
+            self.flat.copy_(torch.cat([source.reshape(-1) for source in self.sources]))
+            for acting, learning in self.buffer_pairs:
+                acting.copy_(learning)
+        set_runner_weights_seq_no(self.runner, weights_seq_no(self.learner))
+
+
+def share_weights_with_local_env_runner(
+    algo, *, mirror: bool = False
+) -> Union[SharedWeights, MirroredWeights, str]:
     """Makes the local EnvRunner's module use the local Learner's parameter
-    tensors. Returns the `SharedWeights`, or why they cannot be shared (RLlib's
-    copy then stays)."""
+    tensors, or mirror them where the Learner is on another device (with
+    `mirror=True` also on the same device: what a GPU Learner's EnvRunner
+    gets, testable on the CPU). Returns the `SharedWeights` or
+    `MirroredWeights`, or why neither works (RLlib's copy then stays)."""
     if algo.config.num_env_runners > 0:
         return "remote EnvRunners act (they need the weights sent)"
     runner = algo.env_runner_group.local_env_runner if algo.env_runner_group else None
@@ -90,25 +149,46 @@ def share_weights_with_local_env_runner(algo) -> Union[SharedWeights, str]:
     )
     if isinstance(buffer_pairs, str):
         return buffer_pairs
-    for param, source in param_pairs:
-        param.data = source.data
-    shared = SharedWeights(runner, learner, buffer_pairs)
-    shared.refresh()
-    return shared
+    if not param_pairs:
+        return "the RLModule has no parameters"
+    same_device = all(
+        acting.device == learning.device for acting, learning in param_pairs
+    )
+    if same_device and not mirror:
+        for param, source in param_pairs:
+            param.data = source.data
+        weights = SharedWeights(runner, learner, buffer_pairs)
+    else:
+        why_not = _why_not_mirrored(param_pairs)
+        if why_not is not None:
+            return why_not
+        weights = MirroredWeights(runner, learner, param_pairs, buffer_pairs)
+    weights.refresh()
+    return weights
 
 
 def _matching_tensors(named_acting, learning_by_name, kind: str):
-    """`(acting, learning)` tensor pairs by name, or why they do not match."""
+    """`(acting, learning)` tensor pairs by name, or why they do not match in
+    shape and dtype."""
     pairs = []
     for name, tensor in named_acting:
         source = learning_by_name.get(name)
         if source is None:
             return f"the Learner's module has no {kind} {name!r}"
-        if (
-            source.shape != tensor.shape
-            or source.dtype != tensor.dtype
-            or source.device != tensor.device
-        ):
-            return f"{kind} {name!r} differs in shape, dtype or device"
+        if source.shape != tensor.shape or source.dtype != tensor.dtype:
+            return f"{kind} {name!r} differs in shape or dtype"
         pairs.append((tensor, source))
     return pairs
+
+
+def _why_not_mirrored(param_pairs) -> Optional[str]:
+    """Why `MirroredWeights` cannot serve `param_pairs` (one flat copy needs
+    one dtype, one source device and one target device), or None."""
+    for side, tensors in (
+        ("EnvRunner's", [acting for acting, _ in param_pairs]),
+        ("Learner's", [learning for _, learning in param_pairs]),
+    ):
+        first = tensors[0]
+        if any(t.device != first.device or t.dtype != first.dtype for t in tensors):
+            return f"the {side} parameters span several devices or dtypes"
+    return None
