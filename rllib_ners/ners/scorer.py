@@ -221,13 +221,27 @@ class NERSScorer(nn.Module):
             [batch[name].reshape(-1).double() for name in SCALAR_COLUMNS], dim=-1
         )
 
-    def scalar_moments(self, scalars: torch.Tensor) -> torch.Tensor:
+    def scalar_moments(
+        self, scalars: torch.Tensor, *, host_reads: Optional[bool] = None
+    ) -> torch.Tensor:
         """`[count, sum, sum of squares]` of the finite rows of `scalars`, shifted
         by the running mean (numerically safer; the shift is the same on every
-        Learner): what `update_scalar_statistics` sums over Learners."""
-        finite = torch.isfinite(scalars)
-        if not bool(finite.all()):  # (one check; indexing would sync anyway)
-            scalars = scalars[finite.all(dim=-1)]
+        Learner): what `update_scalar_statistics` sums over Learners.
+
+        `host_reads` (default: for CPU tensors) drops non-finite rows after one
+        check read on the host; without, they add zeros instead (the same
+        moments up to float rounding, nothing read: a read stalls a GPU)."""
+        finite_rows = torch.isfinite(scalars).all(dim=-1)
+        if host_reads is None:
+            host_reads = scalars.device.type == "cpu"
+        if not host_reads:
+            shifted = torch.where(
+                finite_rows.unsqueeze(-1), scalars - self.scalar_mean, 0.0
+            )
+            count = finite_rows.sum().reshape(1).to(scalars.dtype)
+            return torch.cat([count, shifted.sum(dim=0), shifted.square().sum(dim=0)])
+        if not bool(finite_rows.all()):  # (one check; indexing would sync anyway)
+            scalars = scalars[finite_rows]
         scalars = scalars - self.scalar_mean
         count = scalars.new_full((1,), scalars.shape[0])
         return torch.cat([count, scalars.sum(dim=0), scalars.square().sum(dim=0)])

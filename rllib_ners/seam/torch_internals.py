@@ -52,10 +52,11 @@ def foreach_norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     return torch._foreach_norm(tensors, 2.0)
 
 
-def has_non_finite(tensors: Sequence[torch.Tensor]) -> Optional[bool]:
-    """Whether any tensor holds a nan or inf, in one fused pass (the kernel
-    `GradScaler` runs to unscale gradients, here with a scale of exactly 1.0,
-    which leaves every value as it is). None where torch has no such kernel for
+def non_finite_flag(tensors: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
+    """A `[1]` float tensor on the tensors' device: 1.0 where any holds a nan
+    or inf, else 0.0, from one fused pass (the kernel `GradScaler` runs to
+    unscale gradients, here with a scale of exactly 1.0, which leaves every
+    value as it is) and read nowhere. None where torch has no such kernel for
     the tensors' device and dtype, or they differ in either."""
     first = tensors[0]
     if not all(t.device == first.device and t.dtype == first.dtype for t in tensors):
@@ -69,7 +70,14 @@ def has_non_finite(tensors: Sequence[torch.Tensor]) -> Optional[bool]:
         )
     except (RuntimeError, NotImplementedError):
         return None
-    return bool(found_inf)
+    return found_inf
+
+
+def has_non_finite(tensors: Sequence[torch.Tensor]) -> Optional[bool]:
+    """Whether any tensor holds a nan or inf (`non_finite_flag`, read on the
+    host); None where that has no kernel."""
+    found_inf = non_finite_flag(tensors)
+    return None if found_inf is None else bool(found_inf)
 
 
 def unobserved_optimizer_step(optimizer: torch.optim.Optimizer) -> Optional[Callable]:

@@ -17,6 +17,7 @@ from rllib_ners.seam.torch_internals import (
     forward_is_observed,
     fused_adam_step_,
     has_non_finite,
+    non_finite_flag,
     unobserved_optimizer_step,
 )
 
@@ -63,6 +64,18 @@ def test_has_non_finite_finds_nan_and_inf_and_leaves_values_alone(poison, expect
     )
     for a, b in zip(tensors, before):
         assert torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+@pytest.mark.parametrize("poison, expected", [(None, 0.0), (float("nan"), 1.0)])
+def test_non_finite_flag_is_a_tensor_on_the_tensors_device(poison, expected):
+    tensors = _tensors()
+    if poison is not None:
+        tensors[0][0] = poison
+    flag = non_finite_flag(tensors)
+    assert torch.is_tensor(flag) and flag.device == tensors[0].device
+    assert flag.shape == (1,) and float(flag) == expected, _fail(
+        "torch._amp_foreach_non_finite_check_and_unscale_'s found_inf changed"
+    )
 
 
 def test_has_non_finite_declines_what_its_kernel_does_not_take():

@@ -96,3 +96,44 @@ def test_clipped_gradients_step_as_rllib_without_a_second_norm(poison, monkeypat
     ):
         assert torch.equal(a, b), pid
         assert torch.isfinite(a).all()
+
+
+@pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
+def test_step_without_host_reads_steps_as_rllib(poison, monkeypatch):
+    """A Learner whose tensors are on a GPU (`host_reads=False`, forced here on
+    the CPU) clips and steps without reading a value on the host: RLlib's
+    tensor clip coefficient, nan/inf set as RLlib's `apply_gradients` sets
+    them; the same parameters as RLlib's step. Updates with nan/inf are
+    counted on the device under NUM_NON_FINITE_GRADIENT_UPDATES."""
+    from ray.rllib.core import ALL_MODULES
+    from ray.rllib.utils.torch_utils import clip_gradients
+
+    from rllib_ners.algorithms.common.gradient_step import (
+        NUM_NON_FINITE_GRADIENT_UPDATES,
+    )
+
+    ours = _learner()
+    ours.host_reads = False
+    theirs = copy.deepcopy(ours)
+
+    def no_host_read(*args, **kwargs):
+        raise AssertionError("a tensor value was read on the host")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.Tensor, "item", no_host_read)
+        patch.setattr(torch.Tensor, "__bool__", no_host_read)
+        patch.setattr(torch.Tensor, "__float__", no_host_read)
+        for _ in range(2):
+            ours.apply_gradients(ours.postprocess_gradients(_grads(ours, poison)))
+    monkeypatch.setattr(type(theirs), "clip_gradients", staticmethod(clip_gradients))
+    for _ in range(2):
+        TorchLearner.apply_gradients(
+            theirs, theirs.postprocess_gradients(_grads(theirs, poison))
+        )
+    for (pid, a), b in zip(
+        learner_parameters(ours).items(), learner_parameters(theirs).values()
+    ):
+        assert torch.equal(a, b), pid
+        assert torch.isfinite(a).all()
+    counted = ours.metrics.peek((ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES))
+    assert float(counted) == (0.0 if poison is None else 2.0)

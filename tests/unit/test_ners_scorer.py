@@ -206,6 +206,26 @@ def test_running_statistics_equal_numpy_over_all_scored_rows():
     )
 
 
+def test_moments_without_host_reads_equal_dropping_non_finite_rows():
+    """A GPU scorer reads nothing on the host: non-finite rows add zeros
+    instead of being dropped, to the same moments within float64 rounding (and
+    bit for bit where every row is finite)."""
+    scorer = _scorer()
+    batch = _large_scale_batch(64, 5)
+    scorer.update_scalar_statistics(batch)  # a non-zero shift
+    scalars = scorer.scalar_columns(_large_scale_batch(48, 6))
+    assert torch.equal(
+        scorer.scalar_moments(scalars, host_reads=False),
+        scorer.scalar_moments(scalars, host_reads=True),
+    )
+    scalars[3, 1] = float("nan")
+    scalars[10, 2] = float("inf")
+    dropped = scorer.scalar_moments(scalars, host_reads=True)
+    zeroed = scorer.scalar_moments(scalars, host_reads=False)
+    assert float(dropped[0]) == float(zeroed[0]) == 46
+    torch.testing.assert_close(zeroed, dropped, rtol=1e-12, atol=1e-9)
+
+
 def test_sharded_statistics_equal_the_whole_batch_and_match_across_shards():
     """Two Learners' shards merged by the all-reduce: the same statistics on both
     as one process scoring the whole batch."""

@@ -145,8 +145,13 @@ def _assert_same_networks(module, plain):
     [(TD3Config, {}), (DDPGConfig, {}), (TD3Config, {"gamma": 0.9, "tau": 0.05})],
     ids=["td3", "ddpg", "td3-other-gamma-tau"],
 )
-def test_updates_equal_the_papers_update(config_class, settings, one_torch_thread):
+# host_reads=False: the step a GPU Learner takes (no value read on the host).
+@pytest.mark.parametrize("host_reads", [None, False], ids=["cpu-step", "gpu-step"])
+def test_updates_equal_the_papers_update(
+    config_class, settings, host_reads, one_torch_thread
+):
     learner = _learner(config_class().training(**settings))
+    learner.host_reads = host_reads
     module = learner.module[MID].unwrapped()
     plain = PlainTD3(module, learner.config)
     _assert_same_networks(module, plain)

@@ -14,15 +14,26 @@
   call); anything else -> RLlib's own `apply_gradients`, with its exact
   nan/inf handling.
 
+On a GPU each value read on the host (`.item()`, `bool(tensor)`) waits for
+every kernel queued before it, so the host stops feeding the device. There
+the step reads nothing: the clip coefficient is RLlib's tensor formula, and
+instead of checking the gradients the step applies what RLlib does to
+non-finite ones, `nan_to_num` in place (a no-op on finite values), and counts
+the updates that had any under `NUM_NON_FINITE_GRADIENT_UPDATES`, read with
+the other metrics once per iteration (`gradient_step_without_host_reads`).
+The values equal RLlib's step within float tolerance (the GPU's own
+arithmetic); RLlib warns in its log at each such update instead.
+
 Mixed precision and torch LR schedulers take RLlib's step unchanged.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import torch
+from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import clip_gradients
@@ -35,13 +46,28 @@ from rllib_ners.seam.learner import (
     scales_gradients,
     uses_torch_lr_schedulers,
 )
-from rllib_ners.seam.torch_internals import foreach_mul_, foreach_norms, has_non_finite
+from rllib_ners.seam.torch_internals import (
+    foreach_mul_,
+    foreach_norms,
+    has_non_finite,
+    non_finite_flag,
+)
 from rllib_ners.utils.torch_ops import step_optimizers
 
 # RLlib's `clip_gradients`: the epsilon added to the total norm before it
 # divides the clip, and the values non-finite norms are mapped to.
 CLIP_NORM_EPSILON = 1e-6
 NONFINITE_NORM_STANDIN = 10e8
+# Learner metric under ALL_MODULES, on Learners that step without host reads:
+# the updates of the iteration whose gradients held a nan or inf (set to
+# finite values as RLlib does).
+NUM_NON_FINITE_GRADIENT_UPDATES = "num_non_finite_gradient_updates"
+
+
+def reads_on_host(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether the gradient step may read `tensors`' values on the host
+    without stalling a device: they live in host memory."""
+    return tensors[0].device.type == "cpu"
 
 
 def gradients_of(loss: torch.Tensor, parameters: Dict[Any, torch.Tensor]) -> ParamDict:
@@ -54,15 +80,21 @@ def gradients_of(loss: torch.Tensor, parameters: Dict[Any, torch.Tensor]) -> Par
 
 
 def clip_gradients_foreach(
-    gradients_dict: ParamDict, *, grad_clip=None, grad_clip_by: str = "value"
+    gradients_dict: ParamDict,
+    *,
+    grad_clip=None,
+    grad_clip_by: str = "value",
+    host_reads: Optional[bool] = None,
 ):
     """RLlib's `clip_gradients`, with multi-tensor kernels for
     `grad_clip_by="global_norm"` (the same per-tensor norms, total norm,
     coefficient and products; tested equal bit for bit).
 
-    With a finite float32 total norm the coefficient is RLlib's float32
-    arithmetic done on the host, and a coefficient of 1 skips the products
-    (x * 1.0 is x). Otherwise RLlib's tensor ops run. Returns the total norm.
+    With `host_reads` (default: for CPU tensors, `reads_on_host`) and a
+    finite float32 total norm the coefficient is RLlib's float32 arithmetic
+    done on the host, and a coefficient of 1 skips the products (x * 1.0 is
+    x). Otherwise RLlib's tensor ops run, with no host read. Returns the
+    total norm.
     """
     grads = [grad.detach() for grad in gradients_dict.values() if grad is not None]
     if grad_clip is None or grad_clip_by != "global_norm" or not grads:
@@ -70,7 +102,9 @@ def clip_gradients_foreach(
             gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by
         )
     norms = torch.stack(foreach_norms(grads))
-    if norms.dtype == torch.float32:  # the host arithmetic below is float32's
+    if host_reads is None:
+        host_reads = reads_on_host(grads)
+    if host_reads and norms.dtype == torch.float32:  # float32 arithmetic below
         total_norm = torch.norm(norms, 2.0)
         total = np.float32(total_norm.item())
         if np.isfinite(total):
@@ -103,11 +137,35 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
     return bool(torch.isfinite(torch.nn.utils.get_total_norm(tensors, foreach=True)))
 
 
+def gradient_step_without_host_reads(
+    grads: Sequence[torch.Tensor], *, skip_nan_gradients: bool
+) -> Optional[torch.Tensor]:
+    """What RLlib's `apply_gradients` does to `grads` before the optimizers
+    step, with no value read on the host: nan -> 0 and +-inf -> the dtype's
+    largest finite values, in place (unless `skip_nan_gradients`, RLlib's
+    `torch_skip_nan_gradients`, with which RLlib steps on them as they are).
+    Returns a 0/1 tensor on their device, 1 where any held a nan or inf (None
+    where torch has no fused check for their device and dtype)."""
+    found = non_finite_flag(grads)
+    if not skip_nan_gradients:
+        for grad in grads:
+            torch.nan_to_num(grad, out=grad)
+    return found
+
+
 class FusedGradientStep(ClipGradientsHook):
     """For `TorchLearner` subclasses (list it before the TorchLearner class):
-    RLlib's gradient step with fewer passes (see the module docstring)."""
+    RLlib's gradient step with fewer passes (see the module docstring).
 
-    clip_gradients = staticmethod(clip_gradients_foreach)
+    `host_reads`: whether the step may read gradient values on the host
+    (None, the default: where the Learner's tensors are in host memory)."""
+
+    host_reads: Optional[bool] = None
+
+    def clip_gradients(self, gradients_dict: ParamDict, **kwargs):
+        return clip_gradients_foreach(
+            gradients_dict, host_reads=self.host_reads, **kwargs
+        )
 
     @override(TorchLearner)
     def compute_gradients(self, loss_per_module, **kwargs) -> ParamDict:
@@ -126,9 +184,23 @@ class FusedGradientStep(ClipGradientsHook):
             or len(grads) != len(gradients_dict)
             or scales_gradients(self)
             or uses_torch_lr_schedulers(self)
-            or not all_finite(grads)
         ):
             return super().apply_gradients(gradients_dict)
+        host_reads = self.host_reads
+        if host_reads is None:
+            host_reads = reads_on_host(grads)
+        if host_reads and not all_finite(grads):
+            return super().apply_gradients(gradients_dict)
+        if not host_reads:
+            found = gradient_step_without_host_reads(
+                grads, skip_nan_gradients=self.config.torch_skip_nan_gradients
+            )
+            if found is not None:
+                self.metrics.log_value(
+                    (ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES),
+                    found,
+                    reduce="sum",
+                )
         parameters = learner_parameters(self)
         for pid, grad in gradients_dict.items():
             parameters[pid].grad = grad

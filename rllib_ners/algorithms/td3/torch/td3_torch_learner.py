@@ -25,7 +25,7 @@ directly (`step_optimizers`).
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from ray.rllib.algorithms.sac.sac_learner import (
@@ -35,6 +35,7 @@ from ray.rllib.algorithms.sac.sac_learner import (
     QF_MIN_KEY,
     TD_ERROR_MEAN_KEY,
 )
+from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
@@ -49,9 +50,12 @@ from rllib_ners.algorithms.common.distributed import (
     learners_share_process_group,
 )
 from rllib_ners.algorithms.common.gradient_step import (
+    NUM_NON_FINITE_GRADIENT_UPDATES,
     all_finite,
     clip_gradients_foreach,
+    gradient_step_without_host_reads,
     gradients_of,
+    reads_on_host,
 )
 from rllib_ners.algorithms.common.lap_losses import huber, pal, pal_normaliser
 from rllib_ners.algorithms.common.target_updates import PolyakTargets
@@ -138,6 +142,11 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
     """TD3's update (see the module docstring), with metrics deferred to once
     per iteration (`DeferredMetricsUpdates`) and the NERS scorer when the
     replay buffer is the NERS buffer."""
+
+    # Whether the gradient step may read gradient values on the host (None:
+    # where the Learner's tensors are in host memory), as
+    # `FusedGradientStep.host_reads`.
+    host_reads: Optional[bool] = None
 
     @override(TorchLearner)
     def build(self) -> None:
@@ -286,9 +295,15 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
         grads = [grad for grad in gradients.values() if grad is not None]
         if learners_share_process_group(self):
             average_over_learners(grads)
+        host_reads = self.host_reads
+        if host_reads is None:
+            host_reads = not grads or reads_on_host(grads)
         if config.grad_clip is not None:
             norm = clip_gradients_foreach(
-                gradients, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by
+                gradients,
+                grad_clip=config.grad_clip,
+                grad_clip_by=config.grad_clip_by,
+                host_reads=host_reads,
             )
             if config.grad_clip_by == "global_norm":
                 self.metrics.log_value(
@@ -296,7 +311,13 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
                     norm,
                     window=1,
                 )
-        if grads and not all_finite(grads):
+        if grads and not host_reads:
+            found = gradient_step_without_host_reads(grads, skip_nan_gradients=False)
+            if found is not None:
+                self.metrics.log_value(
+                    (ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES), found, reduce="sum"
+                )
+        elif grads and not all_finite(grads):
             logger.warning(
                 "Gradients of %s's %s contain nan/inf values; setting them to zero "
                 "(as RLlib's apply_gradients does by default).",
