@@ -373,9 +373,12 @@ def _timed_learner_updates(algo) -> List[float]:
     return busy
 
 
-def runners_point(arm: str, mode: str, num_runners: int, steps: int) -> dict:
-    """One algorithm with `num_runners` EnvRunners: warmed up past the learning
-    start, then one iteration of `steps` env steps timed."""
+def runners_point(
+    arm: str, mode: str, num_runners: int, steps: int, envs_per_runner: int = 1
+) -> dict:
+    """One algorithm with `num_runners` EnvRunners of `envs_per_runner`
+    sub-envs each: warmed up past the learning start, then one iteration of
+    `steps` env steps timed."""
     from ray.rllib.utils.metrics import (
         ALL_MODULES,
         ENV_RUNNER_RESULTS,
@@ -398,7 +401,9 @@ def runners_point(arm: str, mode: str, num_runners: int, steps: int) -> dict:
             capacity=100_000,
             learning_starts=learning_starts,
         )
-        .env_runners(num_env_runners=num_runners)
+        .env_runners(
+            num_env_runners=num_runners, num_envs_per_env_runner=envs_per_runner
+        )
         .training(overlap_sampling=mode != "lockstep")
     )
     if mode == "lockstep":
@@ -444,7 +449,10 @@ def runners_point(arm: str, mode: str, num_runners: int, steps: int) -> dict:
     }
 
 
-def runners_suite(arms: List[str], runner_counts: List[int], steps: int) -> None:
+def runners_suite(
+    arms: List[str], runner_counts: List[int], steps: int, envs_per_runner: int = 1
+) -> None:
+    print(f"{envs_per_runner} sub-env(s) per EnvRunner")
     print(
         "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
         "updates/s | Learner busy | staleness mean/max |"
@@ -455,7 +463,7 @@ def runners_suite(arms: List[str], runner_counts: List[int], steps: int) -> None
             for mode in RUNNER_MODES:
                 if mode == "ceiling" and arm != arms[0]:
                     continue  # no updates: the arm does not matter
-                point = runners_point(arm, mode, num_runners, steps)
+                point = runners_point(arm, mode, num_runners, steps, envs_per_runner)
                 print(
                     f"| {num_runners} | {arm if mode != 'ceiling' else '-'} | "
                     f"{mode} | {point['env steps/s']:.1f} | "
@@ -524,6 +532,14 @@ def main(argv=None) -> int:
         default=[1, 2, 4, 8, 12],
         help="EnvRunner counts of --suite runners",
     )
+    parser.add_argument(
+        "--envs-per-runner",
+        type=int,
+        default=1,
+        help="sub-envs per EnvRunner in --suite runners (the Nature CNN's "
+        "batch-1 forward is half of an EnvRunner's time per step on a CPU: "
+        "benchmarks/atari_ingest.py)",
+    )
     args = parser.parse_args(argv)
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
     names = args.arms or list(SUITES[args.suite])
@@ -563,7 +579,7 @@ def main(argv=None) -> int:
             return 0
         if args.suite == "runners":
             print(f"runners: {args.steps} env steps per point; {_machine()}")
-            runners_suite(names, args.runners, args.steps)
+            runners_suite(names, args.runners, args.steps, args.envs_per_runner)
             return 0
         load_before = os.getloadavg()
         arms = BUILDERS[args.suite](names, args.steps)
