@@ -7,12 +7,13 @@ buffer, for this package's Atari config (`atari_rainbow`, or with `--preset der`
 1  bare env      `make_atari_env` stepping with random actions: the ceiling of
                  one process.
 2  EnvRunner     `FastSingleAgentEnvRunner.sample()` as the algorithm calls it
-                 (no arguments: one rollout fragment per sub-env). Atari's
-                 frame-stacking connector blocks our fast loop
-                 (`fast_sampling_blocker`), so this is RLlib's
-                 `SingleAgentEnvRunner` loop. Split by timers wrapped around the
-                 env's `step`, the RLModule's `forward_exploration`, the
-                 env-to-module and module-to-env connector pipelines and the
+                 (no arguments: one rollout fragment per sub-env): its fast
+                 loop, which keeps Atari's frame stacks itself; beside it
+                 RLlib's `SingleAgentEnvRunner` on the same config (the frame-
+                 stacking connector rebuilding the stacks from the episodes).
+                 Split by timers wrapped around the env's `step`, the
+                 RLModule's exploration pass, the env-to-module and
+                 module-to-env connector pipelines (RLlib's loop only) and the
                  episodes' `to_numpy` / `cut`; the rest is the episode
                  bookkeeping (`add_env_step`, callbacks, metrics). Once with 1
                  sub-env (the preset) and once with 4 (`--envs`).
@@ -177,17 +178,26 @@ class RunnerArm(Arm):
     where = "runner"
     PARTS = ("env step", "RLModule forward", "env-to-module", "module-to-env")
 
-    def __init__(self, config, num_envs: int):
+    def __init__(self, config, num_envs: int, rllib_loop: bool = False):
+        from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
         from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
 
         config = config.env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs)
-        self.runner = FastSingleAgentEnvRunner(config=config)
-        self.blocker = self.runner.fast_sampling_blocker
+        runner_class = SingleAgentEnvRunner if rllib_loop else FastSingleAgentEnvRunner
+        self.runner = runner_class(config=config)
+        self.blocker = (
+            "RLlib's SingleAgentEnvRunner (for comparison)"
+            if rllib_loop
+            else self.runner.fast_sampling_blocker
+        )
         self.timer = PartTimer()
         self.input_dtypes = set()
         runner, timer = self.runner, self.timer
         runner.env.step = timer.wrap("env step", runner.env.step)
-        forward = runner.module.forward_exploration
+        # Both loops run the module's own exploration pass (RLlib's loop
+        # through `forward_exploration`, which toggles eval/train around it).
+        forward = runner.module._forward_exploration
 
         def forward_seen(batch, **kwargs):
             obs = batch.get("obs")
@@ -195,7 +205,9 @@ class RunnerArm(Arm):
                 self.input_dtypes.add((str(obs.dtype), tuple(obs.shape[1:])))
             return forward(batch, **kwargs)
 
-        runner.module.forward_exploration = timer.wrap("RLModule forward", forward_seen)
+        runner.module._forward_exploration = timer.wrap(
+            "RLModule forward", forward_seen
+        )
         runner._env_to_module = timer.wrap("env-to-module", runner._env_to_module)
         runner._module_to_env = timer.wrap("module-to-env", runner._module_to_env)
         self.fragments: List[list] = []
@@ -492,7 +504,7 @@ def report(args, config, results, arms, facts, load_before) -> None:
         f"{config.n_step}, replay {facts['replay']}, one update of {BATCH} per "
         f"{ratio:g} env steps"
     )
-    print(f"fast loop blocked: {facts['blocker']}")
+    print(f"fast loop blocked: {facts['blocker'] or 'no (the fast loop samples)'}")
     print(f"RLModule inputs when acting (dtype, shape): {sorted(facts['inputs'])}")
     b = facts["bytes"]
     per = 1.0 / b["steps"]
@@ -549,12 +561,13 @@ def report(args, config, results, arms, facts, load_before) -> None:
         results["env"]["cpu"],
         shares=False,
     )
-    for num_envs in envs:
-        name = f"runner-{num_envs}"
-        in_path = num_envs == envs[0]
+    for name in [f"runner-{n}" for n in envs] + [f"rllib-runner-{envs[0]}"]:
+        num_envs = int(name.rsplit("-", 1)[1])
+        in_path = name == runner
         r = results[name]
+        loop = "RLlib's loop" if name.startswith("rllib") else "our EnvRunner"
         row(
-            f"2 EnvRunner.sample(), {num_envs} sub-env(s)",
+            f"2 EnvRunner.sample(), {num_envs} sub-env(s), {loop}",
             "runner",
             r["total"],
             r["cpu"],
@@ -603,6 +616,12 @@ def report(args, config, results, arms, facts, load_before) -> None:
             f"| total path, {label} (2 with {envs[0]} sub-env + 3 + 4 + 5) | | "
             f"{totals[kind]:,.1f} | | | {1e6 / totals[kind]:,.0f} | |"
         )
+    rllib_runner = results[f"rllib-runner-{envs[0]}"]["total"]
+    print(
+        f"our EnvRunner vs RLlib's SingleAgentEnvRunner, {envs[0]} sub-env(s), "
+        f"same config, same rounds: {rllib_runner / results[runner]['total']:.2f}x "
+        f"env steps/s"
+    )
 
 
 def main(argv=None) -> int:
@@ -647,6 +666,9 @@ def main(argv=None) -> int:
         arms["env"] = BareEnvArm()
         for num_envs in args.envs:
             arms[f"runner-{num_envs}"] = RunnerArm(config.copy(), num_envs)
+        arms[f"rllib-runner-{args.envs[0]}"] = RunnerArm(
+            config.copy(), args.envs[0], rllib_loop=True
+        )
         for name, arm in list(arms.items()):
             print(f"warming up {name}", flush=True)
             arm.warm_up(args.steps)

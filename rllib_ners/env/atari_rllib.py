@@ -25,11 +25,11 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
-from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.env import ATARI_ENV_NAME
 from rllib_ners.env.atari import ATARI_DEFAULTS, GAME_LENGTH_KEY, GAME_RETURN_KEY
+from rllib_ners.env.frame_stacking import FrameStackingConnector
 
 # Keys under `result["env_runners"]` (and `result["evaluation"]["env_runners"]`).
 GAME_RETURN_MEAN = "game_return_mean"
@@ -47,16 +47,6 @@ def register_atari_env() -> None:
     from rllib_ners.env.atari import make_atari_env
 
     register_env(ATARI_ENV_NAME, make_atari_env)
-
-
-class FrameStackingConnector:
-    """A picklable `env_to_module_connector` factory for RLlib's frame stacking."""
-
-    def __init__(self, num_frames: int):
-        self.num_frames = int(num_frames)
-
-    def __call__(self, env=None, spaces=None, device=None):
-        return FrameStackingEnvToModule(num_frames=self.num_frames)
 
 
 class AtariGameMetricsCallback(RLlibCallback):

@@ -34,8 +34,16 @@ exploration, then the action distribution), including the forward pass RLlib
 makes for a finished episode's last observation before the vector env resets
 that sub-env; so a seeded run takes the same actions either way.
 
+Atari's frame stacking (`with_atari`'s `FrameStackingConnector`, RLlib's
+`FrameStackingEnvToModule` before the default pipeline) is served too: each
+sub-env's stack of its last k frames is kept from step to step
+(`push_frames`), the same uint8 stacks the connector rebuilds from the
+episodes at every step, with an `episode_lookback_horizon` of at least k - 1
+(with less, RLlib's loop zero-fills stacks in mid-episode at every chunk
+boundary; such configs keep it).
+
 Configs it cannot serve keep RLlib's loop, and the EnvRunner says why in one
-INFO log line at construction: custom env-to-module or module-to-env
+INFO log line at construction: other custom env-to-module or module-to-env
 connectors, or the default ones switched off; a stateful RLModule; callbacks
 that act per step (`on_episode_created`, `on_episode_start`, `on_episode_step`);
 nested (Dict/Tuple) observation or action spaces. An EnvRunner that pulls its
@@ -60,6 +68,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import gymnasium as gym
+import numpy as np
 import torch
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.callbacks.utils import make_callback
@@ -74,11 +83,13 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ResultDict
 
+from rllib_ners.env.frame_stacking import FrameStackingConnector
 from rllib_ners.env.sampling_metrics import PendingSamplingMetrics
 from rllib_ners.env.sampling_steps import (
     EnvActions,
     SubEnvSteps,
     actions_from_module_output,
+    push_frames,
     record_sub_env_steps,
     write_unwritten_steps,
 )
@@ -122,7 +133,15 @@ def fast_sampling_blocker(config, env_runner: SingleAgentEnvRunner) -> Optional[
     config that adds to or removes from them, or that needs the per-step episode
     objects, keeps RLlib's loop.
     """
-    if custom_env_to_module_connector(config) is not None:
+    env_to_module = custom_env_to_module_connector(config)
+    if isinstance(env_to_module, FrameStackingConnector):
+        if config.episode_lookback_horizon < env_to_module.num_frames - 1:
+            return (
+                f"frame stacking of {env_to_module.num_frames} frames with "
+                f"episode_lookback_horizon={config.episode_lookback_horizon} "
+                f"(RLlib's loop zero-fills those stacks at chunk boundaries)"
+            )
+    elif env_to_module is not None:
         return "a custom env_to_module_connector is set"
     if custom_module_to_env_connector(config) is not None:
         return "a custom module_to_env_connector is set"
@@ -151,6 +170,15 @@ def fast_sampling_blocker(config, env_runner: SingleAgentEnvRunner) -> Optional[
             if getattr(type(callback), name) is not getattr(RLlibCallback, name):
                 return f"callback {type(callback).__name__} overrides {name}"
     return None
+
+
+def frames_per_stack(config) -> int:
+    """The frames the fast loop stacks per observation (`FrameStackingConnector`
+    as the env-to-module connector), else 1."""
+    env_to_module = custom_env_to_module_connector(config)
+    if isinstance(env_to_module, FrameStackingConnector):
+        return env_to_module.num_frames
+    return 1
 
 
 def sampling_target(
@@ -204,6 +232,8 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         # The map of actions onto the env's action space, worked out once per
         # env (see `_actions_map`).
         self._env_actions: Optional[EnvActions] = None
+        # Frames per RLModule input (Atari's frame stacking), else 1.
+        self._frames_per_stack = frames_per_stack(self.config)
 
     @property
     def uses_fast_sampling(self) -> bool:
@@ -303,6 +333,7 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         weights_seq_no = runner_weights_seq_no(self)
         device = runner_device(self)
         episodes, steps, obs, to_env = self._loop_start_state()
+        stacks = self._frame_stacks(obs)
         env_steps = 0
         done: List[SingleAgentEpisode] = []
         terminateds = truncateds = None
@@ -325,8 +356,14 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
                 env_steps = 0
                 reset_envs_and_episodes(self, explore)
                 episodes, steps, obs, to_env = self._loop_start_state()
+                stacks = self._frame_stacks(obs)
                 continue
             observations, rewards, terminateds, truncateds, infos = results
+            if stacks is not None:
+                # Sub-envs whose episode is not reset yet were reset in this
+                # step: their observation starts a new stack.
+                restarted = np.array([not episode.is_reset for episode in episodes])
+                stacks = push_frames(stacks, np.asarray(observations), restarted)
             env_steps += record_sub_env_steps(
                 episodes,
                 steps,
@@ -337,7 +374,7 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
                 extra_model_outputs=extra,
                 weights_seq_no=weights_seq_no,
             )
-            obs = numpy_to_tensor(observations, device)
+            obs = numpy_to_tensor(observations if stacks is None else stacks, device)
             done += self._finish_done_episodes(
                 episodes,
                 steps,
@@ -364,6 +401,13 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         steps = [SubEnvSteps() for _ in range(self.num_envs)]
         episodes = ongoing_episodes(self)
         return episodes, steps, runner_cached_obs(self), self._actions_map()
+
+    def _frame_stacks(self, obs: torch.Tensor) -> Optional[np.ndarray]:
+        """With frame stacking, the sub-envs' current stacks (the cached module
+        input, which either loop leaves as the connector builds it), else None."""
+        if self._frames_per_stack == 1:
+            return None
+        return obs.cpu().numpy()
 
     def _actions_map(self) -> EnvActions:
         """`EnvActions` for the env's action space, built again only when the

@@ -8,7 +8,9 @@ per-step episode calls computes, for the whole batch of sub-envs at once:
 * `EnvActions`: `NormalizeAndClipActions`, the actions as the env takes them;
 * `SubEnvSteps`, `record_sub_env_steps`, `write_unwritten_steps`: the
   `add_env_reset()` / `add_env_step()` calls, with the steps kept in lists and
-  written into RLlib's `SingleAgentEpisode`s in bulk.
+  written into RLlib's `SingleAgentEpisode`s in bulk;
+* `push_frames`: RLlib's `FrameStackingEnvToModule` (Atari's k-frame stacks),
+  the stacks kept from step to step instead of rebuilt from the episodes.
 
 Each is tested equal to RLlib's loop in `tests/integration/test_fast_env_runner.py`.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "EnvActions",
     "SubEnvSteps",
     "actions_from_module_output",
+    "push_frames",
     "record_sub_env_steps",
     "write_unwritten_steps",
 ]
@@ -212,3 +215,22 @@ def write_unwritten_steps(
             env_steps.write_into(
                 episodes[env_index], terminateds[env_index], truncateds[env_index]
             )
+
+
+def push_frames(
+    stacks: np.ndarray, frames: np.ndarray, restarted: np.ndarray
+) -> np.ndarray:
+    """The sub-envs' next frame stacks, as RLlib's `FrameStackingEnvToModule`
+    builds them from the episodes (the last k observations concatenated along
+    the last axis, oldest first, zeros before the episode's first one).
+
+    `stacks`: `[num_envs, ..., k * C]`, the stacks of the previous step;
+    `frames`: `[num_envs, ..., C]`, the observations the vector env just
+    returned; `restarted`: per sub-env, whether its observation starts a new
+    episode (its stack is then zeros and that observation). A new array: the
+    previous stacks may still be in use as the RLModule's input."""
+    channels = frames.shape[-1]
+    stacked = np.concatenate([stacks[..., channels:], frames], axis=-1)
+    if restarted.any():
+        stacked[restarted, ..., :-channels] = 0
+    return stacked

@@ -59,9 +59,13 @@ PLAN = [
 ]
 
 
-def _run(runner_class, config, plan):
+def _run(runner_class, config, plan, *, inputs=False):
+    """`runner_class`'s outputs for `plan`; with `inputs`, also the
+    observations its RLModule got at every forward pass, in order."""
     runner = runner_class(config=config)
-    outputs = []
+    outputs, module_inputs = [], []
+    if inputs:
+        _record_module_inputs(runner.module, module_inputs)
     for kind, n in plan:
         if kind == "t":
             outputs.append(runner.sample(num_timesteps=n))
@@ -71,7 +75,20 @@ def _run(runner_class, config, plan):
             outputs.append(runner.sample(num_episodes=n))
         else:
             outputs.append(runner.get_metrics())
-    return runner, outputs
+    return (runner, outputs, module_inputs) if inputs else (runner, outputs)
+
+
+def _record_module_inputs(module, inputs: list) -> None:
+    """Makes `module` append a copy of its input observations to `inputs` at
+    every exploration or inference pass (both loops make those calls)."""
+    for name in ("_forward_exploration", "_forward_inference"):
+        forward = getattr(module, name)
+
+        def recording(batch, *args, _forward=forward, **kwargs):
+            inputs.append(batch["obs"].clone())
+            return _forward(batch, *args, **kwargs)
+
+        setattr(module, name, recording)
 
 
 def _assert_same_buffer(ours, theirs, name):
@@ -208,6 +225,68 @@ def test_configs_it_cannot_serve_take_rllibs_loop_and_say_why(change, reason, ca
     assert reason in runner.fast_sampling_blocker
     assert any("RLlib's loop" in record.getMessage() for record in caplog.records)
     assert sum(len(e) for e in runner.sample(num_timesteps=20)) == 20
+
+
+def _atari(num_envs: int, lookback: int = 3):
+    from rllib_ners.algorithms.rainbow.presets import atari_rainbow
+
+    return (
+        atari_rainbow("MsPacman", replay="per", capacity=1000, learning_starts=100)
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=num_envs,
+            rollout_fragment_length=4,
+            episode_lookback_horizon=lookback,
+        )
+        .debugging(seed=5)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_fast_loop_stacks_atari_frames_as_rllibs_connector(num_envs, one_torch_thread):
+    """Atari with 4-frame stacks (`with_atari`'s `FrameStackingConnector`):
+    the fast loop keeps each sub-env's stack from step to step, and samples
+    the same episodes with the same actions (noisy nets drawn in the same
+    order) as RLlib's loop rebuilding them from the episodes; episodes end
+    (lives lost) and restart their stacks within the plan. Then each loop
+    continues the other's state."""
+    pytest.importorskip("ale_py")
+    config = _atari(num_envs)
+    # After an episode: 2 steps into the next one, its stack still holds zeros;
+    # 600 steps: lives end (episodes, with episodic_life) in mid-call too.
+    plan = [("t", 7), ("t", 600), ("m", 0), ("e", 1), ("t", 2), ("i", 9), ("m", 0)]
+    _, theirs, their_inputs = _run(SingleAgentEnvRunner, config, plan, inputs=True)
+    runner, ours, our_inputs = _run(FastSingleAgentEnvRunner, config, plan, inputs=True)
+    assert runner.uses_fast_sampling
+    for (kind, _), a, b in zip(plan, ours, theirs):
+        if kind == "m":
+            assert_same_metrics(a, b)
+        else:
+            assert_same_episodes(a, b)
+    # The RLModule's input at every forward pass: the same uint8 stacks.
+    assert len(our_inputs) == len(their_inputs) > 600 // num_envs
+    for a, b in zip(our_inputs, their_inputs):
+        assert a.dtype == b.dtype == torch.uint8 and torch.equal(a, b)
+    # Stacks restarted within a call: a sub-env's oldest frame turned to zeros.
+    oldest_is_zero = torch.stack(
+        [(x[..., 0] == 0).flatten(1).all(1) for x in our_inputs]
+    )
+    assert (oldest_is_zero[1:] & ~oldest_is_zero[:-1]).any()
+    # Either loop continues the other's stacks (the cached module input).
+    reference = SingleAgentEnvRunner(config=config)
+    expected = [reference.sample(num_timesteps=6) for _ in range(8)]
+    mixed = FastSingleAgentEnvRunner(config=config)
+    for step in range(8):
+        sample = SingleAgentEnvRunner.sample if step % 2 else type(mixed).sample
+        assert_same_episodes(sample(mixed, num_timesteps=6), expected[step])
+
+
+def test_atari_frame_stacking_with_a_short_lookback_takes_rllibs_loop():
+    pytest.importorskip("ale_py")
+    runner = FastSingleAgentEnvRunner(config=_atari(1, lookback=1))
+    assert not runner.uses_fast_sampling
+    assert "episode_lookback_horizon=1" in runner.fast_sampling_blocker
 
 
 def test_episode_end_callbacks_run_on_the_fast_loop(one_torch_thread):
