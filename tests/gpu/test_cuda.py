@@ -211,6 +211,31 @@ def _assert_env_runner_acts_with_learner_weights(algo):
         assert torch.equal(param, learning[name].cpu()), name
 
 
+def test_batch_columns_reach_the_device_unchanged():
+    """The Learner's batch goes to a GPU through pinned memory with
+    non-blocking copies (`columns_to_tensors`): the same values and dtypes as
+    RLlib's conversion (float64 -> float32), read back on the host."""
+    from ray.rllib.utils.torch_utils import convert_to_torch_tensor
+
+    from rllib_ners.algorithms.common.deferred_updates import columns_to_tensors
+
+    rng = np.random.default_rng(0)
+    columns = {
+        "obs": rng.integers(0, 255, (32, 84, 84, 4), dtype=np.uint8),
+        "rewards": rng.normal(size=32),
+        "actions": rng.integers(0, 6, 32),
+        "terminateds": rng.random(32) < 0.1,
+        "weights": rng.random(32).astype(np.float32),
+    }
+    for _ in range(3):  # pinned blocks are reused from the second batch on
+        ours = columns_to_tensors(columns, torch.device(DEVICE))
+        theirs = convert_to_torch_tensor(columns, device=DEVICE)
+        for name, tensor in ours.items():
+            assert tensor.device.type == DEVICE, name
+            assert tensor.dtype == theirs[name].dtype, name
+            assert torch.equal(tensor.cpu(), theirs[name].cpu()), name
+
+
 @pytest.mark.parametrize("num_learners", [0, 1], ids=["local", "remote"])
 @pytest.mark.parametrize("name", sorted(TRAIN_CASES))
 def test_every_algorithm_trains_with_a_gpu_learner(name, num_learners):

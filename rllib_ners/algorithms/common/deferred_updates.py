@@ -52,8 +52,9 @@ PRIORITY_ROWS = "priority_rows"
 
 
 def columns_to_tensors(columns, device) -> Dict[str, Any]:
-    """A batch's numpy columns as torch tensors on `device` (`numpy_to_tensor`);
-    object and string arrays stay numpy, as RLlib leaves them."""
+    """A batch's numpy columns as torch tensors on `device` (`numpy_to_tensor`;
+    to a GPU through pinned memory, the copies queued without waiting for
+    each); object and string arrays stay numpy, as RLlib leaves them."""
     tensors = {}
     for name, value in columns.items():
         if not torch.is_tensor(value):
@@ -61,7 +62,7 @@ def columns_to_tensors(columns, device) -> Dict[str, Any]:
             if value.dtype == object or value.dtype.type is np.str_:
                 tensors[name] = value
                 continue
-        tensors[name] = numpy_to_tensor(value, device)
+        tensors[name] = numpy_to_tensor(value, device, via_pinned_memory=True)
     return tensors
 
 
