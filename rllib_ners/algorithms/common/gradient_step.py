@@ -153,6 +153,28 @@ def gradient_step_without_host_reads(
     return found
 
 
+def learner_reads_on_host(learner, grads: Sequence[torch.Tensor]) -> bool:
+    """The Learner's `host_reads` setting, or by default whether its
+    gradients are in host memory (`reads_on_host`)."""
+    if learner.host_reads is not None:
+        return learner.host_reads
+    return not grads or reads_on_host(grads)
+
+
+def finite_gradients_without_host_reads(
+    learner, grads: Sequence[torch.Tensor], *, skip_nan_gradients: bool
+) -> None:
+    """`gradient_step_without_host_reads` on a Learner's gradients, counting
+    the updates that had nan/inf under `NUM_NON_FINITE_GRADIENT_UPDATES`."""
+    found = gradient_step_without_host_reads(
+        grads, skip_nan_gradients=skip_nan_gradients
+    )
+    if found is not None:
+        learner.metrics.log_value(
+            (ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES), found, reduce="sum"
+        )
+
+
 class FusedGradientStep(ClipGradientsHook):
     """For `TorchLearner` subclasses (list it before the TorchLearner class):
     RLlib's gradient step with fewer passes (see the module docstring).
@@ -186,21 +208,12 @@ class FusedGradientStep(ClipGradientsHook):
             or uses_torch_lr_schedulers(self)
         ):
             return super().apply_gradients(gradients_dict)
-        host_reads = self.host_reads
-        if host_reads is None:
-            host_reads = reads_on_host(grads)
-        if host_reads and not all_finite(grads):
-            return super().apply_gradients(gradients_dict)
-        if not host_reads:
-            found = gradient_step_without_host_reads(
-                grads, skip_nan_gradients=self.config.torch_skip_nan_gradients
+        if not learner_reads_on_host(self, grads):
+            finite_gradients_without_host_reads(
+                self, grads, skip_nan_gradients=self.config.torch_skip_nan_gradients
             )
-            if found is not None:
-                self.metrics.log_value(
-                    (ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES),
-                    found,
-                    reduce="sum",
-                )
+        elif not all_finite(grads):
+            return super().apply_gradients(gradients_dict)
         parameters = learner_parameters(self)
         for pid, grad in gradients_dict.items():
             parameters[pid].grad = grad

@@ -35,7 +35,6 @@ from ray.rllib.algorithms.sac.sac_learner import (
     QF_MIN_KEY,
     TD_ERROR_MEAN_KEY,
 )
-from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
@@ -50,12 +49,11 @@ from rllib_ners.algorithms.common.distributed import (
     learners_share_process_group,
 )
 from rllib_ners.algorithms.common.gradient_step import (
-    NUM_NON_FINITE_GRADIENT_UPDATES,
     all_finite,
     clip_gradients_foreach,
-    gradient_step_without_host_reads,
+    finite_gradients_without_host_reads,
     gradients_of,
-    reads_on_host,
+    learner_reads_on_host,
 )
 from rllib_ners.algorithms.common.lap_losses import huber, pal, pal_normaliser
 from rllib_ners.algorithms.common.target_updates import PolyakTargets
@@ -295,9 +293,7 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
         grads = [grad for grad in gradients.values() if grad is not None]
         if learners_share_process_group(self):
             average_over_learners(grads)
-        host_reads = self.host_reads
-        if host_reads is None:
-            host_reads = not grads or reads_on_host(grads)
+        host_reads = learner_reads_on_host(self, grads)
         if config.grad_clip is not None:
             norm = clip_gradients_foreach(
                 gradients,
@@ -312,11 +308,7 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
                     window=1,
                 )
         if grads and not host_reads:
-            found = gradient_step_without_host_reads(grads, skip_nan_gradients=False)
-            if found is not None:
-                self.metrics.log_value(
-                    (ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES), found, reduce="sum"
-                )
+            finite_gradients_without_host_reads(self, grads, skip_nan_gradients=False)
         elif grads and not all_finite(grads):
             logger.warning(
                 "Gradients of %s's %s contain nan/inf values; setting them to zero "
