@@ -162,6 +162,58 @@ def test_mirrored_weights_train_as_rllibs_copy_does(
     assert_trained_alike(mirrored, plain)
 
 
+def test_mirrored_weights_follow_a_restored_learner(
+    small_dqn, one_torch_thread, monkeypatch, tmp_path
+):
+    """A restored algorithm mirrors its restored Learner's weights: the
+    EnvRunner acts with them right after the restore and after further
+    updates (a mirror of parameters the restore replaced would go stale)."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    from rllib_ners.algorithms.common import replay_loop
+
+    monkeypatch.setattr(
+        replay_loop,
+        "share_weights_with_local_env_runner",
+        lambda algo: share_weights_with_local_env_runner(algo, mirror=True),
+    )
+
+    def acts_with_learner_weights(algo):
+        learning = dict(
+            local_learner(algo).module[DEFAULT_MODULE_ID].named_parameters()
+        )
+        runner = algo.env_runner_group.local_env_runner
+        return all(
+            torch.equal(param, learning[name])
+            and param.data_ptr() != learning[name].data_ptr()
+            for name, param in runner.module.named_parameters()
+        )
+
+    algo = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER).build_algo()
+    restored = None
+    try:
+        algo.train()
+        algo.train()
+        path = algo.save_to_path(str(tmp_path / "checkpoint"))
+        restored = Algorithm.from_checkpoint(path)
+        assert isinstance(restored._shared_weights, MirroredWeights)
+        assert acts_with_learner_weights(restored)
+        before = {
+            name: p.clone()
+            for name, p in local_learner(restored)
+            .module[DEFAULT_MODULE_ID]
+            .named_parameters()
+        }
+        restored.train()
+        after = local_learner(restored).module[DEFAULT_MODULE_ID].named_parameters()
+        assert any(not torch.equal(p, before[name]) for name, p in after)  # updated
+        assert acts_with_learner_weights(restored)
+    finally:
+        if restored is not None:
+            restored.stop()
+        algo.stop()
+
+
 def test_vector_envs_keep_the_replay_ratio_per_env_step(small_dqn, one_torch_thread):
     """Four sub-envs, one vector step per fragment; one update of 32 per 4 env
     steps configured. A sub-env's reset step takes no env step, so fragments
