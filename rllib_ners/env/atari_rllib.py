@@ -131,6 +131,9 @@ def with_atari(
     buffer_config["frame_stack"] = frame_stack
     evaluation_config = dict(config.evaluation_config or {})
     evaluation_config["env_config"] = eval_env
+    # Registered again here: Tune forgets registrations at ray.shutdown(), and
+    # an EnvRunner built without Ray afterwards would not find the env.
+    register_atari_env()
     config.environment(ATARI_ENV_NAME, env_config=train_env)
     if frame_stack > 1:
         config.env_runners(

@@ -40,3 +40,23 @@ def test_names_survive_ray_shutdown_and_reinit():
             ray.shutdown()
     rllib_ners.register_with_tune()  # Ray is down again: names come back
     _assert_names_known()
+
+
+def test_an_atari_config_finds_its_env_after_ray_shut_down():
+    """`with_atari` registers the env itself: an EnvRunner built without Ray
+    after a Ray session ended (Tune forgot the import-time name) finds it."""
+    import pytest
+
+    pytest.importorskip("ale_py")
+    from rllib_ners import RainbowDQNConfig
+    from rllib_ners.env.atari_rllib import with_atari
+    from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.shutdown()
+    config = with_atari(RainbowDQNConfig(), "MsPacman").env_runners(num_env_runners=0)
+    runner = FastSingleAgentEnvRunner(config=config)
+    try:
+        assert sum(len(e) for e in runner.sample(num_timesteps=3)) == 3
+    finally:
+        runner.stop()
