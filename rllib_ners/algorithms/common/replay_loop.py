@@ -54,7 +54,7 @@ from __future__ import annotations
 import logging
 import time
 from fractions import Fraction
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -201,7 +201,7 @@ class ReplayLoopMixin:
 
     replay_loop_blocker: Optional[str] = "the algorithm is not set up yet"
     weight_sharing_blocker: Optional[str] = "the algorithm is not set up yet"
-    _shared_weights: Optional[Union[SharedWeights, MirroredWeights]] = None
+    _shared_weights: Optional[SharedWeights] = None
     # With `overlap_sampling`: the EnvRunners' requests in flight.
     _overlapped: Optional[OverlappedSampler] = None
     # Updates owed by the env steps sampled so far (a fraction of an update

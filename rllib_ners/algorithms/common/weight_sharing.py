@@ -71,7 +71,7 @@ class SharedWeights:
         set_runner_weights_seq_no(self.runner, weights_seq_no(self.learner))
 
 
-class MirroredWeights:
+class MirroredWeights(SharedWeights):
     """The local EnvRunner's module, acting with a copy of the parameters of a
     local Learner on another device, refreshed in one transfer.
 
@@ -79,8 +79,8 @@ class MirroredWeights:
     ones on one device and the learning ones on another. The acting parameters
     become views into one flat tensor (pinned host memory where the Learner is
     on a GPU); `refresh()` concatenates the learning parameters on their
-    device and copies them into it in one transfer, then copies the buffers and
-    the weights seq no as `SharedWeights.refresh()` does.
+    device and copies them into it in one transfer, then does what
+    `SharedWeights.refresh()` does.
     """
 
     def __init__(
@@ -90,9 +90,7 @@ class MirroredWeights:
         param_pairs: List[Tuple[torch.Tensor, torch.Tensor]],
         buffer_pairs: List[Tuple[torch.Tensor, torch.Tensor]],
     ):
-        self.runner = runner
-        self.learner = learner
-        self.buffer_pairs = buffer_pairs
+        super().__init__(runner, learner, buffer_pairs)
         self.sources = [learning for _, learning in param_pairs]
         acting_device = param_pairs[0][0].device
         self.flat = torch.empty(
@@ -112,14 +110,12 @@ class MirroredWeights:
     def refresh(self) -> None:
         with torch.no_grad():
             self.flat.copy_(torch.cat([source.reshape(-1) for source in self.sources]))
-            for acting, learning in self.buffer_pairs:
-                acting.copy_(learning)
-        set_runner_weights_seq_no(self.runner, weights_seq_no(self.learner))
+        super().refresh()
 
 
 def share_weights_with_local_env_runner(
     algo, *, mirror: bool = False
-) -> Union[SharedWeights, MirroredWeights, str]:
+) -> Union[SharedWeights, str]:
     """Makes the local EnvRunner's module use the local Learner's parameter
     tensors, or mirror them where the Learner is on another device (with
     `mirror=True` also on the same device: what a GPU Learner's EnvRunner
