@@ -120,6 +120,16 @@ def assert_same_episodes(ours, theirs):
             )
 
 
+def assert_same_outputs(plan, ours, theirs):
+    """Each call of `plan` returned the same episodes, or metrics, from both
+    runners."""
+    for (kind, _), a, b in zip(plan, ours, theirs):
+        if kind == "m":
+            assert_same_metrics(a, b)
+        else:
+            assert_same_episodes(a, b)
+
+
 def assert_same_metrics(ours, theirs):
     assert set(ours) - TIMING_KEYS == set(theirs) - TIMING_KEYS
     for key in set(theirs) - TIMING_KEYS:
@@ -148,11 +158,7 @@ def test_fast_loop_samples_what_rllibs_loop_samples(algo, num_envs, one_torch_th
         _, theirs = _run(SingleAgentEnvRunner, config, plan)
         runner, ours = _run(FastSingleAgentEnvRunner, config, plan)
         assert runner.uses_fast_sampling
-        for (kind, _), a, b in zip(plan, ours, theirs):
-            if kind == "m":
-                assert_same_metrics(a, b)
-            else:
-                assert_same_episodes(a, b)
+        assert_same_outputs(plan, ours, theirs)
         assert sum(len(e) for out in ours if isinstance(out, list) for e in out) >= 150
 
 
@@ -259,11 +265,7 @@ def test_fast_loop_stacks_atari_frames_as_rllibs_connector(num_envs, one_torch_t
     _, theirs, their_inputs = _run(SingleAgentEnvRunner, config, plan, inputs=True)
     runner, ours, our_inputs = _run(FastSingleAgentEnvRunner, config, plan, inputs=True)
     assert runner.uses_fast_sampling
-    for (kind, _), a, b in zip(plan, ours, theirs):
-        if kind == "m":
-            assert_same_metrics(a, b)
-        else:
-            assert_same_episodes(a, b)
+    assert_same_outputs(plan, ours, theirs)
     # The RLModule's input at every forward pass: the same uint8 stacks.
     assert len(our_inputs) == len(their_inputs) > 600 // num_envs
     for a, b in zip(our_inputs, their_inputs):

@@ -35,6 +35,15 @@ def _grads(learner, poison=None):
     return grads
 
 
+def _assert_same_finite_parameters(ours, theirs):
+    """Both Learners' parameters equal, bit for bit, and finite."""
+    for (pid, a), b in zip(
+        learner_parameters(ours).items(), learner_parameters(theirs).values()
+    ):
+        assert torch.equal(a, b), pid
+        assert torch.isfinite(a).all()
+
+
 @pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
 def test_same_step_as_rllibs_apply_gradients(poison, monkeypatch):
     ours = _learner()
@@ -51,11 +60,7 @@ def test_same_step_as_rllibs_apply_gradients(poison, monkeypatch):
     # Finite gradients take the fused path; nan/inf go through RLlib's code.
     assert calls == ([] if poison is None else [True])
     rllib_apply(theirs, _grads(theirs, poison))
-    for (pid, a), b in zip(
-        learner_parameters(ours).items(), learner_parameters(theirs).values()
-    ):
-        assert torch.equal(a, b), pid
-        assert torch.isfinite(a).all()
+    _assert_same_finite_parameters(ours, theirs)
     before = _learner()
     moved = [
         not torch.equal(a, b)
@@ -91,11 +96,7 @@ def test_clipped_gradients_step_as_rllib_without_a_second_norm(poison, monkeypat
     TorchLearner.apply_gradients(
         theirs, theirs.postprocess_gradients(_grads(theirs, poison))
     )
-    for (pid, a), b in zip(
-        learner_parameters(ours).items(), learner_parameters(theirs).values()
-    ):
-        assert torch.equal(a, b), pid
-        assert torch.isfinite(a).all()
+    _assert_same_finite_parameters(ours, theirs)
 
 
 @pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
@@ -130,10 +131,6 @@ def test_step_without_host_reads_steps_as_rllib(poison, monkeypatch):
         TorchLearner.apply_gradients(
             theirs, theirs.postprocess_gradients(_grads(theirs, poison))
         )
-    for (pid, a), b in zip(
-        learner_parameters(ours).items(), learner_parameters(theirs).values()
-    ):
-        assert torch.equal(a, b), pid
-        assert torch.isfinite(a).all()
+    _assert_same_finite_parameters(ours, theirs)
     counted = ours.metrics.peek((ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES))
     assert float(counted) == (0.0 if poison is None else 2.0)
