@@ -1,0 +1,338 @@
+"""Gradient updates replayed from captured CUDA graphs.
+
+Eager PyTorch launches each of an update's few hundred kernels from Python. On a
+GPU, with the small networks of SAC, TD3 or data-efficient Rainbow, the host's
+launching is the bound and the GPU idles: on the lent H200 the bare SAC update
+ran 74.7 times a second eagerly and 1,562 times captured in a CUDA graph
+(docs/benchmarks/gpu_sac_2026-11-27_1.txt). A CUDA graph records the kernels of
+one update once and replays them with one launch.
+
+`UpdateGraphs.run(key, inputs, update, owner)` makes one update:
+
+* its signature is `key` (the Python-side decisions its caller made before,
+  such as TD3's delayed actor step) plus every input tensor's name, shape, dtype
+  and device; an input that is no tensor is not served (the update runs
+  eagerly);
+* the first `warmup_updates` updates of a signature run eagerly, on a side
+  stream as torch requires before a capture (state allocated on first use, such
+  as Adam's moments and cuBLAS workspaces, must exist by then);
+* the next update of the signature is captured: the graph's inputs are static
+  tensors, into which each later batch is copied before the graph replays; the
+  capture itself computes nothing, so the graph then replays for that update;
+* the metrics an update logs through `owner.metrics` are recorded at the capture
+  and logged again after each replay, tensors cloned (the next replay
+  overwrites them); a function logged with `log_lazy` (window 1: only the last
+  is computed, when metrics are flushed) computes from the graph's tensors,
+  which then hold the last replay's values.
+
+The outputs returned are the graph's own tensors, detached: valid until the
+signature's next replay.
+
+A graph bakes in the Python numbers the update read (a learning rate) and the
+tensors it touched (optimizer states). `fingerprint()` of the owner, taken at
+the capture, is compared before each replay: where it changed (a learning rate
+schedule, an optimizer state replaced) no graph is replayed again and the
+updates run eagerly, said once in the log. Restoring a Learner calls `reset()`:
+graphs are captured again from the restored state.
+
+Where a capture fails (an op that waits on the host, a host-to-device copy in
+the update) the update runs eagerly from then on, said once in the log with the
+error. Without CUDA, `EagerStandInGraph` runs the same schedule for tests: it
+runs the update at the capture and at each replay, writing the outputs into the
+capture's tensors as a replay does. No Ray imports.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+Inputs = Dict[str, Dict[str, Any]]
+
+
+class NotCapturable(RuntimeError):
+    """An update does something a CUDA graph cannot replay."""
+
+
+def input_signature(inputs: Inputs) -> Optional[tuple]:
+    """Name, shape, dtype and device of every input tensor, per module; None
+    where an input is no tensor (a graph would bake it in)."""
+    signature = []
+    for module_id, columns in inputs.items():
+        for name, value in columns.items():
+            if not torch.is_tensor(value):
+                return None
+            signature.append((module_id, name, value.shape, value.dtype, value.device))
+    return tuple(signature)
+
+
+def detached(tree):
+    """`tree` (dicts, tuples and lists of tensors and other values) with every
+    tensor detached (sharing its memory)."""
+    if torch.is_tensor(tree):
+        return tree.detach()
+    if isinstance(tree, dict):
+        return {key: detached(value) for key, value in tree.items()}
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(detached(value) for value in tree)
+    return tree
+
+
+def copy_into(targets, sources) -> None:
+    """Copies every tensor of `sources` into the tensor at the same place of
+    `targets` (two trees of the same structure)."""
+    if torch.is_tensor(targets):
+        targets.copy_(sources)
+    elif isinstance(targets, dict):
+        for key, target in targets.items():
+            copy_into(target, sources[key])
+    elif isinstance(targets, (tuple, list)):
+        for target, source in zip(targets, sources):
+            copy_into(target, source)
+
+
+def _cloned(tree):
+    if torch.is_tensor(tree):
+        return tree.clone()
+    if isinstance(tree, dict):
+        return {key: _cloned(value) for key, value in tree.items()}
+    return tree
+
+
+def _last_only(kwargs) -> bool:
+    return kwargs.get("window") == 1 or kwargs.get("reduce") == "item"
+
+
+class RecordedMetrics:
+    """Takes an update's `log_value`, `log_dict`, `log_lazy` and `delete`
+    calls (the metrics API this package's Learners log through) and logs them
+    again into another logger (`log_into`), tensors cloned. Any other call
+    means the update reads its metrics: not capturable."""
+
+    def __init__(self):
+        self.calls: List[Tuple[str, tuple, dict]] = []
+
+    def log_value(self, key, value, **kwargs) -> None:
+        self.calls.append(("log_value", (key, value), kwargs))
+
+    def log_dict(self, value_dict, **kwargs) -> None:
+        self.calls.append(("log_dict", (value_dict,), kwargs))
+
+    def log_lazy(self, key, compute, **kwargs) -> None:
+        if kwargs.get("window") != 1:
+            raise NotCapturable(
+                f"the update logs {key} lazily with window={kwargs.get('window')}: "
+                f"only window-1 values are computed from the graph's last replay"
+            )
+        self.calls.append(("log_lazy", (key, compute), kwargs))
+
+    def delete(self, *key, **kwargs) -> None:
+        self.calls.append(("delete", key, kwargs))
+
+    def __getattr__(self, name: str):
+        raise NotCapturable(f"the update calls metrics.{name}()")
+
+    def log_into(self, metrics) -> None:
+        """Makes the recorded calls on `metrics`: values kept beyond the next
+        replay cloned; values of which a deferred logger keeps only the last
+        (window 1) not, as they are read at the flush, from the graph's
+        last replay."""
+        for method, args, kwargs in self.calls:
+            if method in ("log_value", "log_dict") and not _last_only(kwargs):
+                args = tuple(_cloned(arg) for arg in args)
+            getattr(metrics, method)(*args, **kwargs)
+
+
+class CudaUpdateGraph:
+    """One captured update (`torch.cuda.CUDAGraph`): the capture records the
+    kernels without running them."""
+
+    runs_at_capture = False
+
+    def __init__(self):
+        self._graph = torch.cuda.CUDAGraph()
+        self._recorded: Optional[RecordedMetrics] = None
+
+    def capture(self, recorded_update: Callable[[], Tuple[Any, RecordedMetrics]]):
+        with torch.cuda.graph(self._graph):
+            outputs, self._recorded = recorded_update()
+        return outputs, self._recorded
+
+    def replay(self) -> RecordedMetrics:
+        self._graph.replay()
+        return self._recorded
+
+
+class EagerStandInGraph:
+    """A stand-in for `CudaUpdateGraph` where CUDA is absent, for tests: the
+    update runs at the capture and again at each replay (on the capture's
+    static inputs), its outputs copied into the capture's tensors, as a CUDA
+    graph's replay overwrites them; each replay's own logged metrics are
+    returned."""
+
+    runs_at_capture = True
+
+    def __init__(self):
+        self._update = None
+        self._outputs = None
+
+    def capture(self, recorded_update):
+        self._update = recorded_update
+        self._outputs, recorded = recorded_update()
+        return self._outputs, recorded
+
+    def replay(self) -> RecordedMetrics:
+        outputs, recorded = self._update()
+        with torch.no_grad():
+            copy_into(self._outputs, outputs)
+        return recorded
+
+
+class _Entry:
+    __slots__ = ("warmups", "graph", "static_inputs", "outputs", "fingerprint")
+
+    def __init__(self):
+        self.warmups = 0
+        self.graph = None
+        self.static_inputs: Optional[Inputs] = None
+        self.outputs = None
+        self.fingerprint = None
+
+
+class UpdateGraphs:
+    """Captured updates, one per signature (see the module docstring).
+
+    `make_graph`: `CudaUpdateGraph` (the default) or `EagerStandInGraph`.
+    `fingerprint`: the Python-side values and objects a graph bakes in (see the
+    module docstring), compared before each replay. `name` names the owner in
+    the log lines."""
+
+    def __init__(
+        self,
+        *,
+        fingerprint: Callable[[], Hashable],
+        warmup_updates: int = 3,
+        make_graph: Callable[[], Any] = CudaUpdateGraph,
+        name: str = "Learner",
+    ):
+        if warmup_updates < 1:
+            raise ValueError(
+                f"warmup_updates must be >= 1 (state allocated on first use must "
+                f"exist before a capture), got {warmup_updates}."
+            )
+        self.fingerprint = fingerprint
+        self.warmup_updates = warmup_updates
+        self.make_graph = make_graph
+        self.name = name
+        self.disabled_because: Optional[str] = None
+        self.num_captures = 0
+        self.num_replays = 0
+        self._entries: Dict[Hashable, _Entry] = {}
+
+    def reset(self) -> None:
+        """Drops every graph (e.g. after the owner's state was restored): the
+        next updates warm up and capture again."""
+        self._entries.clear()
+
+    def disable(self, reason: str) -> None:
+        """Updates run eagerly from now on; says why once in the log."""
+        if self.disabled_because is None:
+            self.disabled_because = reason
+            logger.info(
+                "%s: updates run eagerly instead of from CUDA graphs: %s.",
+                self.name,
+                reason,
+            )
+        self._entries.clear()
+
+    def run(self, key: Hashable, inputs: Inputs, update: Callable, owner):
+        """`update(inputs)` (returning a tree of tensors), made eagerly or by a
+        captured graph's replay; see the module docstring."""
+        if self.disabled_because is not None:
+            return update(inputs)
+        signature = input_signature(inputs)
+        if signature is None:
+            return update(inputs)  # an input a graph would bake in
+        entry = self._entries.get((key, signature))
+        if entry is None:
+            entry = self._entries[(key, signature)] = _Entry()
+        if entry.warmups < self.warmup_updates:
+            entry.warmups += 1
+            return _on_a_side_stream(update, inputs)
+        if entry.graph is None:
+            return self._capture(entry, inputs, update, owner)
+        if self.fingerprint() != entry.fingerprint:
+            self.disable(
+                "what the graphs baked in changed since their capture (a learning "
+                "rate schedule, or an optimizer state replaced)"
+            )
+            return update(inputs)
+        with torch.no_grad():
+            copy_into(entry.static_inputs, inputs)
+        return self._replay(entry, owner)
+
+    def _capture(self, entry: _Entry, inputs: Inputs, update: Callable, owner):
+        entry.static_inputs = {
+            module_id: {name: value.clone() for name, value in columns.items()}
+            for module_id, columns in inputs.items()
+        }
+
+        def recorded_update():
+            recorded = RecordedMetrics()
+            metrics, owner.metrics = owner.metrics, recorded
+            try:
+                return detached(update(entry.static_inputs)), recorded
+            finally:
+                owner.metrics = metrics
+
+        graph = self.make_graph()
+        _synchronize_device()
+        try:
+            outputs, recorded = graph.capture(recorded_update)
+        except Exception as error:  # noqa: BLE001 - any failure: eager from now on
+            _synchronize_device()
+            self.disable(f"capturing the update failed: {error!r}")
+            return update(inputs)
+        entry.graph, entry.outputs = graph, outputs
+        entry.fingerprint = self.fingerprint()
+        self.num_captures += 1
+        if graph.runs_at_capture:  # the capture made this update
+            recorded.log_into(owner.metrics)
+            return entry.outputs
+        return self._replay(entry, owner)
+
+    def _replay(self, entry: _Entry, owner):
+        recorded = entry.graph.replay()
+        self.num_replays += 1
+        recorded.log_into(owner.metrics)
+        return entry.outputs
+
+
+def _on_a_side_stream(update: Callable, inputs: Inputs):
+    """`update(inputs)`; on a GPU on a side stream, as torch requires of the
+    updates before a capture (the inputs' stream waited for first)."""
+    if not torch.cuda.is_available() or not _on_cuda(inputs):
+        return update(inputs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        outputs = update(inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    return outputs
+
+
+def _on_cuda(inputs: Inputs) -> bool:
+    return any(
+        torch.is_tensor(value) and value.is_cuda
+        for columns in inputs.values()
+        for value in columns.values()
+    )
+
+
+def _synchronize_device() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
