@@ -25,7 +25,7 @@ directly (`step_optimizers`).
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from ray.rllib.algorithms.sac.sac_learner import (
@@ -194,11 +194,25 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
+        return self._update_modules(batch, self._actor_phases(batch))
+
+    def _actor_phases(self, batch: Dict[str, Any]) -> Tuple[bool, ...]:
+        """Counts this update for each module of `batch`; per module, whether
+        it is one of the updates that step the actor (every `policy_delay`)."""
+        phases = []
+        for module_id in batch:
+            self.update_counts[module_id] += 1
+            delay = self.config.get_config_for_module(module_id).policy_delay
+            phases.append(self.update_counts[module_id] % delay == 0)
+        return tuple(phases)
+
+    def _update_modules(self, batch: Dict[str, Any], actor_phases: Tuple[bool, ...]):
+        """The tensor work of one update: each module's critic step, and its
+        actor and target step where `actor_phases` says."""
         fwd_out, loss_per_module = {}, {}
-        for module_id, module_batch in batch.items():
+        for (module_id, module_batch), actor_phase in zip(batch.items(), actor_phases):
             module = self.module[module_id].unwrapped()
             config = self.config.get_config_for_module(module_id)
-            self.update_counts[module_id] += 1
             fwd_out[module_id] = training_pass(module, module_batch)
             loss = self.compute_loss_for_module(
                 module_id=module_id,
@@ -208,7 +222,7 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
             )
             self._gradient_step(module_id, CRITIC_OPTIMIZER, loss, config)
             loss_per_module[module_id] = loss
-            if self.update_counts[module_id] % config.policy_delay == 0:
+            if actor_phase:
                 self._update_actor_and_targets(module_id, module, module_batch, config)
         return fwd_out, loss_per_module, {}
 
