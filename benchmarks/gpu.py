@@ -14,6 +14,8 @@ sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
          sb3-gpu / sb3-cpu        Stable-Baselines3 SAC on cuda / on the CPU
          per-gpu / ners-gpu       NERSSACConfig with our PER / the NERS buffer,
                                   a GPU Learner
+         per-gpu-graph            per-gpu with `cuda_graph_updates=True`: its
+                                  updates replayed from CUDA graphs
          per-cpu                  the same PER config, a CPU Learner
          floor-gpu                the bare SAC update on the GPU, eager
          floor-gpu-graph          the same update captured in a CUDA graph
@@ -21,6 +23,7 @@ sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
          (each floor adds bare Hopper steps with random actions)
 atari    MsPacman, data-efficient Rainbow (one update of 32 per env step).
          per-gpu / ners-gpu       PER- / NERS-Rainbow, a GPU Learner
+         per-gpu-graph            per-gpu with `cuda_graph_updates=True`
          per-cpu                  PER-Rainbow, a CPU Learner
          floor-gpu                the Learner's own update on the GPU on random
                                   batches, plus bare env steps
@@ -30,8 +33,9 @@ main     The README's main job (`tuned_examples/ners_dqn/cartpole_ners_dqn.py
          and hidden (`CUDA_VISIBLE_DEVICES=`: no GPU visible); env steps/s is
          the median of the run's iteration rates once learning has started.
 profile  A torch.profiler trace of `--steps` env steps of the sac per-gpu arm
-         after warm-up: per env step, kernel launches, host/device copies,
-         synchronisations and `.item()` calls, and the GPU's busy time.
+         (and per-gpu-graph) after warm-up: per env step, kernel launches,
+         host/device copies, synchronisations and `.item()` calls, and the
+         GPU's busy time.
 runners  Rainbow with the paper's settings (`atari_rainbow`: Nature CNN, one
          update of 32 per 4 env steps) on MsPacman fed by `--runners` remote
          EnvRunners (default 1 2 4 8 12), for `--arms` per and ners, each
@@ -75,14 +79,15 @@ SUITES = {
         "sb3-gpu",
         "sb3-cpu",
         "per-gpu",
+        "per-gpu-graph",
         "ners-gpu",
         "per-cpu",
         "floor-gpu",
         "floor-gpu-graph",
     ),
-    "atari": ("per-gpu", "ners-gpu", "per-cpu", "floor-gpu"),
+    "atari": ("per-gpu", "per-gpu-graph", "ners-gpu", "per-cpu", "floor-gpu"),
     "main": ("gpu", "default", "hidden"),
-    "profile": ("per-gpu",),
+    "profile": ("per-gpu", "per-gpu-graph"),
     "runners": ("per", "ners"),
 }
 DEFAULT_STEPS = {
@@ -180,6 +185,7 @@ def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
             config = sac_config(
                 peers.SAC_ENV, replay=kind, learning_starts=peers.SAC_LEARNING_STARTS
             )
+            config = config.training(cuda_graph_updates=name.endswith("-graph"))
             arms[name] = RLlibArm(
                 _on_learner_device(config, device), steps, peers.SAC_BATCH
             )
@@ -192,7 +198,7 @@ def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
 
     arms: Dict[str, Arm] = {}
     for name in names:
-        kind, device = name.split("-")
+        kind, device = name.split("-")[:2]
         if kind == "floor":
             config = atari_data_efficient_rainbow(peers.ATARI_GAME, replay="per")
             arms[name] = DeviceFloorArm(
@@ -205,7 +211,7 @@ def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
                 peers.ATARI_GAME,
                 replay=kind,
                 learning_starts=peers.ATARI_LEARNING_STARTS,
-            )
+            ).training(cuda_graph_updates=name.endswith("-graph"))
             arms[name] = RLlibArm(
                 _on_learner_device(config, device), steps, peers.ATARI_BATCH
             )
@@ -301,12 +307,12 @@ SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize
 ITEMS = ("aten::_local_scalar_dense",)
 
 
-def profile_suite(steps: int, out_dir: Path) -> None:
-    """Counts what one env step of the SAC per-gpu arm asks of the GPU."""
+def profile_suite(name: str, steps: int, out_dir: Path) -> None:
+    """Counts what one env step of the SAC arm `name` asks of the GPU."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    arm = sac_arms(["per-gpu"], steps)["per-gpu"]
+    arm = sac_arms([name], steps)[name]
     try:
         arm.warm_up()
         _synchronize()
@@ -333,7 +339,7 @@ def profile_suite(steps: int, out_dir: Path) -> None:
         if e.device_type == torch.autograd.DeviceType.CUDA
     )
     print(
-        f"\nprofile: SAC Hopper per-gpu, {env_steps} env steps, {updates} updates, "
+        f"\nprofile: SAC Hopper {name}, {env_steps} env steps, {updates} updates, "
         f"{wall:.2f} s under the profiler; {_machine()}"
     )
     print("| per env step | count |")
@@ -345,8 +351,9 @@ def profile_suite(steps: int, out_dir: Path) -> None:
         f"{1e3 * wall / env_steps:.1f} ms |"
     )
     table = events.table(sort_by="self_cpu_time_total", row_limit=40)
-    (out_dir / "profile_sac_per_gpu.txt").write_text(table)
-    print(f"top ops by host time: {out_dir / 'profile_sac_per_gpu.txt'}")
+    path = out_dir / f"profile_sac_{name.replace('-', '_')}.txt"
+    path.write_text(table)
+    print(f"top ops by host time: {path}")
 
 
 # -------------------------------------------------------------- runners
@@ -575,7 +582,8 @@ def main(argv=None) -> int:
     )
     try:
         if args.suite == "profile":
-            profile_suite(args.steps, args.out)
+            for name in names:
+                profile_suite(name, args.steps, args.out)
             return 0
         if args.suite == "runners":
             print(f"runners: {args.steps} env steps per point; {_machine()}")

@@ -44,6 +44,7 @@ from rllib_ners.seam.learner import (
 )
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.torch_ops import numpy_to_tensor
+from rllib_ners.utils.update_graphs import RecordedMetrics
 
 # `Learner.update()` keyword that asks for an update with deferred metrics.
 DEFER_METRICS = "rllib_ners_defer_metrics"
@@ -113,7 +114,7 @@ class DeferredMetricsUpdates:
         with self._metrics_deferred():
             self.before_gradient_based_update(timesteps=timesteps)
             advance_weights_seq_no(self)
-            _, loss_per_module, _ = self._update(tensors)
+            _, loss_per_module, _ = self.deferred_update_step(tensors)
             log_steps_trained(self, batch)
             for module_id, loss in loss_per_module.items():
                 self.metrics.log_value((module_id, self.TOTAL_LOSS_KEY), loss, window=1)
@@ -127,6 +128,11 @@ class DeferredMetricsUpdates:
             if module_rows is not None:
                 rows[module_id] = module_rows
         return {PRIORITY_ROWS: rows}
+
+    def deferred_update_step(self, batch: Dict[str, Dict[str, Any]]):
+        """The update's forward pass, losses, gradients and optimizer steps:
+        `_update(batch)` (`CudaGraphUpdates` replays it from CUDA graphs)."""
+        return self._update(batch)
 
     @contextlib.contextmanager
     def _metrics_deferred(self):
@@ -154,7 +160,8 @@ class DeferredMetricsUpdates:
         key order. Each is a function computing the value: in a deferred
         update only the iteration's last value is kept, so only it is
         computed."""
-        deferred = isinstance(self.metrics, DeferredMetrics)
+        # Recorded for a CUDA graph: logged again after each replay.
+        deferred = isinstance(self.metrics, (DeferredMetrics, RecordedMetrics))
         for key, compute in statistics.items():
             if deferred:
                 self.metrics.log_lazy((module_id, key), compute, window=1)

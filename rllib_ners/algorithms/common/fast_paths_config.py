@@ -21,6 +21,11 @@ Opt-in, with remote EnvRunners: `overlap_sampling=True`
 (`rllib_ners.algorithms.common.overlapped_sampling`): the EnvRunners keep
 sampling while the Learner updates, the replay ratio still held per env step,
 each sample's weights at most `max_weights_staleness` updates old.
+
+Opt-in, for a Learner on a GPU: `cuda_graph_updates=True`
+(`rllib_ners.algorithms.common.cuda_graph_updates`): the loop's gradient
+updates replayed from captured CUDA graphs, equal to the eager updates within
+float tolerance.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class FastPathsConfigMixin:
         self.fast_training_loop = True
         self.overlap_sampling = False
         self.max_weights_staleness = None
+        self.cuda_graph_updates = False
 
     @override(AlgorithmConfig)
     def training(
@@ -54,6 +60,7 @@ class FastPathsConfigMixin:
         fast_training_loop=NotProvided,
         overlap_sampling=NotProvided,
         max_weights_staleness=NotProvided,
+        cuda_graph_updates=NotProvided,
         **kwargs,
     ):
         """`AlgorithmConfig.training()`, plus:
@@ -78,6 +85,14 @@ class FastPathsConfigMixin:
                 further. None (default): twice the updates one lockstep round
                 makes (one fragment from every EnvRunner). Reported per
                 iteration as `weights_staleness_mean` / `_max`.
+            cuda_graph_updates: Whether a Learner on a CUDA device replays its
+                gradient updates (forward pass, losses, backward pass,
+                optimizer steps) from captured CUDA graphs, one launch per
+                update instead of a few hundred (default False: eager
+                updates). Equal to the eager updates within float tolerance.
+                Needs the fast training loop; Learners it cannot serve (not on
+                CUDA, several Learners, NERS scoring, mixed precision, LR
+                schedules) update eagerly and say why in one log line.
         """
         super().training(**kwargs)
         if fast_training_loop is not NotProvided:
@@ -86,6 +101,8 @@ class FastPathsConfigMixin:
             self.overlap_sampling = overlap_sampling
         if max_weights_staleness is not NotProvided:
             self.max_weights_staleness = max_weights_staleness
+        if cuda_graph_updates is not NotProvided:
+            self.cuda_graph_updates = cuda_graph_updates
         return self
 
     def _validate_fast_paths(self) -> None:
@@ -99,6 +116,7 @@ class FastPathsConfigMixin:
                 f"fast_training_loop=True).",
             )
         self._validate_overlap_sampling()
+        self._validate_cuda_graph_updates()
         if self.is_multi_agent and self.env_runner_cls is FastSingleAgentEnvRunner:
             # The single-agent default does not apply; RLlib picks its own.
             logger.info(
@@ -106,6 +124,22 @@ class FastPathsConfigMixin:
                 "FastSingleAgentEnvRunner."
             )
             self.env_runner_cls = None
+
+    def _validate_cuda_graph_updates(self) -> None:
+        if not isinstance(self.cuda_graph_updates, bool):
+            raise_config_error(
+                self,
+                f"cuda_graph_updates must be True or False, got "
+                f"{self.cuda_graph_updates!r}; set config.training("
+                f"cuda_graph_updates=True) or leave it False.",
+            )
+        if self.cuda_graph_updates and not self.fast_training_loop:
+            raise_config_error(
+                self,
+                "cuda_graph_updates=True captures the updates of this package's "
+                "training loop, but fast_training_loop is False; set "
+                "config.training(fast_training_loop=True) or cuda_graph_updates=False.",
+            )
 
     def _validate_overlap_sampling(self) -> None:
         if not isinstance(self.overlap_sampling, bool):

@@ -56,6 +56,7 @@ from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
 from torch.nn import functional as F
 
+from rllib_ners.algorithms.common.cuda_graph_updates import CudaGraphUpdates
 from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
 from rllib_ners.algorithms.common.distributed import (
     average_over_learners,
@@ -167,6 +168,7 @@ def uses_ners_replay(config: Any) -> bool:
 class NERSSACTorchLearner(
     NERSTorchLearnerMixin,
     CheckpointedTargetUpdateTimes,
+    CudaGraphUpdates,
     DeferredMetricsUpdates,
     FusedGradientStep,
     ForeachTargetUpdates,

@@ -32,6 +32,7 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 from torch.nn import functional as F
 
+from rllib_ners.algorithms.common.cuda_graph_updates import CudaGraphUpdates
 from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
 from rllib_ners.algorithms.common.gradient_step import FusedGradientStep
 from rllib_ners.algorithms.common.target_updates import ForeachTargetUpdates
@@ -46,6 +47,7 @@ DEFAULT_ADAM_EPSILON = 1e-8
 
 
 class RainbowDQNTorchLearner(
+    CudaGraphUpdates,
     DeferredMetricsUpdates,
     FusedGradientStep,
     ForeachTargetUpdates,

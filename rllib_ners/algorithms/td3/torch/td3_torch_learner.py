@@ -24,6 +24,7 @@ directly (`step_optimizers`).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -43,6 +44,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 
+from rllib_ners.algorithms.common.cuda_graph_updates import CudaGraphUpdates
 from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
 from rllib_ners.algorithms.common.distributed import (
     average_over_learners,
@@ -136,7 +138,9 @@ def priority_errors(errors: List[torch.Tensor]) -> torch.Tensor:
     return priority
 
 
-class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearner):
+class TD3TorchLearner(
+    NERSTorchLearnerMixin, CudaGraphUpdates, DeferredMetricsUpdates, TorchLearner
+):
     """TD3's update (see the module docstring), with metrics deferred to once
     per iteration (`DeferredMetricsUpdates`) and the NERS scorer when the
     replay buffer is the NERS buffer."""
@@ -195,6 +199,15 @@ class TD3TorchLearner(NERSTorchLearnerMixin, DeferredMetricsUpdates, TorchLearne
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
         return self._update_modules(batch, self._actor_phases(batch))
+
+    @override(CudaGraphUpdates)
+    def graph_update_parts(self, batch: Dict[str, Any]):
+        # Which modules step their actors this update is decided on the host:
+        # one graph per choice.
+        actor_phases = self._actor_phases(batch)
+        return actor_phases, functools.partial(
+            self._update_modules, actor_phases=actor_phases
+        )
 
     def _actor_phases(self, batch: Dict[str, Any]) -> Tuple[bool, ...]:
         """Counts this update for each module of `batch`; per module, whether

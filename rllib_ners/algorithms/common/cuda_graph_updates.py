@@ -1,0 +1,167 @@
+"""Learner updates replayed from CUDA graphs (`cuda_graph_updates=True`).
+
+With the setting on, a Learner on a CUDA device makes the gradient updates of
+this package's training loop (`DeferredMetricsUpdates`) through
+`rllib_ners.utils.update_graphs.UpdateGraphs`: a few eager updates, then each
+update replayed from a captured CUDA graph (forward pass, losses, backward
+pass, clipping, optimizer steps) with one launch instead of a few hundred.
+Target-network updates, metrics flushing and priorities stay eager.
+
+The Learner's optimizers become capturable (Adam keeps its step count on the
+device, which its fused kernel reads there anyway). The replayed updates equal
+the eager ones within the GPU's float tolerance: the same kernels on the same
+values, random draws included (a graph draws from the default generator's
+current offset as eager code does). Tested with the eager stand-in graph on the
+CPU (`tests/integration/test_cuda_graph_updates.py`: the same weights, buffer,
+returns and metrics as the eager updates) and on CUDA in the `gpu` suite.
+
+Learners and configs a graph cannot serve update eagerly and say why in one
+INFO log line (`cuda_graph_update_blocker`): a Learner not on CUDA, several
+Learners (their all-reduce), a torch-compiled update, mixed precision, torch LR
+schedulers, the gradient step reading values on the host (`host_reads=True`),
+optimizers other than Adam, a NERS scorer (its running statistics and encoding
+cache are updated outside tensors a graph replays: not captured yet), a batch
+carrying `weights_seq_no` (the off-policyness metric reads a host counter).
+Learning-rate schedules and restored optimizer states are caught before each
+replay (`UpdateGraphs` fingerprint), restores by `set_state`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, Hashable, Optional, Tuple
+
+import torch
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+from rllib_ners.algorithms.common.distributed import learners_share_process_group
+from rllib_ners.seam.learner import (
+    learner_optimizers,
+    scales_gradients,
+    uses_torch_lr_schedulers,
+)
+from rllib_ners.utils.update_graphs import CudaUpdateGraph, UpdateGraphs
+
+logger = logging.getLogger(__name__)
+
+CAPTURABLE_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW)
+
+
+def cuda_graph_update_blocker(learner) -> Optional[str]:
+    """Why `learner`'s updates cannot be replayed from CUDA graphs, or None."""
+    if learner.make_update_graph is CudaUpdateGraph and learner.device.type != "cuda":
+        return f"the Learner is on {learner.device}, not a CUDA device"
+    if learners_share_process_group(learner) or learner.distributed:
+        return "it is one of several Learners (their all-reduce runs outside a graph)"
+    if learner.config.torch_compile_learner:
+        return "the update is torch-compiled"
+    if scales_gradients(learner):
+        return "gradients are scaled (mixed precision)"
+    if uses_torch_lr_schedulers(learner):
+        return "torch LR schedulers are set"
+    if learner.host_reads:
+        return "host_reads=True: the gradient step reads values on the host"
+    if getattr(learner, "ners_scorer", None) is not None:
+        return (
+            "the NERS scorer updates its running statistics and encoding cache "
+            "outside the tensors a graph replays (not captured yet)"
+        )
+    for optimizer in learner_optimizers(learner):
+        if type(optimizer) not in CAPTURABLE_OPTIMIZERS:
+            return f"optimizer {type(optimizer).__name__} is not Adam or AdamW"
+    return None
+
+
+def make_capturable(optimizers, *, capturable: bool = True) -> None:
+    """Sets `capturable` on every param group of the Adams among `optimizers`:
+    Adam then keeps its step count on the parameters' device and reads nothing
+    on the host in its step (False: back to the default, e.g. for a state
+    saved by a Learner that captured its updates)."""
+    for optimizer in optimizers:
+        if type(optimizer) not in CAPTURABLE_OPTIMIZERS:
+            continue
+        for group in optimizer.param_groups:
+            group["capturable"] = capturable
+        if not capturable:
+            continue
+        for param, state in optimizer.state.items():
+            step = state.get("step")
+            if torch.is_tensor(step) and step.device != param.device:
+                state["step"] = step.to(param.device)
+
+
+def optimizers_fingerprint(learner) -> Hashable:
+    """What a captured update baked in of the Learner's optimizers: their
+    state objects and learning rates."""
+    return tuple(
+        (id(optimizer.state), tuple(group["lr"] for group in optimizer.param_groups))
+        for optimizer in learner_optimizers(learner)
+    )
+
+
+class CudaGraphUpdates:
+    """For this package's TorchLearners with deferred updates (list it before
+    `DeferredMetricsUpdates`): updates replayed from CUDA graphs where
+    `config.cuda_graph_updates` is set (see the module docstring).
+
+    A subclass whose `_update` makes Python-side decisions per update (TD3's
+    delayed actor step) overrides `graph_update_parts`."""
+
+    # The graph kind: `EagerStandInGraph` runs the same schedule without CUDA,
+    # for tests.
+    make_update_graph: Callable[[], Any] = CudaUpdateGraph
+    update_graphs: Optional[UpdateGraphs] = None
+    _graphs_checked = False
+
+    def deferred_update_step(self, batch: Dict[str, Dict[str, Any]]):
+        """`_update(batch)`, from a captured graph where the config asks and
+        the Learner allows."""
+        if not self._graphs_checked:
+            self._graphs_checked = True
+            self._set_up_update_graphs()
+        if self.update_graphs is None:
+            return self._update(batch)
+        if any(WEIGHTS_SEQ_NO in columns for columns in batch.values()):
+            self.update_graphs.disable(
+                f"the batch carries {WEIGHTS_SEQ_NO!r}: the off-policyness metric "
+                f"reads a host counter"
+            )
+        key, update = self.graph_update_parts(batch)
+        return self.update_graphs.run(key, batch, update, self)
+
+    def graph_update_parts(self, batch) -> Tuple[Hashable, Callable]:
+        """The Python-side decisions this update made before its tensor work
+        (part of the graph's key) and the function doing that work on a batch;
+        by default none, and `_update`."""
+        return (), self._update
+
+    def _set_up_update_graphs(self) -> None:
+        if not self.config.cuda_graph_updates:
+            return
+        reason = cuda_graph_update_blocker(self)
+        if reason is not None:
+            logger.info(
+                "%s: cuda_graph_updates=True, but updates run eagerly: %s.",
+                type(self).__name__,
+                reason,
+            )
+            return
+        make_capturable(learner_optimizers(self))
+        self.update_graphs = UpdateGraphs(
+            fingerprint=lambda: optimizers_fingerprint(self),
+            make_graph=self.make_update_graph,
+            name=type(self).__name__,
+        )
+
+    @override(TorchLearner)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        # The restored optimizers carry the settings they were saved with.
+        if self.update_graphs is not None:
+            make_capturable(learner_optimizers(self))
+            # Optimizer states were replaced: capture again from them.
+            self.update_graphs.reset()
+        else:
+            make_capturable(learner_optimizers(self), capturable=False)

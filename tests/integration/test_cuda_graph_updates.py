@@ -1,0 +1,197 @@
+"""`cuda_graph_updates=True`: the training loop's updates through captured graphs.
+
+No CUDA here, so the Learner's graphs are `EagerStandInGraph`s, which run the
+same warm-up/capture/replay schedule (each replay runs the update on the
+capture's static inputs and overwrites the capture's outputs, as a CUDA graph's
+replay does). Each algorithm then ends with the same weights, buffer, returns
+and Learner metrics as the eager updates, with the graphs' keys, static inputs
+and re-logged metrics in play. The gradient step runs as on a GPU
+(`host_reads=False`) in both arms. The `gpu` suite replays real CUDA graphs
+against eager CUDA updates.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_RETURN_MEAN,
+    LEARNER_RESULTS,
+)
+
+from rllib_ners import RainbowDQNConfig
+from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.utils.update_graphs import EagerStandInGraph
+
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
+RAY_NUM_CPUS = 2
+ITERATIONS = 3
+LOGGER = "rllib_ners.algorithms.common.cuda_graph_updates"
+
+PER = {
+    "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+    "capacity": 5000,
+    "alpha": 0.6,
+    "beta": 0.4,
+}
+
+
+def _config(algorithm, small_dqn, small_sac, small_td3):
+    if algorithm == "rainbow":
+        return small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
+    if algorithm == "sac":
+        return small_sac("per", rollout_fragment_length=1).reporting(
+            min_time_s_per_iteration=0
+        )
+    return small_td3("per")
+
+
+def _build(config, *, graphs: bool):
+    algo = (
+        config.copy(copy_frozen=False).training(cuda_graph_updates=graphs).build_algo()
+    )
+    learner = local_learner(algo)
+    learner.host_reads = False  # the gradient step a GPU Learner takes
+    if graphs:
+        learner.make_update_graph = EagerStandInGraph
+    return algo, learner
+
+
+def _learner_values(results):
+    values = results[LEARNER_RESULTS][DEFAULT_MODULE_ID]
+    return {
+        key: float(value)
+        for key, value in values.items()
+        if isinstance(value, (int, float, np.floating, np.integer))
+    }
+
+
+def _train(config, *, graphs: bool):
+    algo, learner = _build(config, graphs=graphs)
+    try:
+        results = [algo.train() for _ in range(ITERATIONS)]
+        weights = {
+            name: tensor.clone()
+            for name, tensor in learner.module[DEFAULT_MODULE_ID].state_dict().items()
+        }
+        priorities = algo.local_replay_buffer.get_state()
+        return results, weights, priorities, learner.update_graphs
+    finally:
+        algo.stop()
+
+
+def _flat(state, prefix=""):
+    for key, value in state.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key}/")
+        elif isinstance(value, np.ndarray) and value.dtype != object:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize("algorithm", ["rainbow", "sac", "td3"])
+def test_graph_updates_train_as_eager_updates(
+    algorithm, small_dqn, small_sac, small_td3, one_torch_thread
+):
+    config = _config(algorithm, small_dqn, small_sac, small_td3)
+    graphed, eager = _train(config, graphs=True), _train(config, graphs=False)
+    results, weights, buffer, graphs = graphed
+    assert graphs is not None and graphs.disabled_because is None
+    # TD3: one graph for critic-only updates, one for those with the actor.
+    assert graphs.num_captures == (2 if algorithm == "td3" else 1)
+    assert graphs.num_replays > 50
+    assert eager[3] is None
+    for name, tensor in weights.items():
+        assert torch.equal(tensor, eager[1][name]), name
+    buffer_eager = dict(_flat(eager[2]))
+    for key, value in _flat(buffer):
+        if not key.startswith(("_partial_returns/", "_open_episodes/")):
+            np.testing.assert_array_equal(value, buffer_eager[key], err_msg=key)
+    for a, b in zip(results, eager[0]):
+        assert a[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN] == pytest.approx(
+            b[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
+        )
+        assert _learner_values(a) == pytest.approx(
+            _learner_values(b), rel=0, abs=0, nan_ok=True
+        )
+
+
+def test_a_cpu_learner_updates_eagerly_and_says_why(small_dqn, caplog):
+    config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER).training(
+        cuda_graph_updates=True
+    )
+    algo = config.build_algo()
+    try:
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            algo.train()
+        assert local_learner(algo).update_graphs is None
+    finally:
+        algo.stop()
+    said = [r.getMessage() for r in caplog.records if "run eagerly" in r.getMessage()]
+    assert len(said) == 1 and "not a CUDA device" in said[0]
+
+
+def test_ners_scoring_updates_eagerly_and_says_why(small_dqn, caplog):
+    algo, learner = _build(small_dqn(), graphs=True)
+    try:
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            algo.train()
+        assert learner.update_graphs is None
+    finally:
+        algo.stop()
+    said = [r.getMessage() for r in caplog.records if "run eagerly" in r.getMessage()]
+    assert len(said) == 1 and "NERS scorer" in said[0]
+
+
+def test_a_restored_learner_captures_again_and_continues_as_eager(
+    small_td3, one_torch_thread, tmp_path
+):
+    """A checkpoint of a Learner with graphs restores into one with graphs
+    (captured again from the restored optimizer states) and into an eager one
+    (its optimizers no longer capturable): both continue alike."""
+    config = small_td3("per")
+    algo, _ = _build(config, graphs=True)
+    try:
+        algo.train()
+        algo.save_to_path(str(tmp_path))
+    finally:
+        algo.stop()
+    weights = []
+    for graphs in (True, False):
+        algo, learner = _build(config, graphs=graphs)
+        try:
+            algo.restore_from_path(str(tmp_path))
+            algo.train()
+            optimizers = learner.get_optimizers_for_module(DEFAULT_MODULE_ID)
+            capturable = {
+                group["capturable"]
+                for _, optimizer in optimizers
+                for group in optimizer.param_groups
+            }
+            assert capturable == {graphs}
+            if graphs:
+                assert learner.update_graphs.num_replays > 0
+            weights.append(
+                {
+                    k: v.clone()
+                    for k, v in learner.module[DEFAULT_MODULE_ID].state_dict().items()
+                }
+            )
+        finally:
+            algo.stop()
+    for name, tensor in weights[0].items():
+        assert torch.equal(tensor, weights[1][name]), name
+
+
+def test_cuda_graph_updates_is_validated(small_dqn):
+
+    with pytest.raises(ValueError, match="cuda_graph_updates must be True or False"):
+        small_dqn(RainbowDQNConfig()).training(cuda_graph_updates="yes").validate()
+    with pytest.raises(ValueError, match="fast_training_loop is False"):
+        small_dqn(RainbowDQNConfig()).training(
+            cuda_graph_updates=True, fast_training_loop=False
+        ).validate()
