@@ -16,6 +16,7 @@ sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
                                   a GPU Learner
          per-gpu-graph            per-gpu with `cuda_graph_updates=True`: its
                                   updates replayed from CUDA graphs
+         ners-gpu-graph           ners-gpu with `cuda_graph_updates=True`
          per-cpu                  the same PER config, a CPU Learner
          floor-gpu                the bare SAC update on the GPU, eager
          floor-gpu-graph          the same update captured in a CUDA graph
@@ -81,6 +82,7 @@ SUITES = {
         "per-gpu",
         "per-gpu-graph",
         "ners-gpu",
+        "ners-gpu-graph",
         "per-cpu",
         "floor-gpu",
         "floor-gpu-graph",
@@ -483,7 +485,7 @@ def runners_suite(
 
 # -------------------------------------------------------------- report
 # The arms each suite's ratios are taken against, where they ran.
-REFERENCES = ("sb3-gpu", "sb3-cpu", "per-gpu", "floor-gpu")
+REFERENCES = ("sb3-gpu", "sb3-cpu", "per-gpu", "per-gpu-graph", "floor-gpu")
 
 
 def report(suite, median: Dict[str, dict], args, load_before, arms) -> None:

@@ -373,6 +373,11 @@ GRAPH_CASES = {
         min_time_s_per_iteration=0
     ),
     "td3_per": TRAIN_CASES["td3_per"],
+    "ners_dqn": TRAIN_CASES["ners_dqn"],
+    "ners_sac": lambda: build_small_sac("ners", rollout_fragment_length=1).reporting(
+        min_time_s_per_iteration=0
+    ),
+    "td3_ners": TRAIN_CASES["td3_ners"],
     "ddpg_uniform": lambda: build_small_td3("uniform", config=DDPGConfig()),
     "atari_data_efficient_rainbow_per": lambda: _atari_rainbow("per"),
 }

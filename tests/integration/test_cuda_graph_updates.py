@@ -17,6 +17,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from helpers import TinyBoolImageEnv
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
@@ -42,13 +43,16 @@ PER = {
 
 
 def _config(algorithm, small_dqn, small_sac, small_td3):
-    if algorithm == "rainbow":
+    name, replay = algorithm.split("_")
+    if name == "rainbow":
         return small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
-    if algorithm == "sac":
-        return small_sac("per", rollout_fragment_length=1).reporting(
+    if name == "dqn":  # NERS-DQN
+        return small_dqn()
+    if name == "sac":
+        return small_sac(replay, rollout_fragment_length=1).reporting(
             min_time_s_per_iteration=0
         )
-    return small_td3("per")
+    return small_td3(replay)
 
 
 def _build(config, *, graphs: bool):
@@ -93,7 +97,10 @@ def _flat(state, prefix=""):
             yield f"{prefix}{key}", value
 
 
-@pytest.mark.parametrize("algorithm", ["rainbow", "sac", "td3"])
+@pytest.mark.parametrize(
+    "algorithm",
+    ["rainbow_per", "dqn_ners", "sac_per", "sac_ners", "td3_per", "td3_ners"],
+)
 def test_graph_updates_train_as_eager_updates(
     algorithm, small_dqn, small_sac, small_td3, one_torch_thread
 ):
@@ -102,7 +109,7 @@ def test_graph_updates_train_as_eager_updates(
     results, weights, buffer, graphs = graphed
     assert graphs is not None and graphs.disabled_because is None
     # TD3: one graph for critic-only updates, one for those with the actor.
-    assert graphs.num_captures == (2 if algorithm == "td3" else 1)
+    assert graphs.num_captures == (2 if algorithm.startswith("td3") else 1)
     assert graphs.num_replays > 50
     assert eager[3] is None
     for name, tensor in weights.items():
@@ -135,16 +142,26 @@ def test_a_cpu_learner_updates_eagerly_and_says_why(small_dqn, caplog):
     assert len(said) == 1 and "not a CUDA device" in said[0]
 
 
-def test_ners_scoring_updates_eagerly_and_says_why(small_dqn, caplog):
-    algo, learner = _build(small_dqn(), graphs=True)
+def test_the_ners_encoding_cache_updates_eagerly_and_says_why(small_dqn, caplog):
+    """NERS scoring with cached image encodings (host-side bookkeeping) is
+    not captured: the Learner updates eagerly and says so once."""
+    config = small_dqn(
+        env=TinyBoolImageEnv,
+        train_batch_size_per_learner=16,
+        learning_starts=48,
+        replay_buffer_config={"capacity": 2000},
+        min_sample_timesteps_per_iteration=100,
+    )
+    algo, learner = _build(config, graphs=True)
     try:
         with caplog.at_level(logging.INFO, logger=LOGGER):
             algo.train()
+        assert learner.ners_encoding_cache is not None
         assert learner.update_graphs is None
     finally:
         algo.stop()
     said = [r.getMessage() for r in caplog.records if "run eagerly" in r.getMessage()]
-    assert len(said) == 1 and "NERS scorer" in said[0]
+    assert len(said) == 1 and "encoding cache" in said[0]
 
 
 def test_a_restored_learner_captures_again_and_continues_as_eager(

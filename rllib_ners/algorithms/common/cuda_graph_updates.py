@@ -19,9 +19,12 @@ Learners and configs a graph cannot serve update eagerly and say why in one
 INFO log line (`cuda_graph_update_blocker`): a Learner not on CUDA, several
 Learners (their all-reduce), a torch-compiled update, mixed precision, torch LR
 schedulers, the gradient step reading values on the host (`host_reads=True`),
-optimizers other than Adam, a NERS scorer (its running statistics and encoding
-cache are updated outside tensors a graph replays: not captured yet), a batch
-carrying `weights_seq_no` (the off-policyness metric reads a host counter).
+optimizers other than Adam, NERS scoring with cached image encodings (the
+cache's lookups and stores keep host-side bookkeeping: not captured yet), a
+batch carrying `weights_seq_no` (the off-policyness metric reads a host
+counter). NERS scoring otherwise is captured with the update: the scorer's
+forward pass and its running statistics (updated in place, nothing read on the
+host); its REINFORCE step stays eager.
 Learning-rate schedules and restored optimizer states are caught before each
 replay (`UpdateGraphs` fingerprint), restores by `set_state`.
 """
@@ -63,10 +66,10 @@ def cuda_graph_update_blocker(learner) -> Optional[str]:
         return "torch LR schedulers are set"
     if learner.host_reads:
         return "host_reads=True: the gradient step reads values on the host"
-    if getattr(learner, "ners_scorer", None) is not None:
+    if getattr(learner, "ners_encoding_cache", None) is not None:
         return (
-            "the NERS scorer updates its running statistics and encoding cache "
-            "outside the tensors a graph replays (not captured yet)"
+            "the NERS encoding cache looks up and stores encodings with host-side "
+            "bookkeeping (cache_encodings=True; not captured yet)"
         )
     for optimizer in learner_optimizers(learner):
         if type(optimizer) not in CAPTURABLE_OPTIMIZERS:

@@ -91,7 +91,7 @@ class FastPathsConfigMixin:
                 update instead of a few hundred (default False: eager
                 updates). Equal to the eager updates within float tolerance.
                 Needs the fast training loop; Learners it cannot serve (not on
-                CUDA, several Learners, NERS scoring, mixed precision, LR
+                CUDA, several Learners, cached NERS image encodings, mixed precision, LR
                 schedules) update eagerly and say why in one log line.
         """
         super().training(**kwargs)
