@@ -158,7 +158,9 @@ class CudaUpdateGraph:
         self._recorded: Optional[RecordedMetrics] = None
 
     def capture(self, recorded_update: Callable[[], Tuple[Any, RecordedMetrics]]):
-        with torch.cuda.graph(self._graph):
+        # Only this thread's unsafe calls end the capture: Ray's own threads
+        # may touch CUDA meanwhile.
+        with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):
             outputs, self._recorded = recorded_update()
         return outputs, self._recorded
 
