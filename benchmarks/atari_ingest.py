@@ -42,7 +42,9 @@ buffer, for this package's Atari config (`atari_rainbow`, or with `--preset der`
                  `replay_train_batch` (the Learner's batch) and
                  `update_priorities` (random TD errors / NERS rows) per update,
                  per env step at the preset's replay ratio (`atari_rainbow`: one
-                 update per 4 env steps; `der`: one per env step).
+                 update per 4 env steps; `der`: one per env step); also PER
+                 with the stacks laid out channels-first in memory
+                 (`frames_channels_first`, what a local GPU Learner gets).
 
 All arms live in this process (plus two idle Ray actors) and take turns, round
 by round, the order rotating, each timing `--steps` env steps per round; the
@@ -380,9 +382,17 @@ class SampleArm(Arm):
     """Per update: `sample_batch(32)`, the Learner's batch and the priority
     update, as `_replay_updates` does them; `steps` env steps' worth of updates."""
 
-    def __init__(self, buffer, config, env_steps_per_update: float, ners: bool):
+    def __init__(
+        self,
+        buffer,
+        config,
+        env_steps_per_update: float,
+        ners: bool,
+        channels_first: bool = False,
+    ):
         self.buffer, self.config, self.ners = buffer, config, ners
         self.env_steps_per_update = env_steps_per_update
+        self.channels_first = channels_first
         self.rng = np.random.default_rng(0)
 
     def warm_up(self, steps: int) -> None:
@@ -395,6 +405,9 @@ class SampleArm(Arm):
         beta = config.replay_buffer_config.get("beta")
         updates = max(1, round(steps / self.env_steps_per_update))
         parts = {"sample_batch": 0.0, "train batch": 0.0, "update_priorities": 0.0}
+        # The buffer is shared with another arm: the layout is this arm's only
+        # while it runs.
+        buffer.frames_channels_first = self.channels_first
         cpu0 = time.process_time()
         for _ in range(updates):
             if self.ners:  # [sigma, delta, q] per item, in sample order
@@ -413,6 +426,7 @@ class SampleArm(Arm):
             parts["train batch"] += built - sampled
             parts["update_priorities"] += clock() - built
         cpu = time.process_time() - cpu0
+        buffer.frames_channels_first = False
         parts["total"] = sum(parts.values())
         self.stacked = (columns["obs"].dtype, columns["obs"].shape)
         return round(updates * self.env_steps_per_update), parts, cpu
@@ -611,6 +625,23 @@ def report(args, config, results, arms, facts, load_before) -> None:
         )
         for part in ("sample_batch", "train batch", "update_priorities"):
             row(f"&nbsp;&nbsp;{part}", "driver", s[part])
+    planar = results["per-sample-channels-first"]
+    row(
+        f"5 buffer sample {BATCH} + priorities, PER, stacks channels-first in "
+        f"memory (a GPU Learner's layout; {planar['total'] * ratio:,.0f} µs per "
+        f"update)",
+        "driver",
+        planar["total"],
+        planar["cpu"],
+        shares=False,
+    )
+    for part in ("sample_batch", "train batch", "update_priorities"):
+        row(f"&nbsp;&nbsp;{part}", "driver", planar[part], shares=False)
+    speedup = results["per-sample"]["sample_batch"] / planar["sample_batch"]
+    print(
+        f"sample_batch with stacks channels-first vs channels-last, PER, same "
+        f"rounds: {speedup:.2f}x as fast"
+    )
     for kind, label in (("per", "PER"), ("ners", "NERS")):
         print(
             f"| total path, {label} (2 with {envs[0]} sub-env + 3 + 4 + 5) | | "
@@ -695,6 +726,9 @@ def main(argv=None) -> int:
             later[f"{kind}-sample"] = SampleArm(
                 buffer, config, env_steps_per_update, kind == "ners"
             )
+        later["per-sample-channels-first"] = SampleArm(
+            buffers["per"], config, env_steps_per_update, False, channels_first=True
+        )
         for name, arm in later.items():
             print(f"warming up {name}", flush=True)
             arms[name] = arm

@@ -137,13 +137,17 @@ def transition_columns(
     gamma: float,
     *,
     frame_stack: int = 1,
+    frames_channels_first: bool = False,
 ) -> Dict[str, np.ndarray]:
     """The n-step transitions starting at `slots`, as the columns of
-    `sample_batch()` (without `weights`); `rewards` as float32."""
+    `sample_batch()` (without `weights`); `rewards` as float32; frame stacks
+    laid out channels-first in memory with `frames_channels_first` (see
+    `frame_stack.stacked_frames`)."""
     walk = n_step_transitions(storage, slots, n_steps, gamma)
+    layout = {"channels_first": frames_channels_first}
     return {
-        OBS: observations_at(storage, slots, frame_stack),
-        NEXT_OBS: observations_at(storage, walk["next_slot"], frame_stack),
+        OBS: observations_at(storage, slots, frame_stack, **layout),
+        NEXT_OBS: observations_at(storage, walk["next_slot"], frame_stack, **layout),
         ACTIONS: storage.actions[slots],
         REWARDS: walk[REWARDS].astype(np.float32),
         TERMINATEDS: walk[TERMINATEDS],

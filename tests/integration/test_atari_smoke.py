@@ -206,3 +206,55 @@ def test_rainbow_papers_preset_trains_with_overlapped_sampling(ray_session):
         assert 8 * (sampled - 400) - 32 <= trained <= 8 * (sampled - 400 + 2 * 4)
     finally:
         algo.stop()
+
+
+def test_channels_first_frame_stacks_reach_the_module_alike(ray_session):
+    """`frames_channels_first` (what the training loop sets for a local GPU
+    Learner): the buffer samples the same stacks, laid out NCHW in memory, and
+    the Learner's training pass on them (its own column-to-tensor conversion,
+    then the RLModule's forward) gives the outputs the channels-last stacks
+    give, within float tolerance (the CPU convolution runs another algorithm
+    on the other layout)."""
+    from rllib_ners.algorithms.common.deferred_updates import columns_to_tensors
+    from rllib_ners.seam.rl_module import training_pass
+
+    config = (
+        atari_data_efficient_rainbow(
+            "MsPacman", replay="per", capacity=2000, learning_starts=200
+        )
+        .env_runners(num_env_runners=0)
+        .reporting(min_sample_timesteps_per_iteration=250)
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    try:
+        algo.train()
+        buffer, learner = algo.local_replay_buffer, local_learner(algo)
+        assert not buffer.frames_channels_first  # a CPU Learner
+        module = learner.module["default_policy"].unwrapped()
+        rng_state = buffer.rng.bit_generator.state
+        sampled, outputs = {}, {}
+        for channels_first in (False, True):
+            buffer.frames_channels_first = channels_first
+            buffer.rng.bit_generator.state = rng_state
+            columns = buffer.sample_batch(32, n_step=3, gamma=0.99)
+            sampled[channels_first] = columns
+            tensors = columns_to_tensors(
+                {k: columns[k] for k in ("obs", "new_obs", "actions")}, learner.device
+            )
+            torch.manual_seed(0)  # the same noisy-net draws
+            with torch.no_grad():
+                outputs[channels_first] = training_pass(module, tensors)
+    finally:
+        algo.stop()
+    for key in ("obs", "new_obs"):
+        plain, planar = sampled[False][key], sampled[True][key]
+        np.testing.assert_array_equal(planar, plain)
+        assert plain.flags.c_contiguous
+        assert torch.from_numpy(planar).permute(0, 3, 1, 2).is_contiguous()
+    compared = 0
+    for key, value in outputs[False].items():
+        if torch.is_tensor(value):
+            torch.testing.assert_close(outputs[True][key], value, rtol=1e-5, atol=1e-5)
+            compared += 1
+    assert compared >= 5

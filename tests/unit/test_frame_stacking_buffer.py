@@ -366,3 +366,34 @@ def test_100k_atari_buffer_arrays_stay_under_one_gigabyte():
     # Stock RLlib keeps 4 float32 frames per observation (and new_obs again).
     stock_per_transition = 84 * 84 * 4 * 4
     assert 100_000 * stock_per_transition / total > 3.5
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_channels_first_layout_holds_the_same_stacks(channels):
+    """`frames_channels_first`: through ring wrap and eviction, the sampled
+    stacks equal the channels-last ones value for value (same shape and
+    dtype), laid out `[n, k * C, H, W]` in memory."""
+    space = gym.spaces.Box(0, 255, (H, W, channels), np.uint8)
+
+    def colour(episode):
+        for t, obs in enumerate(episode.observations):
+            episode.observations[t] = np.repeat(obs, channels, axis=-1)
+        episode.observation_space = space
+        return episode
+
+    buffers = [make_buffer(capacity=29) for _ in range(2)]
+    buffers[1].frames_channels_first = True
+    rng = np.random.default_rng(3)
+    for step in range(40):
+        ep, t0 = step % 5, (step // 5) * 3
+        t1 = t0 + int(rng.integers(1, 4))
+        for buffer in buffers:
+            buffer.add(colour(chunk(ep, t0, t1)))
+        plain, planar = (
+            buffer.sample_batch(16, n_step=(1, 3), gamma=GAMMA) for buffer in buffers
+        )
+        for key in ("obs", "new_obs"):
+            assert planar[key].shape == plain[key].shape == (16, H, W, K * channels)
+            np.testing.assert_array_equal(planar[key], plain[key])
+            assert np.moveaxis(planar[key], -1, 1).flags.c_contiguous
+        np.testing.assert_array_equal(planar["indices"], plain["indices"])
