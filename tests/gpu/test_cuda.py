@@ -431,3 +431,15 @@ def test_graph_updates_equal_eager_updates_on_the_device(name):
             a[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
             == b[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
         )
+
+
+def test_atari_frame_stacks_are_laid_out_for_a_gpu_learner():
+    """A local GPU Learner gets its Atari frame stacks channels-first in
+    memory (what its convolution takes as it is) and trains on them; a CPU
+    Learner keeps channels-last."""
+    algo = _on_device(_atari_rainbow("per"), 0).build_algo()
+    try:
+        assert algo.local_replay_buffer.frames_channels_first == (DEVICE == "cuda")
+        _train_until_updated(algo)
+    finally:
+        algo.stop()
