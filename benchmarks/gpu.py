@@ -25,6 +25,8 @@ sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
 atari    MsPacman, data-efficient Rainbow (one update of 32 per env step).
          per-gpu / ners-gpu       PER- / NERS-Rainbow, a GPU Learner
          per-gpu-graph            per-gpu with `cuda_graph_updates=True`
+         per-gpu-graph-act        per-gpu-graph, the EnvRunner acting on the GPU
+                                  (`act_on_learner_device=True`)
          per-cpu                  PER-Rainbow, a CPU Learner
          floor-gpu                the Learner's own update on the GPU on random
                                   batches, plus bare env steps
@@ -87,7 +89,14 @@ SUITES = {
         "floor-gpu",
         "floor-gpu-graph",
     ),
-    "atari": ("per-gpu", "per-gpu-graph", "ners-gpu", "per-cpu", "floor-gpu"),
+    "atari": (
+        "per-gpu",
+        "per-gpu-graph",
+        "per-gpu-graph-act",
+        "ners-gpu",
+        "per-cpu",
+        "floor-gpu",
+    ),
     "main": ("gpu", "default", "hidden"),
     "profile": ("per-gpu", "per-gpu-graph"),
     "runners": ("per", "ners"),
@@ -213,7 +222,10 @@ def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
                 peers.ATARI_GAME,
                 replay=kind,
                 learning_starts=peers.ATARI_LEARNING_STARTS,
-            ).training(cuda_graph_updates=name.endswith("-graph"))
+            ).training(
+                cuda_graph_updates="-graph" in name,
+                act_on_learner_device=name.endswith("-act"),
+            )
             arms[name] = RLlibArm(
                 _on_learner_device(config, device), steps, peers.ATARI_BATCH
             )

@@ -400,7 +400,13 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         """
         steps = [SubEnvSteps() for _ in range(self.num_envs)]
         episodes = ongoing_episodes(self)
-        return episodes, steps, runner_cached_obs(self), self._actions_map()
+        # RLlib's reset builds the input on the CPU, where its connectors put
+        # it; a module acting on a GPU (`act_on_learner_device`) takes it there.
+        obs = runner_cached_obs(self)
+        device = runner_device(self)
+        if torch.is_tensor(obs) and obs.device != device:
+            obs = obs.to(device)
+        return episodes, steps, obs, self._actions_map()
 
     def _frame_stacks(self, obs: torch.Tensor) -> Optional[np.ndarray]:
         """With frame stacking, the sub-envs' current stacks (the cached module

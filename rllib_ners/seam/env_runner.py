@@ -37,6 +37,7 @@ __all__ = [
     "runner_weights_seq_no",
     "set_ongoing_episodes",
     "set_runner_cached_obs",
+    "set_runner_device",
     "set_runner_weights_seq_no",
     "set_time_after_sampling",
     "time_after_sampling",
@@ -53,6 +54,15 @@ def runner_device(runner) -> torch.device:
     """The device the EnvRunner's RLModule runs on, where RLlib's
     `NumpyToTensor` connector puts the module's inputs (kept as `_device`)."""
     return runner._device
+
+
+def set_runner_device(runner, device: torch.device) -> None:
+    """Moves the EnvRunner's RLModule to `device` and records it as the
+    module's device (`runner_device`). RLlib's connector pipelines keep the
+    device they were built with: only a loop that puts the module's inputs on
+    `runner_device` itself (this package's fast sampling) may act there."""
+    runner.module.to(device)
+    runner._device = torch.device(device)
 
 
 def runner_cached_obs(runner) -> torch.Tensor:

@@ -443,3 +443,25 @@ def test_atari_frame_stacks_are_laid_out_for_a_gpu_learner():
         _train_until_updated(algo)
     finally:
         algo.stop()
+
+
+def test_the_local_env_runner_acts_on_the_learners_gpu():
+    """`act_on_learner_device=True`: the local EnvRunner's module lives on the
+    Learner's device with the Learner's own parameter tensors (no copy), and
+    Atari data-efficient Rainbow samples and trains with it (graph-captured
+    updates too)."""
+    config = _on_device(_atari_rainbow("per"), 0).training(
+        act_on_learner_device=True, cuda_graph_updates=True
+    )
+    algo = config.build_algo()
+    try:
+        learner = local_learner(algo)
+        runner = algo.env_runner_group.local_env_runner
+        learning = dict(learner.module[DEFAULT_MODULE_ID].named_parameters())
+        for name, param in runner.module.named_parameters():
+            assert param.device.type == DEVICE, name
+            assert param.data_ptr() == learning[name].data_ptr(), name
+        result = _train_until_updated(algo)
+        assert result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME] > 0
+    finally:
+        algo.stop()

@@ -202,13 +202,3 @@ def test_a_restored_learner_captures_again_and_continues_as_eager(
             algo.stop()
     for name, tensor in weights[0].items():
         assert torch.equal(tensor, weights[1][name]), name
-
-
-def test_cuda_graph_updates_is_validated(small_dqn):
-
-    with pytest.raises(ValueError, match="cuda_graph_updates must be True or False"):
-        small_dqn(RainbowDQNConfig()).training(cuda_graph_updates="yes").validate()
-    with pytest.raises(ValueError, match="fast_training_loop is False"):
-        small_dqn(RainbowDQNConfig()).training(
-            cuda_graph_updates=True, fast_training_loop=False
-        ).validate()

@@ -40,6 +40,7 @@ from rllib_ners.seam.env_runner import (
     runner_weights_seq_no,
     set_ongoing_episodes,
     set_runner_cached_obs,
+    set_runner_device,
     set_runner_weights_seq_no,
     set_time_after_sampling,
     time_after_sampling,
@@ -119,6 +120,15 @@ def test_runner_device_is_where_the_module_and_its_inputs_live(runner):
     assert runner_cached_obs(runner).device == torch.device(device), _fail(
         "the env-to-module pipeline puts the module input elsewhere than _device"
     )
+
+
+def test_set_runner_device_moves_the_module_and_is_what_runner_device_reads(runner):
+    set_runner_device(runner, torch.device("cpu"))
+    assert runner_device(runner) == torch.device("cpu"), _fail(
+        "the EnvRunner no longer keeps its module's device as _device"
+    )
+    assert next(runner.module.parameters()).device == torch.device("cpu")
+    runner.sample(num_timesteps=2)  # RLlib's loop goes on with it
 
 
 def test_runner_cached_obs_is_the_module_input_for_the_current_observations(runner):

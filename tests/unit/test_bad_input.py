@@ -475,6 +475,30 @@ OVERLAP_CASES = [
     ),
 ]
 
+# The GPU Learner's opt-in settings: types and what they need.
+GPU_LEARNER_CASES = [
+    (
+        "cuda_graph_updates must be True or False",
+        lambda: _overlapped(0, cuda_graph_updates="yes"),
+    ),
+    (
+        "cuda_graph_updates=True captures.*fast_training_loop is False",
+        lambda: _overlapped(0, cuda_graph_updates=True, fast_training_loop=False),
+    ),
+    (
+        "act_on_learner_device must be True or False",
+        lambda: _overlapped(0, act_on_learner_device=1),
+    ),
+    (
+        "act_on_learner_device=True makes the local EnvRunner.*num_env_runners is 2",
+        lambda: _overlapped(2, act_on_learner_device=True),
+    ),
+    (
+        "act_on_learner_device=True shares.*fast_training_loop is False",
+        lambda: _overlapped(0, act_on_learner_device=True, fast_training_loop=False),
+    ),
+]
+
 
 @pytest.mark.parametrize(
     "expected, make",
@@ -486,7 +510,8 @@ OVERLAP_CASES = [
     + ACER_CASES
     + SAC_CASES
     + DEFAULTS_CASES
-    + OVERLAP_CASES,
+    + OVERLAP_CASES
+    + GPU_LEARNER_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make):
@@ -600,3 +625,22 @@ def test_rainbow_replays_from_our_buffer_by_default():
     assert config.replay_buffer_config["type"].endswith(
         "FastPrioritizedEpisodeReplayBuffer"
     )
+
+
+def test_act_on_learner_device_says_why_the_cpu_acts(caplog):
+    """An EnvRunner that samples through RLlib's connector pipelines (inputs
+    on the CPU) keeps acting on the CPU and says so."""
+    import logging
+    from types import SimpleNamespace
+
+    import torch
+
+    from rllib_ners.algorithms.common import weight_sharing
+
+    runner = SimpleNamespace(uses_fast_sampling=False, module=torch.nn.Linear(2, 2))
+    learner = SimpleNamespace(device=torch.device("cuda"))
+    with caplog.at_level(logging.INFO, logger=weight_sharing.__name__):
+        weight_sharing._act_on_learner_device(runner, learner)
+    assert runner.module.weight.device.type == "cpu"
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "acts on the CPU" in said and "connector pipelines" in said

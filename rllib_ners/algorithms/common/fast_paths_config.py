@@ -25,7 +25,9 @@ each sample's weights at most `max_weights_staleness` updates old.
 Opt-in, for a Learner on a GPU: `cuda_graph_updates=True`
 (`rllib_ners.algorithms.common.cuda_graph_updates`): the loop's gradient
 updates replayed from captured CUDA graphs, equal to the eager updates within
-float tolerance.
+float tolerance; `act_on_learner_device=True`
+(`rllib_ners.algorithms.common.weight_sharing`): the local EnvRunner acts on
+the GPU with the Learner's own parameters.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class FastPathsConfigMixin:
         self.overlap_sampling = False
         self.max_weights_staleness = None
         self.cuda_graph_updates = False
+        self.act_on_learner_device = False
 
     @override(AlgorithmConfig)
     def training(
@@ -61,6 +64,7 @@ class FastPathsConfigMixin:
         overlap_sampling=NotProvided,
         max_weights_staleness=NotProvided,
         cuda_graph_updates=NotProvided,
+        act_on_learner_device=NotProvided,
         **kwargs,
     ):
         """`AlgorithmConfig.training()`, plus:
@@ -93,6 +97,16 @@ class FastPathsConfigMixin:
                 Needs the fast training loop; Learners it cannot serve (not on
                 CUDA, several Learners, cached NERS image encodings, mixed precision, LR
                 schedules) update eagerly and say why in one log line.
+            act_on_learner_device: With `num_env_runners=0` and a local Learner
+                on a GPU, whether the local EnvRunner acts on the GPU with the
+                Learner's own parameters (True: no weight copies; for
+                convolutional modules, whose batch-1 forward pass is several
+                times faster there) or on the CPU with a copy refreshed once
+                per round with updates (False, the default: for small MLPs,
+                which act faster on the CPU). Needs the fast EnvRunner's
+                sampling; otherwise the EnvRunner acts on the CPU and says why
+                in one log line. Random draws when acting then come from the
+                GPU's generator.
         """
         super().training(**kwargs)
         if fast_training_loop is not NotProvided:
@@ -103,6 +117,8 @@ class FastPathsConfigMixin:
             self.max_weights_staleness = max_weights_staleness
         if cuda_graph_updates is not NotProvided:
             self.cuda_graph_updates = cuda_graph_updates
+        if act_on_learner_device is not NotProvided:
+            self.act_on_learner_device = act_on_learner_device
         return self
 
     def _validate_fast_paths(self) -> None:
@@ -117,6 +133,7 @@ class FastPathsConfigMixin:
             )
         self._validate_overlap_sampling()
         self._validate_cuda_graph_updates()
+        self._validate_act_on_learner_device()
         if self.is_multi_agent and self.env_runner_cls is FastSingleAgentEnvRunner:
             # The single-agent default does not apply; RLlib picks its own.
             logger.info(
@@ -140,6 +157,33 @@ class FastPathsConfigMixin:
                 "training loop, but fast_training_loop is False; set "
                 "config.training(fast_training_loop=True) or cuda_graph_updates=False.",
             )
+
+    def _validate_act_on_learner_device(self) -> None:
+        if not isinstance(self.act_on_learner_device, bool):
+            raise_config_error(
+                self,
+                f"act_on_learner_device must be True or False, got "
+                f"{self.act_on_learner_device!r}; set config.training("
+                f"act_on_learner_device=True) or leave it False.",
+            )
+        if self.act_on_learner_device and not self.in_evaluation:
+            if self.num_env_runners > 0:
+                raise_config_error(
+                    self,
+                    f"act_on_learner_device=True makes the local EnvRunner act on "
+                    f"the local Learner's GPU, but num_env_runners is "
+                    f"{self.num_env_runners} (remote EnvRunners act on their own "
+                    f"devices); set config.env_runners(num_env_runners=0) or "
+                    f"act_on_learner_device=False.",
+                )
+            if not self.fast_training_loop:
+                raise_config_error(
+                    self,
+                    "act_on_learner_device=True shares the Learner's parameters in "
+                    "this package's training loop, but fast_training_loop is "
+                    "False; set config.training(fast_training_loop=True) or "
+                    "act_on_learner_device=False.",
+                )
 
     def _validate_overlap_sampling(self) -> None:
         if not isinstance(self.overlap_sampling, bool):

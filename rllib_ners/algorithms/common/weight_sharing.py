@@ -22,18 +22,28 @@ step, which at one update per env step is most of a GPU run's stalls.
 tensor and refreshes it with one transfer: the Learner's parameters
 concatenated on their device, copied into it at once. The EnvRunner then acts
 with exactly the Learner's current weights, as after RLlib's copy.
+
+With `act_on_learner_device=True` the EnvRunner's module moves to the
+Learner's GPU instead and shares its tensors there (`SharedWeights`): no copy
+at all, and a convolutional module's batch-1 forward pass runs on the GPU
+(RLlib keeps a local EnvRunner on the CPU). Only the fast EnvRunner's sampling
+puts the module's inputs on its device; with RLlib's connector pipelines the
+EnvRunner keeps acting on the CPU.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import List, Optional, Tuple, Union
 
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from rllib_ners.seam.env_runner import set_runner_weights_seq_no
+from rllib_ners.seam.env_runner import set_runner_device, set_runner_weights_seq_no
 from rllib_ners.seam.learner import weights_seq_no
 from rllib_ners.seam.torch_modules import persistent_buffers
+
+logger = logging.getLogger(__name__)
 
 
 def local_learner(algo):
@@ -135,6 +145,8 @@ def share_weights_with_local_env_runner(
     learning = learner.module[DEFAULT_MODULE_ID].unwrapped()
     if not isinstance(acting, torch.nn.Module):
         return "the RLModule is not a torch module"
+    if getattr(algo.config, "act_on_learner_device", False):
+        _act_on_learner_device(runner, learner)
     param_pairs = _matching_tensors(
         acting.named_parameters(), dict(learning.named_parameters()), "parameter"
     )
@@ -161,6 +173,23 @@ def share_weights_with_local_env_runner(
         weights = MirroredWeights(runner, learner, param_pairs, buffer_pairs)
     weights.refresh()
     return weights
+
+
+def _act_on_learner_device(runner, learner) -> None:
+    """Moves the local EnvRunner's module to the Learner's device where its
+    sampling loop feeds the module there (else says why, once)."""
+    device = learner.device
+    if device.type == "cpu":
+        return  # already where the Learner is
+    if not getattr(runner, "uses_fast_sampling", False):
+        logger.info(
+            "act_on_learner_device=True, but the local EnvRunner acts on the CPU: "
+            "it samples through RLlib's connector pipelines, which put the "
+            "module's inputs on the CPU (use FastSingleAgentEnvRunner)."
+        )
+        return
+    set_runner_device(runner, device)
+    logger.info("The local EnvRunner acts on the Learner's %s.", device)
 
 
 def _matching_tensors(named_acting, learning_by_name, kind: str):
