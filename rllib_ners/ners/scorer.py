@@ -289,8 +289,10 @@ class NERSScorer(nn.Module):
         first update), or raw with `t / timestep_scale` ("none")."""
         scalars = scalars.double()
         if self.settings.feature_normalization == "none":
-            scale = scalars.new_tensor([1.0, 1.0, 1.0, self.settings.timestep_scale])
-            return (scalars / scale).float()
+            # t scaled, r, delta, q as they are; nothing built from host values
+            # (a host-to-device copy, which a CUDA graph cannot capture).
+            timesteps = scalars[:, 3:] / self.settings.timestep_scale
+            return torch.cat([scalars[:, :3], timesteps], dim=-1).float()
         count = self.scalar_count
         std = (self.scalar_m2 / count.clamp_min(1)).sqrt().clamp_min(MIN_SCALAR_STD)
         # Before any statistics (mean 0) the scalars pass unchanged.
