@@ -40,10 +40,9 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from rllib_ners.algorithms.common.distributed import learners_share_process_group
+from rllib_ners.algorithms.common.update_step import plain_gradient_step_blocker
 from rllib_ners.seam.learner import (
     learner_optimizers,
-    scales_gradients,
-    uses_torch_lr_schedulers,
 )
 from rllib_ners.utils.update_graphs import CudaUpdateGraph, UpdateGraphs
 
@@ -58,12 +57,9 @@ def cuda_graph_update_blocker(learner) -> Optional[str]:
         return f"the Learner is on {learner.device}, not a CUDA device"
     if learners_share_process_group(learner) or learner.distributed:
         return "it is one of several Learners (their all-reduce runs outside a graph)"
-    if learner.config.torch_compile_learner:
-        return "the update is torch-compiled"
-    if scales_gradients(learner):
-        return "gradients are scaled (mixed precision)"
-    if uses_torch_lr_schedulers(learner):
-        return "torch LR schedulers are set"
+    reason = plain_gradient_step_blocker(learner)
+    if reason is not None:
+        return reason
     if learner.host_reads:
         return "host_reads=True: the gradient step reads values on the host"
     if getattr(learner, "ners_encoding_cache", None) is not None:

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from rllib_ners.seam.learner import log_off_policyness
+from rllib_ners.seam.learner import (
+    log_off_policyness,
+    scales_gradients,
+    uses_torch_lr_schedulers,
+)
 from rllib_ners.seam.rl_module import training_pass
 
 
@@ -23,6 +27,19 @@ def rllib_update_needed(learner) -> Optional[str]:
         return "it is one of several Learners (DDP wraps the forward pass)"
     if learner.config.torch_compile_learner:
         return "its update is torch-compiled"
+    return None
+
+
+def plain_gradient_step_blocker(learner) -> Optional[str]:
+    """Why `learner`'s gradient step is not the plain one this package's own
+    update paths make (a torch-compiled update, scaled gradients, torch LR
+    schedulers), or None."""
+    if learner.config.torch_compile_learner:
+        return "the update is torch-compiled"
+    if scales_gradients(learner):
+        return "gradients are scaled (mixed precision)"
+    if uses_torch_lr_schedulers(learner):
+        return "torch LR schedulers are set"
     return None
 
 

@@ -49,12 +49,11 @@ from rllib_ners.algorithms.common.distributed import (
     learners_share_process_group,
 )
 from rllib_ners.algorithms.common.gradient_step import gradients_of
+from rllib_ners.algorithms.common.update_step import plain_gradient_step_blocker
 from rllib_ners.rl_modules.sac.torch.sac_torch_rl_module import SACTorchRLModule
 from rllib_ners.seam.learner import (
     learner_parameters,
     losses_per_optimizer,
-    scales_gradients,
-    uses_torch_lr_schedulers,
 )
 from rllib_ners.seam.rl_module import sac_critic_pass
 from rllib_ners.utils.torch_ops import (
@@ -71,12 +70,9 @@ Q_CURR = "q_curr"
 
 def sac_update_blocker(learner) -> Optional[str]:
     """Why `learner` cannot take `one_backward_sac_update`, or None."""
-    if learner.config.torch_compile_learner:
-        return "the update is torch-compiled"
-    if scales_gradients(learner):
-        return "gradients are scaled (mixed precision)"
-    if uses_torch_lr_schedulers(learner):
-        return "torch LR schedulers are set"
+    reason = plain_gradient_step_blocker(learner)
+    if reason is not None:
+        return reason
     for module_id in learner.module.keys():
         module = learner.module[module_id].unwrapped()
         if not isinstance(module, DefaultSACRLModule):
