@@ -142,14 +142,18 @@ class FastPathsConfigMixin:
             )
             self.env_runner_cls = None
 
-    def _validate_cuda_graph_updates(self) -> None:
-        if not isinstance(self.cuda_graph_updates, bool):
+    def _check_opt_in_flag(self, name: str) -> None:
+        """Raises unless the opt-in setting `name` is True or False."""
+        value = getattr(self, name)
+        if not isinstance(value, bool):
             raise_config_error(
                 self,
-                f"cuda_graph_updates must be True or False, got "
-                f"{self.cuda_graph_updates!r}; set config.training("
-                f"cuda_graph_updates=True) or leave it False.",
+                f"{name} must be True or False, got {value!r}; set "
+                f"config.training({name}=True) or leave it False.",
             )
+
+    def _validate_cuda_graph_updates(self) -> None:
+        self._check_opt_in_flag("cuda_graph_updates")
         if self.cuda_graph_updates and not self.fast_training_loop:
             raise_config_error(
                 self,
@@ -159,13 +163,7 @@ class FastPathsConfigMixin:
             )
 
     def _validate_act_on_learner_device(self) -> None:
-        if not isinstance(self.act_on_learner_device, bool):
-            raise_config_error(
-                self,
-                f"act_on_learner_device must be True or False, got "
-                f"{self.act_on_learner_device!r}; set config.training("
-                f"act_on_learner_device=True) or leave it False.",
-            )
+        self._check_opt_in_flag("act_on_learner_device")
         if self.act_on_learner_device and not self.in_evaluation:
             if self.num_env_runners > 0:
                 raise_config_error(
@@ -186,13 +184,7 @@ class FastPathsConfigMixin:
                 )
 
     def _validate_overlap_sampling(self) -> None:
-        if not isinstance(self.overlap_sampling, bool):
-            raise_config_error(
-                self,
-                f"overlap_sampling must be True or False, got "
-                f"{self.overlap_sampling!r}; set config.training("
-                f"overlap_sampling=True) or leave it False.",
-            )
+        self._check_opt_in_flag("overlap_sampling")
         staleness = self.max_weights_staleness
         is_count = isinstance(staleness, int) and not isinstance(staleness, bool)
         if staleness is not None and not (is_count and staleness >= 1):
