@@ -70,15 +70,15 @@ def input_signature(inputs: Inputs) -> Optional[tuple]:
     return tuple(signature)
 
 
-def detached(tree):
-    """`tree` (dicts, tuples and lists of tensors and other values) with every
-    tensor detached (sharing its memory)."""
+def map_tensors(function, tree):
+    """`tree` (dicts, tuples and lists of tensors and other values) with
+    `function` applied to every tensor."""
     if torch.is_tensor(tree):
-        return tree.detach()
+        return function(tree)
     if isinstance(tree, dict):
-        return {key: detached(value) for key, value in tree.items()}
+        return {key: map_tensors(function, value) for key, value in tree.items()}
     if isinstance(tree, (tuple, list)):
-        return type(tree)(detached(value) for value in tree)
+        return type(tree)(map_tensors(function, value) for value in tree)
     return tree
 
 
@@ -93,14 +93,6 @@ def copy_into(targets, sources) -> None:
     elif isinstance(targets, (tuple, list)):
         for target, source in zip(targets, sources):
             copy_into(target, source)
-
-
-def _cloned(tree):
-    if torch.is_tensor(tree):
-        return tree.clone()
-    if isinstance(tree, dict):
-        return {key: _cloned(value) for key, value in tree.items()}
-    return tree
 
 
 def _last_only(kwargs) -> bool:
@@ -143,7 +135,7 @@ class RecordedMetrics:
         last replay."""
         for method, args, kwargs in self.calls:
             if method in ("log_value", "log_dict") and not _last_only(kwargs):
-                args = tuple(_cloned(arg) for arg in args)
+                args = map_tensors(torch.Tensor.clone, args)
             getattr(metrics, method)(*args, **kwargs)
 
 
@@ -287,7 +279,8 @@ class UpdateGraphs:
             recorded = RecordedMetrics()
             metrics, owner.metrics = owner.metrics, recorded
             try:
-                return detached(update(entry.static_inputs)), recorded
+                outputs = update(entry.static_inputs)
+                return map_tensors(torch.Tensor.detach, outputs), recorded
             finally:
                 owner.metrics = metrics
 
