@@ -88,10 +88,8 @@ def episodes_to_add(episodes, episode_class: type, buffer_class: type) -> list:
 
 
 def read_chunk(episode: SingleAgentEpisode) -> dict:
-    """The fields of a non-empty episode fragment (see `writer` for the keys).
-
-    `extra` is filled by `read_extra_columns` once the storage exists.
-    """
+    """The fields of a non-empty episode fragment (see `writer` for the keys),
+    with its spaces and its extra model outputs (name -> `n` rows)."""
     n = len(episode)
     obs = np.asarray(episode.get_observations(slice(0, n + 1)))
     infos = episode.get_infos(slice(0, n + 1))
@@ -106,32 +104,33 @@ def read_chunk(episode: SingleAgentEpisode) -> dict:
         "terminated": bool(episode.is_terminated),
         "truncated": bool(episode.is_truncated),
         "done": bool(episode.is_done),
-        "episode": episode,
+        "extra_outputs": {
+            key: episode.get_extra_model_outputs(key, slice(0, n))
+            for key in episode.extra_model_outputs.keys()
+        },
+        "observation_space": episode.observation_space,
+        "action_space": episode.action_space,
     }
 
 
 def allocate_storage(storage: RingStorage, chunk: dict, frame_stack: int) -> None:
-    """Sizes the storage's fields and spaces after `chunk`'s episode."""
-    episode = chunk["episode"]
-    storage.observation_space = episode.observation_space
-    storage.action_space = episode.action_space
+    """Sizes the storage's fields and spaces after `chunk`'s."""
+    storage.observation_space = chunk["observation_space"]
+    storage.action_space = chunk["action_space"]
     check_stackable(chunk["obs"], frame_stack)
     extra = {
-        key: np.asarray(episode.get_extra_model_outputs(key, slice(0, 1)))
-        for key in episode.extra_model_outputs.keys()
+        key: np.asarray(values)[:1] for key, values in chunk["extra_outputs"].items()
     }
     storage.allocate(chunk["obs"], chunk["actions"], extra)
 
 
 def read_extra_columns(chunk: dict, columns: Dict[str, np.ndarray]) -> None:
     """Sets `chunk["extra"]`: its steps' values of every stored extra output."""
-    episode, n = chunk["episode"], chunk["len"]
+    outputs, n = chunk["extra_outputs"], chunk["len"]
     chunk["extra"] = {}
     for key, column in columns.items():
-        if key in episode.extra_model_outputs:
-            values = np.asarray(
-                episode.get_extra_model_outputs(key, slice(0, n))
-            ).reshape((n,) + column.shape[1:])
+        if key in outputs:
+            values = np.asarray(outputs[key]).reshape((n,) + column.shape[1:])
         else:
             # EnvRunners always send the same keys; random-action warm-up chunks
             # may carry none, and those steps get zeros (see `sample()`).

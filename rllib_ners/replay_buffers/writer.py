@@ -3,7 +3,8 @@
 A *chunk* is a dict read from an episode fragment (see `episode_adapter`):
 `id`, `len` (steps `n`), `t_started`, `obs` (`n + 1` rows), `infos` (`n + 1`),
 `actions`, `rewards` (`n` rows), `extra` (name -> `n` rows), the episode's
-`terminated`/`truncated`/`done` flags.
+`terminated`/`truncated`/`done` flags (plus what `episode_adapter` sizes
+the storage from: the spaces and the extra outputs as the episode gave them).
 
 A chunk whose episode has a stored tail (an earlier chunk of the same `id`)
 *continues* it: the tail becomes the chunk's first step in place, so the chunk
