@@ -34,6 +34,7 @@ from rllib_ners.replay_buffers.buffer_names import (
 )
 from rllib_ners.replay_buffers.frame_stack import check_stackable
 from rllib_ners.replay_buffers.n_step import check_gamma, normalize_n_step
+from rllib_ners.replay_buffers.packed_fragments import PackedFragments
 from rllib_ners.replay_buffers.priority_sampler import check_beta
 from rllib_ners.replay_buffers.ring_storage import RingStorage
 from rllib_ners.seam.episodes import OneStepEpisodeBuilder
@@ -79,12 +80,32 @@ def episodes_to_add(episodes, episode_class: type, buffer_class: type) -> list:
     for episode in episodes:
         if not isinstance(episode, episode_class):
             config_kind, buffer_type = _OTHER_KIND[episode_class]
+            packed = episode_class is SingleAgentEpisode
             raise ValueError(
-                f"{buffer_class.__name__}.add() takes {episode_class.__name__}s, "
+                f"{buffer_class.__name__}.add() takes {episode_class.__name__}s"
+                f"{' (or PackedFragments)' if packed else ''}, "
                 f"got a {type(episode).__name__}. For a {config_kind} config set "
                 f"replay_buffer_config['type'] to '{buffer_type}'."
             )
     return list(episodes)
+
+
+def single_agent_chunks(episodes, buffer_class: type) -> List[dict]:
+    """The chunks `add()` of a single-agent buffer stores from `episodes`: a
+    `SingleAgentEpisode`, a `PackedFragments` (what our training loop's remote
+    EnvRunners ship) or a list of them, in order; fragments without steps
+    store nothing."""
+    if not isinstance(episodes, (list, tuple)):
+        episodes = [episodes]
+    chunks = []
+    for item in episodes:
+        if isinstance(item, PackedFragments):
+            chunks += item.chunks()
+            continue
+        (episode,) = episodes_to_add(item, SingleAgentEpisode, buffer_class)
+        if len(episode) > 0:
+            chunks.append(read_chunk(episode))
+    return chunks
 
 
 def read_chunk(episode: SingleAgentEpisode) -> dict:

@@ -55,6 +55,7 @@ from rllib_ners.replay_buffers.n_step import (  # noqa: F401 (re-exported)
     normalize_n_step,
     transition_columns,
 )
+from rllib_ners.replay_buffers.packed_fragments import PackedFragments
 from rllib_ners.replay_buffers.priority_sampler import NUM_PRIORITIES_NONFINITE_LIFETIME
 from rllib_ners.replay_buffers.ring_replay_buffer import RingReplayBuffer
 from rllib_ners.replay_buffers.sequences import chunk_pieces, sequence_columns
@@ -161,7 +162,11 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
     @override(PrioritizedEpisodeReplayBuffer)
     def add(
         self,
-        episodes: Union[List[SingleAgentEpisode], SingleAgentEpisode],
+        episodes: Union[
+            SingleAgentEpisode,
+            PackedFragments,
+            List[Union[SingleAgentEpisode, PackedFragments]],
+        ],
         weight: Optional[float] = None,
     ) -> None:
         """Stores episode chunks; chunks continuing a stored episode are joined.
@@ -173,17 +178,15 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
 
         Args:
             episodes: One `SingleAgentEpisode` or a list of them (complete episodes
-                or chunks as EnvRunners send them).
+                or chunks as EnvRunners send them), or `PackedFragments` (such
+                chunks joined into columns, as our training loop's remote
+                EnvRunners ship them; see `packed_fragments`).
             weight: Priority for the new transitions; defaults to the running max
                 priority, so new data is sampled at least once soon.
         """
-        episodes = episode_adapter.episodes_to_add(
-            episodes, SingleAgentEpisode, type(self)
-        )
+        chunks = episode_adapter.single_agent_chunks(episodes, type(self))
         check_weight(weight)
-        self.add_chunks(
-            [episode_adapter.read_chunk(e) for e in episodes if len(e) > 0], weight
-        )
+        self.add_chunks(chunks, weight)
 
     # ----------------------------------------------------------------- sample
     @override(PrioritizedEpisodeReplayBuffer)

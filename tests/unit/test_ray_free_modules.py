@@ -38,6 +38,7 @@ RAY_FREE = [
     "rllib_ners.replay_buffers.buffer_state",
     "rllib_ners.replay_buffers.agent_episodes",
     "rllib_ners.replay_buffers.ners_slot_memory",
+    "rllib_ners.replay_buffers.packed_fragments",
     "rllib_ners.seam.torch_internals",
     "rllib_ners.algorithms.common.lap_losses",
     "rllib_ners.env.atari",

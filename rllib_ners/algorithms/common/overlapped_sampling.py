@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 __all__ = ["OverlappedSampler", "SampledFragments"]
 
@@ -52,6 +52,7 @@ def _sample_and_metrics(env_runner) -> Tuple[List, Dict[str, Any]]:
 class SampledFragments:
     """What one or more ready requests returned."""
 
+    # What the buffer's `add()` takes: episodes or `PackedFragments`.
     episodes: List = field(default_factory=list)
     metrics: List[Dict[str, Any]] = field(default_factory=list)
     staleness: List[int] = field(default_factory=list)
@@ -72,9 +73,22 @@ class OverlappedSampler:
     `updates_done` is the Learner's update count (the caller advances it);
     requests are stamped with it when sent."""
 
-    def __init__(self, env_runner_group, *, timeout_s: Optional[float]):
+    def __init__(
+        self,
+        env_runner_group,
+        *,
+        timeout_s: Optional[float],
+        remote_fn: Callable[[Any], Tuple[Any, Dict[str, Any]]] = _sample_and_metrics,
+        receive: Callable[[Any], List] = list,
+    ):
+        """`remote_fn(env_runner)` runs each request on an EnvRunner and returns
+        its sampled output and metrics; `receive(output)` turns the output into
+        the list the buffer's `add()` takes (the training loop ships packed
+        fragments: `fragment_shipping`)."""
         self.group = env_runner_group
         self.timeout_s = timeout_s
+        self.remote_fn = remote_fn
+        self.receive = receive
         self.updates_done = 0
         # EnvRunner id -> the update count its request in flight was sent at.
         self._in_flight: Dict[int, int] = {}
@@ -105,7 +119,7 @@ class OverlappedSampler:
         if not idle:
             return
         self.group.foreach_env_runner_async(
-            _sample_and_metrics, tag=SAMPLE_REQUEST_TAG, remote_worker_ids=idle
+            self.remote_fn, tag=SAMPLE_REQUEST_TAG, remote_worker_ids=idle
         )
         for runner_id in idle:
             self._in_flight[runner_id] = self.updates_done
@@ -118,10 +132,10 @@ class OverlappedSampler:
             timeout_seconds=self.timeout_s if wait else 0.0,
         )
         fragments = SampledFragments()
-        for runner_id, (episodes, metrics) in ready:
+        for runner_id, (sampled, metrics) in ready:
             sent_at = self._in_flight.pop(runner_id, self.updates_done)
             self.fragments_returned[runner_id] += 1
-            fragments.episodes += episodes
+            fragments.episodes += self.receive(sampled)
             fragments.metrics.append(metrics)
             fragments.staleness.append(self.updates_done - sent_at)
         return fragments

@@ -16,9 +16,9 @@ trained env steps, as RLlib's `TrainIterCtx` checks them), and:
 * replays numpy columns straight from the buffer (`sample_batch()`): the batch
   RLlib's learner connectors build from the sampled episodes (tested, for DQN
   and SAC), plus the buffer's per-item columns;
-* calls the local EnvRunner's `sample()` directly (remote EnvRunners through
-  RLlib's `synchronous_parallel_sample`) and reads the EnvRunners' metrics once
-  per iteration;
+* calls the local EnvRunner's `sample()` directly and reads the EnvRunners'
+  metrics once per iteration; remote EnvRunners ship their fragments packed
+  into numpy columns instead of as pickled episodes (`fragment_shipping`);
 * updates the Learners with deferred metrics (`DeferredMetricsUpdates`): their
   metrics are reduced once per iteration, the priority rows come back with
   every update;
@@ -81,6 +81,13 @@ from rllib_ners.algorithms.common.deferred_updates import (
     DEFER_METRICS,
     PRIORITY_ROWS,
     DeferredMetricsUpdates,
+)
+from rllib_ners.algorithms.common.fragment_shipping import (
+    fragment_packing_blocker,
+    packed_fragment_spaces,
+    receive_fragments,
+    sample_packed_and_metrics,
+    sample_remote_fragments,
 )
 from rllib_ners.algorithms.common.overlapped_sampling import (
     OverlappedSampler,
@@ -224,6 +231,9 @@ class ReplayLoopMixin:
 
     replay_loop_blocker: Optional[str] = "the algorithm is not set up yet"
     weight_sharing_blocker: Optional[str] = "the algorithm is not set up yet"
+    fragment_packing_blocker: Optional[str] = "the algorithm is not set up yet"
+    # With packing: the env spaces the packed fragments are stored with.
+    _packed_spaces: Optional[Tuple[Any, Any]] = None
     _shared_weights: Optional[SharedWeights] = None
     # With `overlap_sampling`: the EnvRunners' requests in flight.
     _overlapped: Optional[OverlappedSampler] = None
@@ -249,9 +259,17 @@ class ReplayLoopMixin:
                     f"Set config.training(overlap_sampling=False), or change that."
                 )
             return
+        self._set_up_fragment_packing()
         if getattr(config, "overlap_sampling", False):
+            packing = {}
+            if self._packed_spaces is not None:
+                spaces = self._packed_spaces
+                packing = {
+                    "remote_fn": sample_packed_and_metrics,
+                    "receive": lambda sampled: receive_fragments(sampled, spaces),
+                }
             self._overlapped = OverlappedSampler(
-                self.env_runner_group, timeout_s=config.sample_timeout_s
+                self.env_runner_group, timeout_s=config.sample_timeout_s, **packing
             )
         shared = share_weights_with_local_env_runner(self)
         if isinstance(shared, str):
@@ -271,6 +289,26 @@ class ReplayLoopMixin:
                     shared.sources[0].device,
                 )
         lay_out_frames_for_the_learner(self)
+
+    def _set_up_fragment_packing(self) -> None:
+        """Remote EnvRunners ship their fragments packed (`fragment_shipping`)
+        where the config allows; one log line says which."""
+        if self.env_runner_group.num_remote_env_runners() == 0:
+            self.fragment_packing_blocker = "no remote EnvRunners"
+            return
+        self.fragment_packing_blocker = fragment_packing_blocker(self)
+        if self.fragment_packing_blocker is not None:
+            logger.info(
+                "%s's remote EnvRunners ship episodes: %s.",
+                type(self).__name__,
+                self.fragment_packing_blocker,
+            )
+            return
+        self._packed_spaces = packed_fragment_spaces(self)
+        logger.info(
+            "%s's remote EnvRunners ship their fragments as packed numpy columns.",
+            type(self).__name__,
+        )
 
     @property
     def uses_replay_loop(self) -> bool:
@@ -494,10 +532,17 @@ class ReplayLoopMixin:
         )
 
     def _sample_episodes(self) -> List:
-        """One rollout fragment from every EnvRunner (RLlib's sampling step)."""
+        """One rollout fragment from every EnvRunner (RLlib's sampling step);
+        remote EnvRunners' packed where the config allows."""
         group = self.env_runner_group
         if group.num_remote_env_runners() == 0 and group.local_env_runner is not None:
             return group.local_env_runner.sample()
+        if self._packed_spaces is not None:
+            return sample_remote_fragments(
+                group,
+                spaces=self._packed_spaces,
+                sample_timeout_s=self.config.sample_timeout_s,
+            )
         return sample_episodes(group, sample_timeout_s=self.config.sample_timeout_s)
 
     def _iteration_done(self, start: float, sampled: int, trained: int) -> bool:
