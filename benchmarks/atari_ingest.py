@@ -18,26 +18,30 @@ buffer, for this package's Atari config (`atari_rainbow`, or with `--preset der`
                  bookkeeping (`add_env_step`, callbacks, metrics). Once with 1
                  sub-env (the preset) and once with 4 (`--envs`).
 3  shipping      the `sample()` output of a remote EnvRunner on its way to the
-                 algorithm's `training_step` (`_sample_episodes` ->
-                 `synchronous_parallel_sample`: Ray pickles the episode objects,
-                 numpy columns out of band). Timed as the round trip of the same
-                 fragments returned by a remote actor (`ray.get` in the driver),
-                 and split into `ray.put` (pickle + object-store copy) and
-                 `ray.get` (unpickle, zero-copy) in the driver. Printed beside
-                 it: the bytes per env step, split into new frames, repeated
-                 frames (the lookback the EnvRunner keeps for its own frame
-                 stacking, plus each fragment's first observation) and the
-                 pickled spaces every episode carries; whether frames travel
-                 stacked, and their dtype. Also a real remote EnvRunner sampled
-                 through `rllib_ners.seam.algorithm.sample_episodes` (driver
-                 wall time: the EnvRunner's work plus the shipping).
+                 algorithm's `training_step`, two ways: packed (our training
+                 loop: `pack_fragments` on the EnvRunner, one numpy column per
+                 field, no spaces, no lookback; `fragment_shipping`) and as
+                 episodes (RLlib's `synchronous_parallel_sample`: Ray pickles
+                 the episode objects, numpy columns out of band). Timed as the
+                 round trip of the same fragments returned by a remote actor
+                 (`ray.get` in the driver; packing on the actor, inside it),
+                 and split into `pack`, `ray.put` (pickle + object-store copy)
+                 and `ray.get` (unpickle, zero-copy) in the driver. Printed
+                 beside it: the bytes per env step, split into new frames,
+                 repeated frames (the lookback the EnvRunner keeps for its own
+                 frame stacking, plus each fragment's first observation) and
+                 the pickled spaces every episode carries; whether frames
+                 travel stacked, and their dtype. Also a real remote EnvRunner
+                 sampled both ways (driver wall time: the EnvRunner's work plus
+                 the shipping).
 4  buffer add    `FastPrioritizedEpisodeReplayBuffer.add()` (PER) and
                  `NERSEpisodeReplayBuffer.add()` (PER plus the NERS per-slot
                  memory and episode returns) with the preset's replay settings
                  (capacity, alpha, beta, `frame_stack=4`), adding the fragments
                  of stage 2 in bulk: `--bulk` (8) `sample()` outputs per `add()`
                  call, what `_sample_episodes()` returns with 8 remote
-                 EnvRunners, and one per call.
+                 EnvRunners, as packed fragments and as episodes, and one
+                 episode output per call.
 5  buffer sample `sample_batch(32)` (n-step transitions, frame stacks rebuilt),
                  `replay_train_batch` (the Learner's batch) and
                  `update_priorities` (random TD errors / NERS rows) per update,
@@ -49,9 +53,10 @@ buffer, for this package's Atari config (`atari_rainbow`, or with `--preset der`
 All arms live in this process (plus two idle Ray actors) and take turns, round
 by round, the order rotating, each timing `--steps` env steps per round; the
 table shows the median over `--rounds`. Columns: µs per env step, its share of
-the whole path (EnvRunner with 1 sub-env + shipping + add + sample, with the
-PER or the NERS buffer), the ceiling in env steps/s that stage alone would
-allow, and env steps per CPU second of this process where the stage runs here.
+the whole path as the training loop runs it (EnvRunner with 1 sub-env +
+packed shipping + packed add + sample, with the PER or the NERS buffer), the
+ceiling in env steps/s that stage alone would allow, and env steps per CPU
+second of this process where the stage runs here.
 Indented rows are parts of the row above them. One torch thread everywhere.
 
 How to run
@@ -252,25 +257,32 @@ class RunnerArm(Arm):
 class ShipArm(Arm):
     """The fragments of one `sample()` call each, returned by a remote actor
     (`ray.get` in the driver, the round trip), and `ray.put` / `ray.get` of the
-    same fragments in the driver."""
+    same fragments in the driver. `packed`: as our training loop ships them
+    (`pack_fragments` on the actor, in the round trip; timed apart in the
+    driver as "pack")."""
 
-    def __init__(self, fragments: List[list]):
+    def __init__(self, fragments: List[list], packed: bool = False):
         import ray
+
+        from rllib_ners.replay_buffers.packed_fragments import pack_fragments
+
+        self.pack = pack_fragments if packed else None
 
         @ray.remote(num_cpus=0)
         class Holder:
-            def __init__(self, fragments):
+            def __init__(self, fragments, pack):
                 # Writable copies, as an EnvRunner's own episodes are.
                 self.fragments = copy.deepcopy(fragments)
+                self.pack = pack
                 self.next = 0
 
             def sample(self):
                 episodes = self.fragments[self.next % len(self.fragments)]
                 self.next += 1
-                return episodes
+                return self.pack(episodes) if self.pack else episodes
 
         self.fragments = fragments
-        self.holder = Holder.remote(fragments)
+        self.holder = Holder.remote(fragments, self.pack)
 
     def warm_up(self, steps: int) -> None:
         self.run(steps)
@@ -278,7 +290,7 @@ class ShipArm(Arm):
     def run(self, steps: int):
         import ray
 
-        parts = {"total": 0.0, "ray.put": 0.0, "ray.get": 0.0}
+        parts = {"total": 0.0, "pack": 0.0, "ray.put": 0.0, "ray.get": 0.0}
         clock = time.perf_counter
         sampled, cpu0 = 0, time.process_time()
         for episodes in self.fragments:
@@ -286,18 +298,21 @@ class ShipArm(Arm):
             ray.get(self.holder.sample.remote())
             parts["total"] += clock() - start
             start = clock()
-            ref = ray.put(episodes)
+            shipped = self.pack(episodes) if self.pack else episodes
+            packed = clock()
+            ref = ray.put(shipped)
             put = clock()
             ray.get(ref)
-            parts["ray.put"] += put - start
+            parts["pack"] += packed - start
+            parts["ray.put"] += put - packed
             parts["ray.get"] += clock() - put
             del ref
             sampled += env_steps_of(episodes)
             if sampled >= steps:
                 break
         cpu = time.process_time() - cpu0
-        parts["actor call, transfer"] = (
-            parts["total"] - parts["ray.put"] - parts["ray.get"]
+        parts["actor call, transfer"] = parts["total"] - sum(
+            parts[part] for part in ("pack", "ray.put", "ray.get")
         )
         return sampled, parts, cpu
 
@@ -308,25 +323,37 @@ class ShipArm(Arm):
 
 
 class RemoteRunnerArm(Arm):
-    """One remote EnvRunner sampled as `training_step` does it (driver wall)."""
+    """One remote EnvRunner sampled as `training_step` does it (driver wall):
+    packed fragments (our training loop) or episodes (RLlib's)."""
 
-    def __init__(self, config):
+    def __init__(self, config, packed: bool):
+        from ray.rllib.env import INPUT_ENV_SINGLE_SPACES
         from ray.rllib.env.env_runner_group import EnvRunnerGroup
 
         self.config = config.env_runners(num_env_runners=1)
         self.group = EnvRunnerGroup(config=self.config, local_env_runner=False)
+        self.spaces = self.group.get_spaces()[INPUT_ENV_SINGLE_SPACES]
+        self.packed = packed
         self.received = None
 
     def warm_up(self, steps: int) -> None:
         self.run(steps)
 
     def run(self, steps: int):
+        from rllib_ners.algorithms.common.fragment_shipping import (
+            sample_remote_fragments,
+        )
         from rllib_ners.seam.algorithm import sample_episodes
 
         sampled, timeout = 0, self.config.sample_timeout_s
         wall0, cpu0 = time.perf_counter(), time.process_time()
         while sampled < steps:
-            self.received = sample_episodes(self.group, sample_timeout_s=timeout)
+            if self.packed:
+                self.received = sample_remote_fragments(
+                    self.group, spaces=self.spaces, sample_timeout_s=timeout
+                )
+            else:
+                self.received = sample_episodes(self.group, sample_timeout_s=timeout)
             sampled += env_steps_of(self.received)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         return sampled, {"total": wall}, cpu
@@ -349,8 +376,9 @@ class AddArm(Arm):
     """`buffer.add()` of the stage-2 fragments, `bulk` `sample()` outputs per
     call, under fresh episode ids every round."""
 
-    def __init__(self, buffer, fragments: List[list], bulk: int):
+    def __init__(self, buffer, fragments: List[list], bulk: int, packed=False):
         self.buffer, self.fragments, self.bulk = buffer, fragments, bulk
+        self.packed = packed
         self.calls = 0
 
     def warm_up(self, steps: int) -> None:
@@ -359,6 +387,11 @@ class AddArm(Arm):
     def run(self, steps: int):
         self.calls += 1
         fragments = renamed(self.fragments, f"{self.bulk}-{self.calls}")
+        if self.packed:
+            from rllib_ners.replay_buffers.packed_fragments import pack_fragments
+
+            spaces = (fragments[0][0].observation_space, fragments[0][0].action_space)
+            fragments = [[pack_fragments(f).with_spaces(*spaces)] for f in fragments]
         groups = [
             [
                 episode
@@ -487,6 +520,26 @@ def shipped_bytes(episodes) -> Dict[str, float]:
     }
 
 
+def packed_bytes(packed) -> Dict[str, float]:
+    """Bytes of one `sample()` output packed (`pack_fragments`) as Ray
+    serializes it, and their parts (no spaces travel)."""
+    import ray
+
+    context = ray._private.worker.global_worker.get_serialization_context()
+    total = context.serialize(packed).total_bytes
+    steps, frames = len(packed), len(packed.observations)
+    frame = packed.observations[0].nbytes
+    return {
+        "steps": steps,
+        "total": total,
+        "frames": frames,
+        "new": steps * frame,
+        "repeated": (frames - steps) * frame,
+        "rest": total - frames * frame,
+        "obs": (packed.observations.dtype, packed.observations.shape),
+    }
+
+
 def machine_line() -> str:
     import platform
 
@@ -535,6 +588,16 @@ def report(args, config, results, arms, facts, load_before) -> None:
         f"+ pickled spaces {b['spaces'] * per:,.0f} + rest {b['rest'] * per:,.0f}; "
         f"{b['total'] / b['new']:.2f}x the frames themselves"
     )
+    p = facts["packed_bytes"]
+    per = 1.0 / p["steps"]
+    print(
+        f"packed (what our training loop ships): {p['total'] * per:,.0f} bytes per "
+        f"env step = new frames {p['new'] * per:,.0f} + repeated frames (each "
+        f"fragment's first observation) {p['repeated'] * per:,.0f} + rest "
+        f"{p['rest'] * per:,.0f}; {p['total'] / p['new']:.2f}x the frames; "
+        f"observations {p['obs'][0]} {p['obs'][1]}; "
+        f"{b['total'] / p['total']:.2f}x fewer bytes than the episodes"
+    )
     if facts.get("remote"):
         r = facts["remote"]
         print(
@@ -545,10 +608,18 @@ def report(args, config, results, arms, facts, load_before) -> None:
         )
     print(f"learner batch from the buffer: obs {facts['stacked']} (stacks rebuilt)")
 
-    ship = results["ship"]
+    # The path as our training loop runs it: packed fragments shipped and added.
+    ship = results["ship-packed"]
     totals = {
         kind: results[runner]["total"]
         + ship["total"]
+        + results[f"{kind}-add-{args.bulk}-packed"]["total"]
+        + results[f"{kind}-sample"]["total"]
+        for kind in ("per", "ners")
+    }
+    episodes_path = {
+        kind: results[runner]["total"]
+        + results["ship"]["total"]
         + results[f"{kind}-add-{args.bulk}"]["total"]
         + results[f"{kind}-sample"]["total"]
         for kind in ("per", "ners")
@@ -589,31 +660,45 @@ def report(args, config, results, arms, facts, load_before) -> None:
         )
         for part in RunnerArm.PARTS + ("to_numpy + cut", "episode bookkeeping, rest"):
             row(f"&nbsp;&nbsp;{part}", "runner", r.get(part, 0.0), shares=in_path)
-    if "remote" in results:
-        row(
-            "(2+3 remote EnvRunner via sample_episodes; driver wall, driver CPU)",
-            "both",
-            results["remote"]["total"],
-            results["remote"]["cpu"],
-            shares=False,
-        )
-    row("3 shipping: actor -> driver round trip", "both", ship["total"])
-    for part in ("ray.put", "ray.get", "actor call, transfer"):
-        row(
-            f"&nbsp;&nbsp;{part}",
-            "driver" if part != "actor call, transfer" else "both",
-            ship[part],
-        )
-    for kind, label in (("per", "PER"), ("ners", "NERS")):
-        for bulk in sorted({args.bulk, 1}, reverse=True):
-            name = f"{kind}-add-{bulk}"
+    for name, how in (("remote-packed", "packed"), ("remote", "episodes")):
+        if name in results:
             row(
-                f"4 buffer add, {label}, {bulk} sample() output(s) per call",
-                "driver",
+                f"(2+3 remote EnvRunner, {how}, as training_step samples; driver "
+                f"wall, driver CPU)",
+                "both",
                 results[name]["total"],
                 results[name]["cpu"],
-                shares=bulk == args.bulk,
+                shares=False,
             )
+    for name, how in (("ship-packed", "packed fragments"), ("ship", "episodes")):
+        in_path = name == "ship-packed"
+        row(
+            f"3 shipping {how}: actor -> driver round trip",
+            "both",
+            results[name]["total"],
+            shares=in_path,
+        )
+        for part in ("pack", "ray.put", "ray.get", "actor call, transfer"):
+            if part == "pack" and not in_path:
+                continue
+            where = {"actor call, transfer": "both", "pack": "runner"}
+            where = where.get(part, "driver")
+            row(f"&nbsp;&nbsp;{part}", where, results[name][part], shares=in_path)
+    for kind, label in (("per", "PER"), ("ners", "NERS")):
+        for bulk in sorted({args.bulk, 1}, reverse=True):
+            for packed in ("-packed", ""):
+                name = f"{kind}-add-{bulk}{packed}"
+                if name not in results:
+                    continue
+                how = "packed fragments" if packed else "episodes"
+                row(
+                    f"4 buffer add of {how}, {label}, {bulk} sample() output(s) "
+                    f"per call",
+                    "driver",
+                    results[name]["total"],
+                    results[name]["cpu"],
+                    shares=bulk == args.bulk and bool(packed),
+                )
     for kind, label in (("per", "PER"), ("ners", "NERS")):
         s = results[f"{kind}-sample"]
         row(
@@ -644,9 +729,25 @@ def report(args, config, results, arms, facts, load_before) -> None:
     )
     for kind, label in (("per", "PER"), ("ners", "NERS")):
         print(
-            f"| total path, {label} (2 with {envs[0]} sub-env + 3 + 4 + 5) | | "
-            f"{totals[kind]:,.1f} | | | {1e6 / totals[kind]:,.0f} | |"
+            f"| total path, {label} (2 with {envs[0]} sub-env + 3 + 4 + 5, packed) "
+            f"| | {totals[kind]:,.1f} | | | {1e6 / totals[kind]:,.0f} | |"
         )
+        print(
+            f"| total path, {label}, shipping and adding episodes instead | | "
+            f"{episodes_path[kind]:,.1f} | | | {1e6 / episodes_path[kind]:,.0f} | |"
+        )
+    driver = {
+        how: results[f"ship{suffix}"]["ray.get"]
+        + results[f"per-add-{args.bulk}{suffix}"]["total"]
+        for how, suffix in (("packed", "-packed"), ("episodes", ""))
+    }
+    print(
+        f"driver time per env step to receive (ray.get) and add (PER, bulk "
+        f"{args.bulk}): packed {driver['packed']:,.1f} µs, episodes "
+        f"{driver['episodes']:,.1f} µs ({driver['episodes'] / driver['packed']:.2f}x "
+        f"as much); round trip packed vs episodes: "
+        f"{results['ship']['total'] / results['ship-packed']['total']:.2f}x as fast"
+    )
     rllib_runner = results[f"rllib-runner-{envs[0]}"]["total"]
     print(
         f"our EnvRunner vs RLlib's SingleAgentEnvRunner, {envs[0]} sub-env(s), "
@@ -683,6 +784,7 @@ def main(argv=None) -> int:
     import torch
 
     from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.replay_buffers.packed_fragments import pack_fragments
 
     silence_known_noise()
     torch.set_num_threads(1)
@@ -713,9 +815,14 @@ def main(argv=None) -> int:
             for k, v in ners_config.replay_buffer_config.items()
             if k in ("type", "capacity", "alpha", "frame_stack")
         }
-        later = {"ship": ShipArm(fragments)}
+        facts["packed_bytes"] = packed_bytes(pack_fragments(fragments[-1]))
+        later = {
+            "ship-packed": ShipArm(fragments, packed=True),
+            "ship": ShipArm(fragments),
+        }
         if not args.no_remote:
-            later["remote"] = RemoteRunnerArm(config.copy())
+            later["remote-packed"] = RemoteRunnerArm(config.copy(), packed=True)
+            later["remote"] = RemoteRunnerArm(config.copy(), packed=False)
         buffers = {
             "per": build_buffer(config, False),
             "ners": build_buffer(ners_config, True),
@@ -723,6 +830,9 @@ def main(argv=None) -> int:
         for kind, buffer in buffers.items():
             for bulk in sorted({args.bulk, 1}, reverse=True):
                 later[f"{kind}-add-{bulk}"] = AddArm(buffer, fragments, bulk)
+            later[f"{kind}-add-{args.bulk}-packed"] = AddArm(
+                buffer, fragments, args.bulk, packed=True
+            )
             later[f"{kind}-sample"] = SampleArm(
                 buffer, config, env_steps_per_update, kind == "ners"
             )
