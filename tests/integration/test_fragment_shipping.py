@@ -61,47 +61,38 @@ def _train(config, iterations=2):
         module = algo.learner_group.get_state()["learner"]["rl_module"]
         return {
             "packing_blocker": algo.fragment_packing_blocker,
-            "buffer": _with_canonical_episode_ids(
-                algo.local_replay_buffer.get_state()
-            ),
+            "buffer": _with_canonical_episode_ids(algo.local_replay_buffer.get_state()),
             "weights": module,
+            # One more round's fragments, as the training loop receives them.
+            "received": algo._sample_episodes(),
+            "spaces": algo.spaces[INPUT_ENV_SINGLE_SPACES],
         }
     finally:
         algo.stop()
 
 
-@pytest.mark.parametrize("algorithm", ["ners_dqn", "ners_sac"])
-def test_packed_fragments_train_as_the_episodes_do(
-    algorithm, small_dqn, small_sac, monkeypatch
-):
-    """Two remote EnvRunners, two iterations (CartPole NERS-DQN: a discrete
-    action, NERS's buffer; Pendulum NERS-SAC: float actions and the module's
-    extra outputs), once shipping packed fragments and once episodes."""
-    build = small_dqn if algorithm == "ners_dqn" else small_sac
+def test_packed_fragments_train_as_the_episodes_do(small_sac, monkeypatch):
+    """NERS-SAC on Pendulum (float actions, the module's extra outputs, the
+    NERS buffer) with two remote EnvRunners, two iterations, once shipping
+    packed fragments and once episodes."""
     # Iterations end after their env steps only (SAC's also after a second).
-    config = build(num_env_runners=2).reporting(min_time_s_per_iteration=0)
+    config = small_sac(num_env_runners=2).reporting(min_time_s_per_iteration=0)
     packed = _train(config)
     assert packed["packing_blocker"] is None
+    assert [type(item) for item in packed["received"]] == [PackedFragments] * 2
+    assert [len(item) for item in packed["received"]] == [4, 4]
+    for item in packed["received"]:
+        assert (item.observation_space, item.action_space) == packed["spaces"]
+
     monkeypatch.setattr(replay_loop, "fragment_packing_blocker", lambda algo: BLOCKED)
     episodes = _train(config)
     assert episodes["packing_blocker"] == BLOCKED
+    assert {type(item).__name__ for item in episodes["received"]} == {
+        "SingleAgentEpisode"
+    }
     assert packed["buffer"]["_num_timesteps_added"] >= 800
     assert_same_state(packed["buffer"], episodes["buffer"], "buffer")
     assert_same_state(packed["weights"], episodes["weights"], "weights")
-
-
-def test_remote_env_runners_send_packed_fragments(small_dqn):
-    algo = small_dqn(num_env_runners=2).build_algo()
-    try:
-        received = algo._sample_episodes()
-        assert [type(item) for item in received] == [PackedFragments] * 2
-        assert [len(item) for item in received] == [4, 4]
-        observation_space, action_space = algo.spaces[INPUT_ENV_SINGLE_SPACES]
-        for item in received:
-            assert item.observation_space == observation_space
-            assert item.action_space == action_space
-    finally:
-        algo.stop()
 
 
 def _algo(buffer, *, multi_agent=False, spaces=True):
