@@ -135,6 +135,8 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path, small_dqn):
         num_atoms=11,
         replay_buffer_config=PER,
         store_buffer_in_checkpoints=True,
+        # A sync every 150 env steps: one falls inside the 200 trained ones.
+        target_network_update_freq=150,
     )
     algo = config.build_algo()
     try:
@@ -142,6 +144,9 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path, small_dqn):
         algo.save_to_path(str(tmp_path))
         buffer_len = len(algo.local_replay_buffer)
         weights = local_learner(algo).module[MID].state_dict()
+        # When the target network was last synced (RLlib 2.60's DQN Learner
+        # forgets it, and a restored one would sync at its first update).
+        last_target_update = dict(local_learner(algo).last_update_ts_by_mid)
     finally:
         algo.stop()
     restored = Algorithm.from_checkpoint(str(tmp_path))
@@ -152,6 +157,8 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path, small_dqn):
         assert weights.keys() == new_weights.keys()
         for key in weights:
             assert torch.equal(weights[key], new_weights[key]), key
+        assert last_target_update[MID] > 0
+        assert dict(local_learner(restored).last_update_ts_by_mid) == last_target_update
         restored.train()
     finally:
         restored.stop()

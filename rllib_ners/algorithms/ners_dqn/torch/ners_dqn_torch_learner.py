@@ -30,7 +30,6 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, TensorType
 
-from rllib_ners.algorithms.common.target_updates import CheckpointedTargetUpdateTimes
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
@@ -41,12 +40,10 @@ from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
 )
 
 
-class NERSDQNTorchLearner(
-    NERSTorchLearnerMixin, CheckpointedTargetUpdateTimes, RainbowDQNTorchLearner
-):
-    """Rainbow's DQN learner (Adam with `adam_epsilon`) plus the NERS scorer (see
-    the module docstring); checkpoints hold when the target nets were last synced
-    (`CheckpointedTargetUpdateTimes`)."""
+class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
+    """Rainbow's DQN learner (Adam with `adam_epsilon`, checkpoints holding when
+    the target nets were last synced) plus the NERS scorer (see the module
+    docstring)."""
 
     @override(DQNTorchLearner)
     def build(self) -> None:

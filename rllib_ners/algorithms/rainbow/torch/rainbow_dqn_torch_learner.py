@@ -35,7 +35,10 @@ from torch.nn import functional as F
 from rllib_ners.algorithms.common.cuda_graph_updates import CudaGraphUpdates
 from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
 from rllib_ners.algorithms.common.gradient_step import FusedGradientStep
-from rllib_ners.algorithms.common.target_updates import ForeachTargetUpdates
+from rllib_ners.algorithms.common.target_updates import (
+    CheckpointedTargetUpdateTimes,
+    ForeachTargetUpdates,
+)
 from rllib_ners.algorithms.common.update_step import (
     rllib_update_needed,
     update_in_training_mode,
@@ -47,6 +50,7 @@ DEFAULT_ADAM_EPSILON = 1e-8
 
 
 class RainbowDQNTorchLearner(
+    CheckpointedTargetUpdateTimes,
     CudaGraphUpdates,
     DeferredMetricsUpdates,
     FusedGradientStep,
@@ -60,6 +64,9 @@ class RainbowDQNTorchLearner(
     gradient step with fused kernels (`FusedGradientStep`), target networks
     updated with multi-tensor ops (`ForeachTargetUpdates`) and the forward
     pass without a mode switch per update (`update_in_training_mode`).
+    Checkpoints hold when the target networks were last synced
+    (`CheckpointedTargetUpdateTimes`), so a restored run syncs them when the
+    saved one would have.
     """
 
     @override(DQNTorchLearner)
