@@ -1,11 +1,12 @@
 """The buffer's only contact with RLlib's episodes.
 
-Reads `SingleAgentEpisode` fragments into plain chunk dicts for the `writer`,
-sizes the `RingStorage` from the first one, and turns sampled numpy batches
-back into lists of `SingleAgentEpisode`, as RLlib's
-`PrioritizedEpisodeReplayBuffer.sample()` returns them (`sample_episodes`
-serves the buffer's `sample()`). Also holds the metaclass that lets the buffer
-class pass RLlib's `type` check.
+Reads `SingleAgentEpisode` fragments (or `PackedFragments`) into plain chunk
+dicts for the `writer` (`read_chunk`, kept Ray-free in `packed_fragments`,
+which joins the same fields for shipping), sizes the `RingStorage` from the
+first one, and turns sampled numpy batches back into lists of
+`SingleAgentEpisode`, as RLlib's `PrioritizedEpisodeReplayBuffer.sample()`
+returns them (`sample_episodes` serves the buffer's `sample()`). Also holds
+the metaclass that lets the buffer class pass RLlib's `type` check.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ from rllib_ners.replay_buffers.buffer_names import (
 )
 from rllib_ners.replay_buffers.frame_stack import check_stackable
 from rllib_ners.replay_buffers.n_step import check_gamma, normalize_n_step
-from rllib_ners.replay_buffers.packed_fragments import PackedFragments
+from rllib_ners.replay_buffers.packed_fragments import (  # noqa: F401 (re-exported)
+    PackedFragments,
+    read_chunk,
+)
 from rllib_ners.replay_buffers.priority_sampler import check_beta
 from rllib_ners.replay_buffers.ring_storage import RingStorage
 from rllib_ners.seam.episodes import OneStepEpisodeBuilder
@@ -106,32 +110,6 @@ def single_agent_chunks(episodes, buffer_class: type) -> List[dict]:
         if len(episode) > 0:
             chunks.append(read_chunk(episode))
     return chunks
-
-
-def read_chunk(episode: SingleAgentEpisode) -> dict:
-    """The fields of a non-empty episode fragment (see `writer` for the keys),
-    with its spaces and its extra model outputs (name -> `n` rows)."""
-    n = len(episode)
-    obs = np.asarray(episode.get_observations(slice(0, n + 1)))
-    infos = episode.get_infos(slice(0, n + 1))
-    return {
-        "id": episode.id_,
-        "len": n,
-        "t_started": int(episode.t_started),
-        "obs": obs,
-        "infos": list(infos) if infos is not None else [{}] * (n + 1),
-        "actions": np.asarray(episode.get_actions(slice(0, n))),
-        "rewards": np.asarray(episode.get_rewards(slice(0, n)), dtype=np.float64),
-        "terminated": bool(episode.is_terminated),
-        "truncated": bool(episode.is_truncated),
-        "done": bool(episode.is_done),
-        "extra_outputs": {
-            key: episode.get_extra_model_outputs(key, slice(0, n))
-            for key in episode.extra_model_outputs.keys()
-        },
-        "observation_space": episode.observation_space,
-        "action_space": episode.action_space,
-    }
 
 
 def allocate_storage(storage: RingStorage, chunk: dict, frame_stack: int) -> None:

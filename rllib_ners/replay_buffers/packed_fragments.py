@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Union
 
 import numpy as np
 
-__all__ = ["PackedFragments", "pack_fragments"]
+__all__ = ["PackedFragments", "pack_fragments", "read_chunk"]
 
 
 @dataclass
@@ -58,13 +58,6 @@ class PackedFragments:
         """Env steps in all fragments (as `len()` of an episode counts them)."""
         return int(self.lengths.sum())
 
-    def env_steps(self) -> int:
-        return len(self)
-
-    @property
-    def num_fragments(self) -> int:
-        return len(self.ids)
-
     def with_spaces(self, observation_space, action_space) -> PackedFragments:
         """Sets the fragments' spaces (the env's single-agent spaces); returns self."""
         self.observation_space = observation_space
@@ -72,8 +65,8 @@ class PackedFragments:
         return self
 
     def chunks(self) -> List[dict]:
-        """The fragments as the buffer's chunk dicts (`episode_adapter.read_chunk`
-        keys), their arrays views into the columns."""
+        """The fragments as the buffer's chunk dicts (`read_chunk()`'s keys),
+        their arrays views into the columns."""
         if self.observation_space is None or self.action_space is None:
             raise ValueError(
                 "PackedFragments need their spaces before a replay buffer can "
@@ -112,10 +105,36 @@ class PackedFragments:
         return chunks
 
 
+def read_chunk(episode: Any) -> dict:
+    """The fields of a non-empty single-agent episode fragment as the buffer's
+    writer takes them (see `writer` for the keys), with its spaces and its
+    extra model outputs (name -> `n` rows)."""
+    n = len(episode)
+    infos = episode.get_infos(slice(0, n + 1))
+    return {
+        "id": episode.id_,
+        "len": n,
+        "t_started": int(episode.t_started),
+        "obs": np.asarray(episode.get_observations(slice(0, n + 1))),
+        "infos": list(infos) if infos is not None else [{}] * (n + 1),
+        "actions": np.asarray(episode.get_actions(slice(0, n))),
+        "rewards": np.asarray(episode.get_rewards(slice(0, n)), dtype=np.float64),
+        "terminated": bool(episode.is_terminated),
+        "truncated": bool(episode.is_truncated),
+        "done": bool(episode.is_done),
+        "extra_outputs": {
+            key: episode.get_extra_model_outputs(key, slice(0, n))
+            for key in episode.extra_model_outputs.keys()
+        },
+        "observation_space": episode.observation_space,
+        "action_space": episode.action_space,
+    }
+
+
 def pack_fragments(episodes: List[Any]) -> Union[PackedFragments, List[Any]]:
     """`episodes` (single-agent fragments, as `sample()` returns them) packed
-    into one `PackedFragments`; fragments without steps are left out (the
-    buffer stores none of them).
+    into one `PackedFragments`: their `read_chunk()` fields joined; fragments
+    without steps are left out (the buffer stores none of them).
 
     Returns `episodes` unchanged where packing would not keep what the buffer
     reads: fragments whose extra model outputs name different keys (the buffer
@@ -127,36 +146,26 @@ def pack_fragments(episodes: List[Any]) -> Union[PackedFragments, List[Any]]:
         return []
     if not all(_is_single_agent(episode) for episode in fragments):
         return episodes
-    keys = list(fragments[0].extra_model_outputs.keys())
-    if any(list(e.extra_model_outputs.keys()) != keys for e in fragments[1:]):
+    chunks = [read_chunk(episode) for episode in fragments]
+    keys = list(chunks[0]["extra_outputs"])
+    if any(list(chunk["extra_outputs"]) != keys for chunk in chunks[1:]):
         return episodes
-    lengths = np.array([len(episode) for episode in fragments], dtype=np.int64)
-    infos: List[dict] = []
-    for episode, n in zip(fragments, lengths.tolist()):
-        fragment_infos = episode.get_infos(slice(0, n + 1))
-        infos += list(fragment_infos) if fragment_infos is not None else [{}] * (n + 1)
+
+    def column(field):
+        return [chunk[field] for chunk in chunks]
+
     return PackedFragments(
-        ids=[episode.id_ for episode in fragments],
-        lengths=lengths,
-        t_started=np.array([e.t_started for e in fragments], dtype=np.int64),
-        terminated=np.array([e.is_terminated for e in fragments], dtype=bool),
-        truncated=np.array([e.is_truncated for e in fragments], dtype=bool),
-        observations=_joined(
-            e.get_observations(slice(0, n + 1)) for e, n in zip(fragments, lengths)
-        ),
-        infos=infos,
-        actions=_joined(e.get_actions(slice(0, n)) for e, n in zip(fragments, lengths)),
-        rewards=np.concatenate(
-            [
-                np.asarray(e.get_rewards(slice(0, n)), dtype=np.float64)
-                for e, n in zip(fragments, lengths)
-            ]
-        ),
+        ids=column("id"),
+        lengths=np.array(column("len"), dtype=np.int64),
+        t_started=np.array(column("t_started"), dtype=np.int64),
+        terminated=np.array(column("terminated"), dtype=bool),
+        truncated=np.array(column("truncated"), dtype=bool),
+        observations=_joined(column("obs")),
+        infos=[info for infos in column("infos") for info in infos],
+        actions=_joined(column("actions")),
+        rewards=_joined(column("rewards")),
         extra_model_outputs={
-            key: _joined(
-                e.get_extra_model_outputs(key, slice(0, n))
-                for e, n in zip(fragments, lengths)
-            )
+            key: _joined(outputs[key] for outputs in column("extra_outputs"))
             for key in keys
         },
     )
