@@ -16,7 +16,11 @@ cut into `num_blocks` blocks of `fanout` leaves, and one summary per block.
   blocks is never stored: one contiguous cumsum over all blocks is cheaper than
   walking more levels), `searchsorted`s the blocks, and finds the leaf inside
   each block with one compare + `argmax` over the gathered prefix rows. That is
-  about 15 numpy calls per search, with no loop over levels.
+  about 15 numpy calls per search, with no loop over levels. The cumsum stops
+  after the last block ever written to (`_used_blocks`): a replay buffer fills
+  its slots from the first, and the blocks after hold only zeros, which add
+  nothing to the sums and are never hit, so a search of a buffer 1% full
+  cumsums 1% of the blocks, with the same result.
 - `MinTree` keeps the minimum of every block; `min()` reduces those.
 
 An update rewrites the touched blocks' summaries from their leaves (never
@@ -181,9 +185,13 @@ class SumTree(_BlockTree):
         super().__init__(capacity)
         self._prefix = np.zeros((self.num_blocks, self.fanout))
         self._block_sums = np.zeros(self.num_blocks)
-        # `_offsets[b]` = sum of the blocks before `b`, `_offsets[-1]` = total;
-        # refilled by every search. `_offsets[0]` stays 0.
+        # `_offsets[b]` = sum of the blocks before `b`, up to `_offsets[u]` =
+        # total for `u = _used_blocks`; refilled by every search. `_offsets[0]`
+        # stays 0.
         self._offsets = np.zeros(self.num_blocks + 1)
+        # The blocks from the first to the last one written to (the blocks
+        # after it hold only zero leaves).
+        self._used_blocks = 0
         self._arange = np.arange(_TYPICAL_BATCH, dtype=np.float64)
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
@@ -193,14 +201,23 @@ class SumTree(_BlockTree):
         # the search relies on `_offsets[b] + _prefix[b, -1] == _offsets[b + 1]`
         # holding bit for bit.
         self._block_sums[blocks] = prefix[:, -1]
+        if blocks.shape[0]:
+            self._used_blocks = max(self._used_blocks, int(blocks.max()) + 1)
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        written = np.flatnonzero(self._block_sums)
+        self._used_blocks = int(written[-1]) + 1 if written.shape[0] else 0
 
     def total(self) -> float:
         return float(self._block_sums.sum())
 
     def _fill_offsets(self) -> float:
-        """Refreshes `_offsets` (cumulative block sums); returns the total."""
-        np.cumsum(self._block_sums, out=self._offsets[1:])
-        total = float(self._offsets[-1])
+        """Refreshes `_offsets` (cumulative block sums) up to the last used
+        block; returns the total."""
+        used = self._used_blocks
+        np.cumsum(self._block_sums[:used], out=self._offsets[1 : used + 1])
+        total = float(self._offsets[used])
         if not total > 0.0:
             raise ValueError("Cannot search a SumTree whose total priority is 0.")
         return total
@@ -258,7 +275,8 @@ class SumTree(_BlockTree):
         first one. Its end is above `v`, while the end before it (or the block
         start `C[b]`) is not, so the leaf is positive: zero leaves are never hit.
         """
-        blocks = np.searchsorted(self._offsets[1:], values, side="right")
+        used = self._used_blocks
+        blocks = np.searchsorted(self._offsets[1 : used + 1], values, side="right")
         ends = self._prefix.take(blocks, axis=0)
         ends += self._offsets.take(blocks)[:, None]
         inside = (ends > values[:, None]).argmax(axis=1)

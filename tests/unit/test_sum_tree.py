@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from rllib_ners.replay_buffers.sum_tree import MinTree, SumTree
 
-# 1 and 2 give a single tiny level, 100 / 5000 one or two levels of fanout 128,
-# 100_000 three levels of fanout 64.
+# 1, 2 and 3 give one block of 16 leaves, 100 and 5000 blocks of 16, 100_000
+# blocks of 64 (`_block_size`).
 CAPACITIES = [1, 2, 3, 100, 5000, 100_000]
 
 SETTINGS = settings(
@@ -154,6 +154,36 @@ def test_no_drift_after_many_float_updates(capacity):
     assert tree.total() == pytest.approx(float(np.sum(tree.leaves)), rel=1e-12)
     tree.update(np.arange(capacity), 0.0)
     assert tree.total() == 0.0
+
+
+def test_a_partly_filled_tree_searches_only_its_written_blocks():
+    """A buffer fills its slots from the first: the search's cumsum stops after
+    the last block written to, with the brute-force result, and extends when a
+    later block is written (or restored)."""
+    capacity = 1_000_000
+    tree = SumTree(capacity)
+    rng = np.random.default_rng(5)
+    leaves = np.zeros(capacity)
+    # Integer priorities (some zero), so that every float sum is exact.
+    leaves[:3000] = rng.integers(0, 5, size=3000)
+    leaves[2999] = 1.0
+    tree.update(np.arange(3000), leaves[:3000])
+    assert tree._used_blocks == 2999 // tree.fanout + 1 < tree.num_blocks
+    q = rng.uniform(0, leaves.sum() * 1.01, size=2000)
+    np.testing.assert_array_equal(tree.find_prefixsum(q), expected_prefixsum(leaves, q))
+    # Zeroing the last leaves keeps the result right (the blocks stay counted).
+    tree.update([2999], [0.0])
+    leaves[2999] = 0.0
+    np.testing.assert_array_equal(tree.find_prefixsum(q), expected_prefixsum(leaves, q))
+    # A far leaf: the search reaches it.
+    tree.update([capacity - 1], [1e6])
+    leaves[capacity - 1] = 1e6
+    q = np.concatenate([q, leaves.sum() - rng.uniform(0, 1e6, size=100)])
+    np.testing.assert_array_equal(tree.find_prefixsum(q), expected_prefixsum(leaves, q))
+    restored = SumTree(capacity)
+    restored.set_state(tree.get_state())
+    assert restored._used_blocks == tree.num_blocks
+    np.testing.assert_array_equal(restored.find_prefixsum(q), tree.find_prefixsum(q))
 
 
 @pytest.mark.parametrize("capacity", CAPACITIES)
