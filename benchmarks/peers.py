@@ -9,7 +9,10 @@ them alike. Printed per arm: env steps/s (wall clock) and per CPU second of the
 process, updates/s, and the ratios to Stable-Baselines3 and to the floor, the
 median over the rounds. For the NERS arms also the sampler's own parts over
 all rounds: scoring each replayed batch and the REINFORCE steps (calls, ms per
-call, ms per env step).
+call, ms per env step). For the arms on our training loop, where each env step
+goes: the loop's own section timers (sampling, adding to the buffer, replay
+sampling, the Learner update, priorities, weight sync) summed over all rounds,
+in ms per env step.
 
 The floor is the same network updates in a bare PyTorch loop on random
 batches (each written as lean as eager PyTorch allows), plus the bare env steps
@@ -74,6 +77,7 @@ How to run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -131,6 +135,8 @@ class RLlibArm(Arm):
         self.batch_size = batch_size
         self.algo = None
         self.counts = (0, 0)
+        # Our training loop's section timers over the measured rounds.
+        self.loop_times: Dict[str, List[float]] = {}
 
     def warm_up(self) -> None:
         self.algo = self.config.build_algo()
@@ -159,11 +165,57 @@ class RLlibArm(Arm):
         return self.counts[0] - before[0], self.counts[1] - before[1]
 
     def run(self, steps: int) -> Tuple[int, int]:
-        return self._read(self.algo.train())
+        with _loop_sections_into(self.loop_times):
+            return self._read(self.algo.train())
 
     def close(self) -> None:
         if self.algo is not None:
             self.algo.stop()
+
+
+def loop_section_labels() -> Dict[str, str]:
+    """The sections our training loop times (RLlib's timer keys), as printed."""
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_SAMPLING_TIMER,
+        LEARNER_UPDATE_TIMER,
+        REPLAY_BUFFER_ADD_DATA_TIMER,
+        REPLAY_BUFFER_SAMPLE_TIMER,
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+        SYNCH_WORKER_WEIGHTS_TIMER,
+    )
+
+    return {
+        ENV_RUNNER_SAMPLING_TIMER: "sampling",
+        REPLAY_BUFFER_ADD_DATA_TIMER: "buffer add",
+        REPLAY_BUFFER_SAMPLE_TIMER: "replay sample",
+        LEARNER_UPDATE_TIMER: "Learner update",
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER: "priorities",
+        SYNCH_WORKER_WEIGHTS_TIMER: "weight sync",
+    }
+
+
+@contextlib.contextmanager
+def _loop_sections_into(tally: Dict[str, List[float]]):
+    """Inside the block, every iteration of our training loop adds its
+    section timers' calls and seconds to `tally` ({key: [calls, seconds]}),
+    as the loop logs them (an iteration on RLlib's own loop adds nothing)."""
+    from rllib_ners.algorithms.common import replay_loop
+
+    times_class = replay_loop._SectionTimes
+    log_into = times_class.log_into
+
+    def log_and_tally(times, metrics):
+        for key, seconds in times.seconds.items():
+            calls = tally.setdefault(key, [0, 0.0])
+            calls[0] += times.calls[key]
+            calls[1] += seconds
+        log_into(times, metrics)
+
+    times_class.log_into = log_and_tally
+    try:
+        yield
+    finally:
+        times_class.log_into = log_into
 
 
 def _time_sampler_parts(algo) -> Dict[str, List[float]]:
@@ -740,6 +792,18 @@ def report(
     sb3 = median.get("sb3")
     floor = median.get("floor")
     for name, arm in arms.items():
+        loop_times = getattr(arm, "loop_times", None)
+        if loop_times:
+            steps = arm.counts[0] - arm.measured_from
+            cells = [
+                f"{label} {1e3 * loop_times[key][1] / max(steps, 1):.3f}"
+                for key, label in loop_section_labels().items()
+                if loop_times.get(key, [0])[0]
+            ]
+            print(
+                f"{name}: loop sections, ms per env step: {', '.join(cells)} "
+                f"({steps} measured env steps, all rounds)"
+            )
         parts = getattr(arm, "sampler_times", None)
         if not parts:
             continue
