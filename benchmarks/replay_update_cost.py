@@ -19,7 +19,9 @@ the ratio to PER's.
 
 Arms: td3 per / lap (LAP: priority max(|delta|, 1)^alpha, Huber loss, no
 importance weights) / pal (PAL: LAP's loss on uniform replay) / uniform; sac
-per / lap / pal / uniform.
+per / lap / pal / uniform; for both, per-foreach: PER with the target
+networks' Polyak update as per-tensor multi-tensor ops, as before the flat
+targets (`PolyakTargets.flat_on_cpu = False` during its turns).
 
     python benchmarks/replay_update_cost.py
     python benchmarks/replay_update_cost.py --algorithm sac --rounds 7
@@ -37,15 +39,18 @@ from typing import Dict, List
 ENV = "Hopper-v5"
 LEARNING_STARTS = 2000
 ARMS = {
-    "td3": ("per", "lap", "pal", "uniform"),
-    "sac": ("per", "lap", "pal", "uniform"),
+    "td3": ("per", "lap", "pal", "uniform", "per-foreach"),
+    "sac": ("per", "lap", "pal", "uniform", "per-foreach"),
 }
+# Arms that are another arm's algorithm with one switch flipped.
+VARIANT_OF = {"per-foreach": "per"}
 PARTS = ("sample", "update", "priorities")
 
 
 def build(algorithm: str, replay: str):
     """The arm's algorithm, trained up to its learning start (random actions,
     no update yet)."""
+    replay = VARIANT_OF.get(replay, replay)
     if algorithm == "td3":
         from rllib_ners.algorithms.td3.presets import td3_config
 
@@ -67,7 +72,7 @@ def build(algorithm: str, replay: str):
     return algo
 
 
-def timed_updates(algo, num_updates: int) -> Dict[str, float]:
+def timed_updates(algo, num_updates: int, arm: str = "") -> Dict[str, float]:
     """Seconds per replayed update, per part (the loop's own section timers)."""
     from rllib_ners.algorithms.common.replay_loop import (
         LEARNER_UPDATE_TIMER,
@@ -75,11 +80,16 @@ def timed_updates(algo, num_updates: int) -> Dict[str, float]:
         REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
         _SectionTimes,
     )
+    from rllib_ners.algorithms.common.target_updates import PolyakTargets
 
     times = _SectionTimes()
-    start = time.perf_counter()
-    algo._replay_updates(num_updates, LEARNING_STARTS, times)
-    total = time.perf_counter() - start
+    PolyakTargets.flat_on_cpu = arm != "per-foreach"
+    try:
+        start = time.perf_counter()
+        algo._replay_updates(num_updates, LEARNING_STARTS, times)
+        total = time.perf_counter() - start
+    finally:
+        PolyakTargets.flat_on_cpu = True
     seconds = times.seconds
     return {
         "sample": seconds[REPLAY_BUFFER_SAMPLE_TIMER] / num_updates,
@@ -115,13 +125,15 @@ def main(argv=None) -> int:
         for name in names:
             print(f"building {name}", flush=True)
             algos[name] = build(args.algorithm, name)
-            timed_updates(algos[name], 20)  # warm-up
+            timed_updates(algos[name], 20, name)  # warm-up
         same_data = same_transitions(list(algos.values()))
         samples: Dict[str, List[Dict[str, float]]] = {name: [] for name in names}
         for round_index in range(args.rounds):
             shift = round_index % len(names)
             for name in names[shift:] + names[:shift]:
-                samples[name].append(timed_updates(algos[name], args.updates))
+                samples[name].append(
+                    timed_updates(algos[name], args.updates, name)
+                )
             print(f"round {round_index + 1}/{args.rounds} done", flush=True)
     finally:
         for algo in algos.values():

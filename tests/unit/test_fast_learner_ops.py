@@ -2,7 +2,8 @@
 
 * `clip_gradients_foreach` vs RLlib's `clip_gradients` (global norm, with nan
   and inf gradients, below and above the clip value, and the other modes);
-* `polyak_update` vs RLlib's `update_target_network` (tau 0.005 and 1);
+* `polyak_update` and `PolyakTargets` (whose CPU targets live in one flat
+  tensor) vs RLlib's `update_target_network` (tau 0.005, 0.3 and 1);
 * `run_mlp_layers` vs calling the `nn.Sequential` (values and gradients);
 * `columns_to_tensors` vs RLlib's `convert_to_torch_tensor` (dtypes, values);
 * `uniform_allowed_choice` vs `torch.multinomial` (the same draws, seed by seed,
@@ -35,7 +36,12 @@ from rllib_ners.algorithms.common.gradient_step import (
     all_finite,
     clip_gradients_foreach,
 )
-from rllib_ners.algorithms.common.target_updates import polyak_pairs, polyak_update
+from rllib_ners.algorithms.common.target_updates import (
+    PolyakTargets,
+    flatten_into_one,
+    polyak_pairs,
+    polyak_update,
+)
 from rllib_ners.utils.torch_ops import (
     EpsilonGreedyChoice,
     cached_fused_adam_lists,
@@ -127,7 +133,8 @@ def test_other_clip_modes_are_rllibs(mode):
 
 
 @pytest.mark.parametrize("tau", [0.005, 0.3, 1.0])
-def test_polyak_update_equals_rllibs_update_target_network(tau):
+@pytest.mark.parametrize("path", ["foreach", "flat"])
+def test_polyak_update_equals_rllibs_update_target_network(tau, path):
     torch.manual_seed(0)
     main = nn.Sequential(nn.Linear(5, 64), nn.ReLU(), nn.Linear(64, 1))
     target_ours = copy.deepcopy(main)
@@ -137,8 +144,13 @@ def test_polyak_update_equals_rllibs_update_target_network(tau):
     first = next(target_ours.parameters()).data
     first[0, :5] = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -float("inf")])
     target_theirs = copy.deepcopy(target_ours)
+    targets = PolyakTargets([(main, target_ours)])
+    assert targets.flat is not None  # CPU: the targets in one flat tensor
     for _ in range(50):
-        polyak_update(*polyak_pairs(main, target_ours), tau)
+        if path == "flat":
+            targets.update(tau)
+        else:
+            polyak_update(*polyak_pairs(main, target_ours), tau)
         update_target_network(main, target_theirs, tau)
         for param in main.parameters():  # the main net moves between updates
             param.data.add_(torch.randn_like(param) * 0.1)
@@ -148,6 +160,50 @@ def test_polyak_update_equals_rllibs_update_target_network(tau):
         assert torch.equal(ours.nan_to_num(), theirs.nan_to_num())
         assert torch.equal(ours.isnan(), theirs.isnan())
         assert torch.equal(ours.signbit(), theirs.signbit())
+
+
+def test_flat_targets_stay_the_modules_tensors_and_follow_a_replaced_one():
+    torch.manual_seed(1)
+    main = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
+    target = copy.deepcopy(main)
+    params_before = list(target.parameters())
+    values_before = [param.detach().clone() for param in params_before]
+    targets = PolyakTargets([(main, target)])
+    # The same parameter objects and values, now views into one flat tensor.
+    assert list(target.parameters()) == params_before
+    assert all(torch.equal(p, v) for p, v in zip(target.parameters(), values_before))
+    flat = targets.flat.flat_targets
+    assert flat.numel() == sum(p.numel() for p in params_before)
+    assert params_before[0].data_ptr() == flat.data_ptr()
+    # A checkpoint restore copies into them in place: still the flat tensor.
+    target.load_state_dict(main.state_dict())
+    assert targets.flat.flat_targets is flat
+    assert params_before[0].data_ptr() == flat.data_ptr()
+    # Something replaces a target's memory: the next update flattens again and
+    # updates every target.
+    params_before[1].data = params_before[1].data.clone()
+    theirs = copy.deepcopy(target)
+    targets.update(0.5)
+    update_target_network(main, theirs, 0.5)
+    assert targets.flat.flat_targets is not flat
+    for ours, expected in zip(target.state_dict().values(), theirs.state_dict().values()):
+        assert torch.equal(ours, expected)
+    # The same for a main tensor: the update reads its new memory.
+    first_main = next(main.parameters())
+    first_main.data = first_main.data + 1.0
+    targets.update(0.5)
+    update_target_network(main, theirs, 0.5)
+    for ours, expected in zip(target.state_dict().values(), theirs.state_dict().values()):
+        assert torch.equal(ours, expected)
+
+
+def test_flattening_refuses_shared_or_mixed_tensors():
+    shared = torch.zeros(3)
+    assert flatten_into_one([shared, shared]) is None
+    mixed = [torch.zeros(3), torch.zeros(2, dtype=torch.float64)]
+    pointers = [tensor.data_ptr() for tensor in mixed]
+    assert flatten_into_one(mixed) is None
+    assert [tensor.data_ptr() for tensor in mixed] == pointers  # nothing moved
 
 
 def test_polyak_pairs_refuse_non_float_state():

@@ -8,6 +8,14 @@ same metrics, as two multi-tensor ops over all of a module's pairs
 (`polyak_update`: the same values element by element), and takes the place
 of DQNLearner's step in `after_gradient_based_update`.
 
+On a CPU a multi-tensor op runs tensor by tensor (one op, and for
+`_foreach_mul` one new tensor, per tensor), so `PolyakTargets` there keeps a
+module's target tensors as views into one flat tensor and makes the same
+update in four whole-array passes (`FlatPolyak`: the main tensors gathered,
+scaled by `tau`, the targets scaled by `1 - tau`, the sum): the
+same values, element by element, with 4 ops instead of 3 per tensor (54 for
+TD3's three networks).
+
 RLlib keeps the env step of each module's last target update in a plain
 attribute that no checkpoint holds, so a restored Learner would update its
 targets at its first update; `CheckpointedTargetUpdateTimes` saves it.
@@ -52,6 +60,84 @@ def polyak_pairs(main_net: torch.nn.Module, target_net: torch.nn.Module):
     return mains, targets
 
 
+def flatten_into_one(tensors: List[torch.Tensor]) -> Optional[torch.Tensor]:
+    """Moves `tensors` into one new flat tensor, in order, each becoming a view
+    of its part (same shape, same values; the tensor objects stay, so modules
+    and state dicts holding them see no change), and returns it. None, with
+    nothing moved, unless they are distinct CPU tensors of one dtype: on a GPU
+    the multi-tensor kernels are fused already (and CUDA graphs keep tensor
+    addresses)."""
+    first = tensors[0]
+    if not all(
+        tensor.device.type == "cpu" and tensor.dtype == first.dtype
+        for tensor in tensors
+    ) or len({tensor.data_ptr() for tensor in tensors}) != len(tensors):
+        return None
+    flat = torch.empty(sum(tensor.numel() for tensor in tensors), dtype=first.dtype)
+    offset = 0
+    with torch.no_grad():
+        for tensor in tensors:
+            part = flat[offset : offset + tensor.numel()].view(tensor.shape)
+            part.copy_(tensor)
+            tensor.data = part
+            offset += tensor.numel()
+    return flat
+
+
+def views_of(flat: torch.Tensor, tensors: List[torch.Tensor]) -> bool:
+    """Whether `tensors` are still the consecutive views into `flat` that
+    `flatten_into_one` made (nothing has replaced their memory since)."""
+    address, item_size = flat.data_ptr(), flat.element_size()
+    for tensor in tensors:
+        if tensor.data_ptr() != address:
+            return False
+        address += tensor.numel() * item_size
+    return True
+
+
+class FlatPolyak:
+    """`polyak_update` for CPU targets kept as views into one flat tensor:
+    RLlib's `tau * main + (1 - tau) * target`, each product rounded on its own,
+    then the sum, in four whole-array passes (the main tensors gathered into
+    one scratch tensor, scaled by `tau`; the targets scaled by `1 - tau`; the
+    sum): the same values."""
+
+    def __init__(self, mains, targets, flat_targets: torch.Tensor):
+        self.mains, self.targets, self.flat_targets = mains, targets, flat_targets
+        # Flat views of the main tensors (checked against them every update).
+        self.main_views = [main.detach().view(-1) for main in mains]
+        self.scratch = torch.empty_like(flat_targets)
+
+    @classmethod
+    def build(cls, mains, targets) -> Optional[FlatPolyak]:
+        """Flattens `targets` (`flatten_into_one`); None where that or the main
+        tensors do not allow it (not contiguous CPU tensors of that dtype)."""
+        if not all(
+            main.device.type == "cpu" and main.is_contiguous() for main in mains
+        ):
+            return None
+        flat_targets = flatten_into_one(targets)
+        if flat_targets is None or any(
+            main.dtype != flat_targets.dtype for main in mains
+        ):
+            return None
+        return cls(mains, targets, flat_targets)
+
+    def is_current(self) -> bool:
+        """Whether every tensor is still where this was built to find it."""
+        return views_of(self.flat_targets, self.targets) and all(
+            main.data_ptr() == view.data_ptr()
+            for main, view in zip(self.mains, self.main_views)
+        )
+
+    def update(self, tau: float) -> None:
+        with torch.no_grad():
+            torch.cat(self.main_views, out=self.scratch)
+            self.scratch.mul_(tau)
+            self.flat_targets.mul_(1 - tau)
+            self.flat_targets.add_(self.scratch)
+
+
 def polyak_update(mains, targets, tau: float) -> None:
     """`target = tau * main + (1 - tau) * target` for every pair, in place:
     RLlib's `update_target_network`, element by element (each product rounded
@@ -71,22 +157,35 @@ class PolyakTargets:
     The tensor lists are built once (parameters are updated in place, so the
     same tensors stay current); a pair with anything unusual in its state
     (not floating point, dtypes differ) makes the module's pairs take RLlib's
-    own update.
+    own update. On a CPU the target tensors become views into one flat tensor
+    (`flatten_into_one`), updated in whole-array passes; should anything
+    replace their memory (a module moved, say), they are flattened again.
     """
+
+    # False: every module's update takes the multi-tensor ops even on a CPU
+    # (what `benchmarks/replay_update_cost.py` compares the flat update with).
+    flat_on_cpu: bool = True
 
     def __init__(self, pairs):
         self.pairs = list(pairs)
         listed = [polyak_pairs(main, target) for main, target in self.pairs]
         self.tensors: Optional[TensorLists] = None
+        self.flat: Optional[FlatPolyak] = None
         if all(listed):
             self.tensors = (
                 [tensor for mains, _ in listed for tensor in mains],
                 [tensor for _, targets in listed for tensor in targets],
             )
+            self.flat = FlatPolyak.build(*self.tensors)
 
     def update(self, tau: float) -> None:
         if self.tensors is not None:
-            polyak_update(*self.tensors, tau)
+            if self.flat is not None and not self.flat.is_current():
+                self.flat = FlatPolyak.build(*self.tensors)
+            if self.flat is not None and self.flat_on_cpu:
+                self.flat.update(tau)
+            else:
+                polyak_update(*self.tensors, tau)
             return
         for main_net, target_net in self.pairs:
             update_target_network(main_net=main_net, target_net=target_net, tau=tau)
