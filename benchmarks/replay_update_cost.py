@@ -131,9 +131,7 @@ def main(argv=None) -> int:
         for round_index in range(args.rounds):
             shift = round_index % len(names)
             for name in names[shift:] + names[:shift]:
-                samples[name].append(
-                    timed_updates(algos[name], args.updates, name)
-                )
+                samples[name].append(timed_updates(algos[name], args.updates, name))
             print(f"round {round_index + 1}/{args.rounds} done", flush=True)
     finally:
         for algo in algos.values():

@@ -186,14 +186,18 @@ def test_flat_targets_stay_the_modules_tensors_and_follow_a_replaced_one():
     targets.update(0.5)
     update_target_network(main, theirs, 0.5)
     assert targets.flat.flat_targets is not flat
-    for ours, expected in zip(target.state_dict().values(), theirs.state_dict().values()):
+    for ours, expected in zip(
+        target.state_dict().values(), theirs.state_dict().values()
+    ):
         assert torch.equal(ours, expected)
     # The same for a main tensor: the update reads its new memory.
     first_main = next(main.parameters())
     first_main.data = first_main.data + 1.0
     targets.update(0.5)
     update_target_network(main, theirs, 0.5)
-    for ours, expected in zip(target.state_dict().values(), theirs.state_dict().values()):
+    for ours, expected in zip(
+        target.state_dict().values(), theirs.state_dict().values()
+    ):
         assert torch.equal(ours, expected)
 
 
