@@ -29,7 +29,12 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
-from rllib_ners.replay_buffers.sum_tree import MinTree, SumTree, last_writes
+from rllib_ners.replay_buffers.sum_tree import (
+    DEFAULT_TYPICAL_BATCH,
+    MinTree,
+    SumTree,
+    last_writes,
+)
 from rllib_ners.utils.checks import check_positive_int
 
 logger = logging.getLogger(__name__)
@@ -156,6 +161,9 @@ class PrioritySampler:
         self.capacity = capacity
         self.sum_tree = SumTree(capacity)
         self.min_tree = MinTree(capacity)
+        # The batch size the trees are laid out for (`lay_out_for`): the first
+        # draw's, kept in checkpoints; None until then (the trees' default).
+        self.layout_batch: Optional[int] = None
         # The largest priority seen: new transitions get it (sampled soon).
         self.max_priority = max(1.0, self.min_priority)
         # Env steps added when the first sample was drawn (annealing starts).
@@ -210,10 +218,28 @@ class PrioritySampler:
         self, num_items: int, beta: float, rng: np.random.Generator
     ) -> Tuple[np.ndarray, np.ndarray]:
         """Draws `num_items` sorted slots by priority; returns them and their
-        float32 importance weights. The only random draw: `rng.random(B)`."""
+        float32 importance weights. The only random draw: `rng.random(B)`.
+        The first draw lays the trees out for its batch size (`lay_out_for`)."""
+        if self.layout_batch is None:
+            self.lay_out_for(num_items)
         slots = self.sum_tree.sample_stratified(num_items, rng)
         weights = importance_weights(self.sum_tree[slots], self.min_tree.min(), beta)
         return slots, weights.astype(np.float32)
+
+    def lay_out_for(self, batch: int) -> None:
+        """Lays the trees out (their block size) for draws and priority updates
+        of `batch` indices, keeping every leaf: a training batch of 256 (SAC,
+        TD3) wants smaller blocks than the default's 32. The summaries are
+        recomputed from the leaves, as on a restore, so the layout depends on
+        the batch and the leaves only, and a checkpoint (which keeps the batch)
+        restores the same trees."""
+        self.layout_batch = int(batch)
+        trees = (self.sum_tree, self.min_tree)
+        if all(tree.typical_batch == self.layout_batch for tree in trees):
+            return
+        self.sum_tree, self.min_tree = (
+            _relaid(tree, self.layout_batch) for tree in trees
+        )
 
     # ------------------------------------------------------------ priorities
     def set_leaves(self, slots: np.ndarray, values: np.ndarray) -> None:
@@ -300,6 +326,7 @@ class PrioritySampler:
         "max_priority",
         "num_nonfinite_priorities",
         "num_stale_priorities",
+        "layout_batch",
     )
 
     def nbytes(self) -> int:
@@ -321,9 +348,21 @@ class PrioritySampler:
         return state
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        # States saved before `min_priority` was a setting had the default.
-        state = {"_min_priority": MIN_PRIORITY, **state}
+        # States saved before `min_priority` was a setting had the default;
+        # before `layout_batch` was kept, the trees had the default layout.
+        state = {"_min_priority": MIN_PRIORITY, "_layout_batch": None, **state}
         for name in self.STATE_SCALARS:
             setattr(self, name, state[f"_{name}"])
+        layout = self.layout_batch or DEFAULT_TYPICAL_BATCH
+        if self.sum_tree.typical_batch != layout:
+            self.sum_tree = SumTree(self.capacity, layout)
+            self.min_tree = MinTree(self.capacity, layout)
         self.sum_tree.set_state(state["sum_tree"])
         self.min_tree.set_state(state["min_tree"])
+
+
+def _relaid(tree, typical_batch: int):
+    """`tree`'s leaves in a new tree of its class laid out for `typical_batch`."""
+    relaid = type(tree)(tree.capacity, typical_batch)
+    relaid.set_state(tree.get_state())
+    return relaid

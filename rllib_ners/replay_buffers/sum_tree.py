@@ -26,9 +26,13 @@ cut into `num_blocks` blocks of `fanout` leaves, and one summary per block.
 An update rewrites the touched blocks' summaries from their leaves (never
 increments them), so repeated updates accumulate no floating point drift.
 
-`fanout` is chosen near `sqrt(capacity / 32)` (64 at 100k, 128 at 1M), which
-balances the two cumsums: over all blocks per search, and over the ~32 touched
-blocks per update.
+`fanout` is chosen near `sqrt(capacity / batch) / 2` for the typical number
+of indices per search or update (`typical_batch`, 32 unless the owner lays the
+tree out for its batch): at the full tree's balance of the two cumsums (over
+all blocks per search, over the touched blocks per update) it would be
+`sqrt(capacity / batch)`, but the search cumsums only the blocks written so
+far, so while a buffer fills, smaller blocks win. For capacity 1M, batch 256
+(SAC's and TD3's) that is 32 leaves per block, for batch 32 64.
 """
 
 from __future__ import annotations
@@ -38,20 +42,28 @@ import math
 
 import numpy as np
 
-__all__ = ["MinTree", "SumTree", "last_writes"]
+__all__ = ["DEFAULT_TYPICAL_BATCH", "MinTree", "SumTree", "last_writes"]
 
-# Typical number of indices per search or update (a training batch). Only used
-# to pick the block size; any batch size works.
-_TYPICAL_BATCH = 32
+# Typical number of indices per search or update (a training batch), where the
+# owner does not say. Only used to pick the block size; any batch size works.
+DEFAULT_TYPICAL_BATCH = 32
 
 
-def _block_size(capacity: int) -> int:
-    """Leaves per block: the power of two nearest `sqrt(capacity / 32)`, >= 16.
+def _block_size(capacity: int, typical_batch: int = DEFAULT_TYPICAL_BATCH) -> int:
+    """Leaves per block: the power of two nearest `sqrt(capacity /
+    typical_batch) / 2`, >= 16 (see the module docstring).
 
-    A search cumsums `capacity / fanout` block sums, an update of ~32 leaves
-    cumsums ~32 blocks of `fanout` leaves; the sum of both is smallest there.
+    A search of a full tree cumsums `capacity / fanout` block sums, an update
+    of `typical_batch` scattered leaves as many blocks of `fanout` leaves: the
+    sum of both is smallest at `sqrt(capacity / typical_batch)`; half that
+    suits a tree still filling, whose search cumsums fewer blocks.
     """
-    ideal = math.sqrt(max(1, capacity) / _TYPICAL_BATCH)
+    if int(typical_batch) != typical_batch or typical_batch <= 0:
+        raise ValueError(
+            f"Tree `typical_batch` must be a positive integer, got "
+            f"typical_batch={typical_batch!r}."
+        )
+    ideal = math.sqrt(max(1, capacity) / typical_batch) / 2
     return max(16, 2 ** round(math.log2(max(1.0, ideal))))
 
 
@@ -86,14 +98,15 @@ class _BlockTree(abc.ABC):
 
     _neutral: float = 0.0
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, typical_batch: int = DEFAULT_TYPICAL_BATCH):
         if int(capacity) != capacity or capacity <= 0:
             raise ValueError(
                 f"Tree `capacity` must be a positive integer, got "
                 f"capacity={capacity!r}."
             )
         self.capacity = int(capacity)
-        self.fanout = _block_size(self.capacity)
+        self.typical_batch = int(typical_batch)
+        self.fanout = _block_size(self.capacity, self.typical_batch)
         self._shift = self.fanout.bit_length() - 1
         self.num_blocks = -(-self.capacity // self.fanout)
         self._leaves = np.full(self.num_blocks * self.fanout, self._neutral)
@@ -136,7 +149,7 @@ class _BlockTree(abc.ABC):
         share a block, and the dedup would cost more than it saves.
         """
         blocks = indices >> self._shift
-        if blocks.shape[0] > 2 * _TYPICAL_BATCH:
+        if blocks.shape[0] > 2 * DEFAULT_TYPICAL_BATCH:
             keep = np.empty(blocks.shape[0], dtype=bool)
             keep[0] = True
             np.not_equal(blocks[1:], blocks[:-1], out=keep[1:])
@@ -181,8 +194,8 @@ class SumTree(_BlockTree):
     # Largest number of values searched at once (bounds the gathered rows).
     _SEARCH_CHUNK = 4096
 
-    def __init__(self, capacity: int):
-        super().__init__(capacity)
+    def __init__(self, capacity: int, typical_batch: int = DEFAULT_TYPICAL_BATCH):
+        super().__init__(capacity, typical_batch)
         self._prefix = np.zeros((self.num_blocks, self.fanout))
         self._block_sums = np.zeros(self.num_blocks)
         # `_offsets[b]` = sum of the blocks before `b`, up to `_offsets[u]` =
@@ -192,7 +205,7 @@ class SumTree(_BlockTree):
         # The blocks from the first to the last one written to (the blocks
         # after it hold only zero leaves).
         self._used_blocks = 0
-        self._arange = np.arange(_TYPICAL_BATCH, dtype=np.float64)
+        self._arange = np.arange(DEFAULT_TYPICAL_BATCH, dtype=np.float64)
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
         prefix = np.cumsum(self._leaf_blocks.take(blocks, axis=0), axis=1)
@@ -288,8 +301,8 @@ class MinTree(_BlockTree):
 
     _neutral = np.inf
 
-    def __init__(self, capacity: int):
-        super().__init__(capacity)
+    def __init__(self, capacity: int, typical_batch: int = DEFAULT_TYPICAL_BATCH):
+        super().__init__(capacity, typical_batch)
         self._block_mins = np.full(self.num_blocks, np.inf)
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:

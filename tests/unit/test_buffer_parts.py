@@ -102,6 +102,55 @@ def test_sampler_draws_by_leaf_and_skips_bad_priorities():
     np.testing.assert_array_equal(sampler.sum_tree[np.arange(3)], [1.0, 4.0, 3.0])
 
 
+def _sampler_with_leaves(capacity: int, num_filled: int) -> PrioritySampler:
+    sampler = PrioritySampler(capacity, alpha=0.6, beta=0.4)
+    values = np.random.default_rng(3).random(num_filled) + 0.1
+    sampler.set_leaves(np.arange(num_filled), values)
+    return sampler
+
+
+def test_the_first_draw_lays_the_trees_out_for_its_batch():
+    sampler = _sampler_with_leaves(1_000_000, 3000)
+    leaves, total = sampler.sum_tree.leaves.copy(), sampler.sum_tree.total()
+    assert sampler.layout_batch is None and sampler.sum_tree.fanout == 64
+    sampler.draw(256, 0.4, np.random.default_rng(0))
+    # SAC's and TD3's batch of 256 wants smaller blocks; every leaf is kept.
+    assert sampler.layout_batch == 256
+    assert sampler.sum_tree.fanout == sampler.min_tree.fanout == 32
+    np.testing.assert_array_equal(sampler.sum_tree.leaves, leaves)
+    assert sampler.sum_tree.total() == pytest.approx(total, rel=1e-12)
+    assert sampler.min_tree.min() == leaves[:3000].min()
+    sampler.draw(32, 0.4, np.random.default_rng(0))  # later sizes keep it
+    assert sampler.sum_tree.fanout == 32
+
+
+@pytest.mark.parametrize("drawn_before_checkpoint", [False, True])
+def test_a_restored_sampler_has_the_same_trees_and_draws(drawn_before_checkpoint):
+    original = _sampler_with_leaves(1_000_000, 3000)
+    if drawn_before_checkpoint:
+        original.draw(256, 0.4, np.random.default_rng(1))
+    state = original.get_state()
+    restored = _sampler_with_leaves(1_000_000, 10)
+    restored.draw(32, 0.4, np.random.default_rng(1))  # laid out otherwise
+    restored.set_state(state)
+    assert restored.layout_batch == original.layout_batch
+    assert restored.sum_tree.fanout == original.sum_tree.fanout
+    for seed in range(5):
+        slots, weights = original.draw(256, 0.4, np.random.default_rng(seed))
+        again, again_weights = restored.draw(256, 0.4, np.random.default_rng(seed))
+        np.testing.assert_array_equal(again, slots)
+        np.testing.assert_array_equal(again_weights, weights)
+        priorities = np.random.default_rng(seed).random(256) * 3
+        for sampler in (original, restored):
+            sampler.update(slots, priorities, np.ones(256, dtype=bool))
+    # A state saved before the layout was kept restores the default one.
+    del state["_layout_batch"]
+    old = _sampler_with_leaves(1_000_000, 10)
+    old.draw(256, 0.4, np.random.default_rng(1))
+    old.set_state(state)
+    assert old.layout_batch is None and old.sum_tree.fanout == 64
+
+
 def test_sampler_beta_annealing_and_bad_settings():
     sampler = PrioritySampler(
         4, alpha=1.0, beta=0.4, beta_final=1.0, beta_annealing_timesteps=100
