@@ -229,10 +229,10 @@ class PrioritySampler:
     def lay_out_for(self, batch: int) -> None:
         """Lays the trees out (their block size) for draws and priority updates
         of `batch` indices, keeping every leaf: a training batch of 256 (SAC,
-        TD3) wants smaller blocks than the default's 32. The summaries are
-        recomputed from the leaves, as on a restore, so the layout depends on
-        the batch and the leaves only, and a checkpoint (which keeps the batch)
-        restores the same trees."""
+        TD3) wants smaller blocks than the default layout's, made for 32. The
+        summaries are recomputed from the leaves, as on a restore, so the
+        layout depends on the batch and the leaves only, and a checkpoint
+        (which keeps the batch) restores the same trees."""
         self.layout_batch = int(batch)
         trees = (self.sum_tree, self.min_tree)
         if all(tree.typical_batch == self.layout_batch for tree in trees):

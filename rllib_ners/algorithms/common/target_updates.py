@@ -111,17 +111,15 @@ class FlatPolyak:
     @classmethod
     def build(cls, mains, targets) -> Optional[FlatPolyak]:
         """Flattens `targets` (`flatten_into_one`); None where that or the main
-        tensors do not allow it (not contiguous CPU tensors of that dtype)."""
+        tensors do not allow it (not contiguous CPU tensors). Each main has its
+        target's dtype (`polyak_pairs`), so one dtype for the targets is one
+        for all."""
         if not all(
             main.device.type == "cpu" and main.is_contiguous() for main in mains
         ):
             return None
         flat_targets = flatten_into_one(targets)
-        if flat_targets is None or any(
-            main.dtype != flat_targets.dtype for main in mains
-        ):
-            return None
-        return cls(mains, targets, flat_targets)
+        return None if flat_targets is None else cls(mains, targets, flat_targets)
 
     def is_current(self) -> bool:
         """Whether every tensor is still where this was built to find it."""
