@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rllib_ners.replay_buffers.sum_tree import MinTree, SumTree
 
 # 1, 2 and 3 give one block of 16 leaves, 100 and 5000 blocks of 16, 100_000
-# blocks of 64 (`_block_size`).
+# blocks of 32 (`_block_size` for the default batch of 32).
 CAPACITIES = [1, 2, 3, 100, 5000, 100_000]
 
 SETTINGS = settings(
