@@ -37,10 +37,13 @@ from typing import Dict, List, Sequence
 
 from peers import RLlibArm, _time_sampler_parts, cpu_model, measure
 
-# The arms the paper-settings study runs (results/ners_paper_settings/PLAN.md).
+# The arms the studies run per agent: SAC and the DQN family in the
+# paper-settings study (results/ners_paper_settings/PLAN.md), TD3 in the TD3/LAP
+# study (results/td3_lap/PLAN.md).
 DEFAULT_ARMS = {
     "sac": ("uniform", "per", "ners", "ners_reference"),
     "dqn": ("uniform", "per", "ners"),
+    "td3": ("uniform", "per", "lap", "ners"),
 }
 TUNING_SEED = 0
 
@@ -134,8 +137,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--arms",
         nargs="+",
-        help="study arms (default: the paper-settings study's arms for the "
-        "task's agent: "
+        help="study arms (default: the studies' arms for the task's agent: "
         + "; ".join(f"{k}: {' '.join(v)}" for k, v in DEFAULT_ARMS.items())
         + ")",
     )

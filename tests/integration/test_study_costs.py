@@ -91,3 +91,12 @@ def test_ratios_are_to_the_reference_arm(measured):
     assert ratio == pytest.approx(
         median["ners"]["cpu"] / median["uniform"]["cpu"], abs=0.006
     )
+
+
+def test_every_agent_of_a_declared_task_has_declared_default_arms():
+    # `--tasks td3_hopper_100k` without `--arms` once ended in a KeyError.
+    agents = {task.algo for task in decl.TASKS.values()}
+    assert agents <= set(study_costs.DEFAULT_ARMS)
+    for agent, arms in study_costs.DEFAULT_ARMS.items():
+        assert set(arms) <= set(decl.ARMS), agent
+    assert study_costs.DEFAULT_ARMS["td3"] == ("uniform", "per", "lap", "ners")
