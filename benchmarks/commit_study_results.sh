@@ -69,7 +69,8 @@ fi
 total=$(find "$dir" -path "$dir/archive" -prune -o -name 'seed*.csv' -print | wc -l)
 new=$(git diff --cached --name-only --diff-filter=A -- "$dir" | grep -c 'seed.*\.csv$' || true)
 if [[ "$new" -gt 0 ]]; then
-    message="Study results: $new more finished runs ($total in all) in $dir"
+    runs=$([ "$new" -eq 1 ] && echo run || echo runs)
+    message="Study results: $new more finished $runs ($total in all) in $dir"
 else
     message="Study report regenerated from the $total finished runs in $dir"
 fi
