@@ -3,6 +3,7 @@ a seeded rliable report computed from the CSVs alone.
 
 * `declarations`: `Task` and `Arm` (checked when declared: `DeclarationError`),
   the built-in ones (`TASKS`, `ARMS`) and `load_declarations()` for your own;
+* `agents`: the agent settings the built-in tasks train (RLlib configs);
 * `runs`: one run (`run_one`) and a resumable study in child processes
   (`plan_runs`, `run_study`);
 * `results`: the finished runs a results folder holds (`load_runs`);

@@ -3,8 +3,9 @@ and arms (how the replay of the same agent changes).
 
 A task names its env, budget, evaluation, agent settings and normalisation
 anchors; an arm says which buffer and sampler settings replace the task's
-replay. Both are plain frozen dataclasses: the built-in ones are below, and a
-study of your own declares more in a Python file of its own (see
+replay. Both are plain frozen dataclasses: the built-in ones are below (their
+agents' settings come from `rllib_ners.study.agents`), and a study of your own
+declares more in a Python file of its own (see
 `rllib_ners.study.load_declarations`).
 """
 
@@ -14,6 +15,8 @@ import dataclasses
 import math
 import re
 from typing import Callable, Dict, List, Optional
+
+from rllib_ners.study import agents
 
 DEFAULT_SEEDS = (100, 101, 102, 103, 104)  # seeds 0-9 are reserved for tuning
 # The agents a task can train.
@@ -169,127 +172,6 @@ class Task:
         _check_choice(owner, "algo", self.algo, ALGORITHMS)
 
 
-def _classic_control_agent(config):
-    """RLlib's CartPole DQN example settings (`presets.cartpole_dqn`): Adam 5e-4,
-    batch 32, double Q, dueling, n-step 2-5 (drawn per sample), 256-unit tanh
-    encoder and head, epsilon 1 -> 0.02 over 10k steps, learning from 1000 steps,
-    one update of 32 per rollout fragment ("auto" = 5 env steps)."""
-    from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
-
-    return cartpole_dqn(config, env=config.env)
-
-
-def _minatar_agent(budget: int):
-    """MinAtar's DQN (Young & Tian 2019) shrunk to a short budget: its small CNN
-    (one 3x3 conv, 16 channels; picked automatically for 10x10 images) and a
-    128-unit head, double Q, dueling, n-step 3, Adam 2.5e-4, batch 32, target
-    update every 1000 env steps, epsilon 1 -> 0.05 over the first 20% of the
-    budget, learning from 2000 steps, one update of 32 every 4 env steps."""
-
-    def agent(config):
-        from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-
-        return (
-            config.training(
-                lr=2.5e-4,
-                train_batch_size_per_learner=32,
-                n_step=3,
-                double_q=True,
-                dueling=True,
-                target_network_update_freq=1000,
-                epsilon=[(0, 1.0), (budget // 5, 0.05)],
-                num_steps_sampled_before_learning_starts=2000,
-            )
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(
-                model_config=DefaultModelConfig(
-                    head_fcnet_hiddens=[128], head_fcnet_activation="relu"
-                )
-            )
-        )
-
-    return agent
-
-
-def _sac_agent(*, hiddens, lr: float, learning_starts: int, rollout: int = 1):
-    """SAC's usual setting (`ners_sac.presets.sac_config`: twin critics, a
-    squashed Gaussian policy, ReLU MLPs of `hiddens`, Adam `lr` for actor,
-    critics and temperature, batch 256, gamma 0.99, tau 0.005, learned
-    temperature, `learning_starts` env steps before the first update, then one
-    update per env step in rounds of `rollout` steps)."""
-
-    def agent(config):
-        from rllib_ners.algorithms.ners_sac.presets import sac_config
-
-        return sac_config(
-            config.env,
-            config=config,
-            replay="uniform",  # the arm sets the replay (build_config)
-            hiddens=hiddens,
-            lr=lr,
-            learning_starts=learning_starts,
-            rollout_fragment_length=rollout,
-            # The studies' SAC runs are evaluated with RLlib 2.60's greedy
-            # action, so that runs made before the squashed mean became the
-            # default and runs made after compare alike.
-            greedy_action="pre_tanh_mean",
-        )
-
-    return agent
-
-
-def _td3_agent(*, hiddens, lr: float, learning_starts: int, rollout: int = 1):
-    """TD3 with the paper's settings (`td3.presets.td3_config`: a deterministic
-    actor and twin critics on [s, a], ReLU MLPs of `hiddens`, Adam `lr`,
-    batch 256, gamma 0.99, tau 0.005, target noise 0.2 clipped at 0.5, policy
-    delay 2, exploration noise 0.1, `learning_starts` env steps of uniform
-    random actions before the first update, then one update per env step in
-    rounds of `rollout` steps)."""
-
-    def agent(config):
-        from rllib_ners.algorithms.td3.presets import td3_config
-
-        return td3_config(
-            config.env,
-            config=config,
-            replay="uniform",  # the arm sets the replay (build_config)
-            hiddens=hiddens,
-            lr=lr,
-            learning_starts=learning_starts,
-            rollout_fragment_length=rollout,
-        )
-
-    return agent
-
-
-def _atari_agent(game: str, budget: int):
-    """Data-efficient Rainbow as the NERS reference runs it
-    (`rainbow.presets.data_efficient_rainbow`: the data-efficient CNN on 4
-    stacked 84x84 frames, noisy dueling C51 streams of 256 units, n = 20, Adam
-    1e-4 / eps 1.5e-4, one update of 32 per env step from step 1600, target
-    update every 2000 steps); DeepMind preprocessing (`with_atari`)."""
-
-    def agent(config):
-        from rllib_ners.algorithms.rainbow.presets import data_efficient_rainbow
-
-        return data_efficient_rainbow(config, game, total_timesteps=budget)
-
-    return agent
-
-
-def _atari_eval_env(game: str):
-    """Whole games with the true (unclipped) score: the evaluation setting of
-    `with_atari`."""
-
-    def make():
-        from rllib_ners.env.atari import make_atari_env
-        from rllib_ners.env.atari_rllib import EVAL_ENV_SETTINGS
-
-        return make_atari_env({"game": game, **EVAL_ENV_SETTINGS})
-
-    return make
-
-
 def _mujoco_task(
     name,
     env,
@@ -303,7 +185,7 @@ def _mujoco_task(
     """A MuJoCo task of the paper-setting study (results/ners_paper_settings;
     `algo="td3"`: of results/td3_lap): SAC's usual settings (or TD3's), 100k
     env steps, 10 greedy episodes every 10k."""
-    agents = {"sac": _sac_agent, "td3": _td3_agent}
+    agent_by_algo = {"sac": agents.sac_agent, "td3": agents.td3_agent}
     return Task(
         name=name,
         env=env,
@@ -316,7 +198,7 @@ def _mujoco_task(
         max_return=max_return,
         anchor_note=f"0: uniform random policy, {random_return} (measured: 200 "
         f"episodes, env seeds 0-199); 1: {max_return}, {max_note}",
-        agent=agents[algo](hiddens=(256, 256), lr=3e-4, learning_starts=5000),
+        agent=agent_by_algo[algo](hiddens=(256, 256), lr=3e-4, learning_starts=5000),
         capacity=1_000_000,
         requires="mujoco",
         algo=algo,
@@ -339,11 +221,11 @@ def _atari_task(name, game, *, random_return, human_return, budget=100_000):
         anchor_note=f"0: random play, {random_return}; 1: human, {human_return} "
         f"(the standard Atari anchors of Mnih et al. 2015 / van Hasselt et al. "
         f"2016, as the Atari-100k literature normalises)",
-        agent=_atari_agent(game, budget),
+        agent=agents.atari_agent(game, budget),
         capacity=100_000,
         per_alpha=0.5,
         requires="ale_py",
-        eval_env=_atari_eval_env(game),
+        eval_env=agents.atari_eval_env(game),
         eval_frame_stack=4,
     )
 
@@ -368,7 +250,7 @@ TASKS: Dict[str, Task] = {
             max_return=500.0,
             anchor_note="0: uniform random policy, 22.2 (measured: 1000 episodes, "
             "env seeds 0-999); 1: 500, the episode cap of CartPole-v1",
-            agent=_classic_control_agent,
+            agent=agents.classic_control_agent,
             capacity=50_000,
         ),
         Task(
@@ -384,7 +266,7 @@ TASKS: Dict[str, Task] = {
             anchor_note="0: uniform random policy, -497.4 (measured: 200 episodes, "
             "env seeds 0-199; nearly always the 500-step cap); 1: -60, about the "
             "best mean return reported for Acrobot-v1",
-            agent=_classic_control_agent,
+            agent=agents.classic_control_agent,
             capacity=50_000,
         ),
         Task(
@@ -400,7 +282,7 @@ TASKS: Dict[str, Task] = {
             anchor_note="0: uniform random policy, 0.38 (measured: 1000 episodes, "
             "env seeds 0-999); 1: 20, a round scale fixed before the study "
             "(MinAtar has no maximum return), not a measured return",
-            agent=_minatar_agent(80_000),
+            agent=agents.minatar_agent(80_000),
             capacity=80_000,
             requires="minatar",
         ),
@@ -417,7 +299,7 @@ TASKS: Dict[str, Task] = {
             anchor_note="0: uniform random policy, 4.1 (measured: 500 episodes, "
             "env seeds 0-499); 1: 100, a round scale fixed before the study "
             "(MinAtar has no maximum return), not a measured return",
-            agent=_minatar_agent(80_000),
+            agent=agents.minatar_agent(80_000),
             capacity=80_000,
             requires="minatar",
         ),
@@ -440,7 +322,7 @@ TASKS: Dict[str, Task] = {
             anchor_note="0: uniform random policy, -1255.5 (measured: 200 "
             "episodes, env seeds 0-199); 1: -150, about the best mean return "
             "reported for Pendulum-v1",
-            agent=_sac_agent(
+            agent=agents.sac_agent(
                 hiddens=(64, 64), lr=1e-3, learning_starts=1000, rollout=4
             ),
             capacity=100_000,
@@ -459,7 +341,7 @@ TASKS: Dict[str, Task] = {
             anchor_note="0: uniform random policy, 18.0 (measured: 200 episodes, "
             "env seeds 0-199); 1: 3500, a round scale near SAC's published "
             "Hopper scores after 1M steps, fixed before the study",
-            agent=_sac_agent(hiddens=(256, 256), lr=3e-4, learning_starts=5000),
+            agent=agents.sac_agent(hiddens=(256, 256), lr=3e-4, learning_starts=5000),
             capacity=100_000,
             requires="mujoco",
             algo="sac",
