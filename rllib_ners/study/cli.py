@@ -17,6 +17,7 @@ adds your own tasks and arms (see `rllib_ners.study.load_declarations`).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -174,6 +175,13 @@ def _add_report_command(commands) -> None:
         default=DEFAULT_TITLE,
         help="the report's heading (default: %(default)r)",
     )
+    report.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes for the bootstraps (default: one per CPU); the report is "
+        "the same for any number",
+    )
     _add_declarations(report)
 
 
@@ -297,7 +305,9 @@ def _report(args, argv) -> int:
     title = args.title.strip()
     if not title or "\n" in title:
         raise SystemExit(f"--title must be one non-empty line, got {args.title!r}")
-    given = list(sys.argv[1:] if argv is None else argv)
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs must be at least 1, got --jobs {args.jobs}")
+    given = _without_jobs(list(sys.argv[1:] if argv is None else argv))
     write_report(
         args.results_dir,
         also=args.also,
@@ -307,8 +317,23 @@ def _report(args, argv) -> int:
         # Quoted so that the command printed in the report can be pasted back.
         command=shlex.join(["rllib-ners", "study", *given]),
         title=title,
+        jobs=args.jobs,
     )
     return 0
+
+
+def _without_jobs(argv: List[str]) -> List[str]:
+    """The command line less `--jobs N`: the report quotes its command, and the
+    number of processes changes nothing in it."""
+    kept, skip_value = [], False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+        elif arg == "--jobs":
+            skip_value = True
+        elif not arg.startswith("--jobs="):
+            kept.append(arg)
+    return kept
 
 
 def _status(args) -> int:

@@ -426,8 +426,10 @@ def write_report(
     reps: int = BOOTSTRAP_REPS,
     command: str = STUDY_REPORT_COMMAND,
     title: str = DEFAULT_TITLE,
+    jobs: int = 1,
 ) -> Path:
     """Writes report.md and report.png into `results_dir`; returns the .md path.
+    The bootstraps run in `jobs` processes: the same report for any `jobs`.
 
     The report covers the runs under `results_dir` and under each folder of
     `also`, keeping only the runs of `arms`, `tasks` and `seeds` when they are
@@ -468,7 +470,7 @@ def write_report(
         )
     if expected_runs is None:
         expected_runs = planned_runs(runs, tasks, seeds)
-    result = compute(runs, reps=reps)
+    result = compute(runs, reps=reps, jobs=jobs)
     plot(result, results_dir / "report.png", reps=min(reps, CURVE_BOOTSTRAP_REPS))
     text = render_markdown(
         result,

@@ -36,7 +36,9 @@ arms side by side, from the same configs).
 
 from __future__ import annotations
 
+import multiprocessing
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -49,6 +51,8 @@ BASELINES = ("uniform", "per")
 # The other NERS arms (`Arm.algo == "ners"`, e.g. the paper's semantics in
 # `ners_reference`) are also compared with this one: does a variant beat ours?
 NERS_BASELINE = "ners"
+# The scores every scope is reported on: final score and area under the curve.
+SCORE_KINDS = ("final", "auc")
 BOOTSTRAP_REPS = 5000
 CURVE_BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
@@ -207,9 +211,13 @@ def pairwise_improvement(per_arm, known, reps):
 
 
 def compute(
-    runs: Sequence[Run], tasks: Dict[str, Task] = TASKS, reps: int = BOOTSTRAP_REPS
+    runs: Sequence[Run],
+    tasks: Dict[str, Task] = TASKS,
+    reps: int = BOOTSTRAP_REPS,
+    jobs: int = 1,
 ) -> dict:
-    """Every number of the report.
+    """Every number of the report; the scopes' bootstraps in `jobs` processes
+    (the numbers do not depend on it: each bootstrap seeds its own RNG).
 
     Returns a dict with, for kind in ("final", "auc"):
       `iqm[kind][scope][arm] = (point, low, high, n_runs)` and
@@ -249,21 +257,36 @@ def compute(
         "wins": {},
         "unbeaten": {},
     }
-    for kind in ("final", "auc"):
-        samples, single_runs = _scope_samples(scores[kind], arms, task_names, groups)
+    samples, single_runs = {}, {}
+    for kind in SCORE_KINDS:
+        samples[kind], single_runs[kind] = _scope_samples(
+            scores[kind], arms, task_names, groups
+        )
+    statistics = _statistics_by_scope(
+        {
+            (kind, scope): per_arm
+            for kind in SCORE_KINDS
+            for scope, per_arm in samples[kind].items()
+            if per_arm
+        },
+        compared,
+        reps,
+        jobs,
+    )
+    for kind in SCORE_KINDS:
         iqm = defaultdict(dict)
-        for task, values in single_runs.items():
+        for task, values in single_runs[kind].items():
             # One run: its score, no interval (nothing to resample).
             for arm, value in values.items():
                 iqm[task][arm] = (float(value), float("nan"), float("nan"), 1)
         poi = {baseline: {} for baseline in compared}
         wins, unbeaten = {}, {}
-        for scope, per_arm in samples.items():
+        for scope, per_arm in samples[kind].items():
             if not per_arm:
                 continue
-            scope_iqm, scope_poi, wins[scope], unbeaten[scope] = _scope_statistics(
-                per_arm, compared, reps
-            )
+            scope_iqm, scope_poi, wins[scope], unbeaten[scope] = statistics[
+                (kind, scope)
+            ]
             iqm[scope].update(scope_iqm)
             for baseline, estimates in scope_poi.items():
                 if estimates:
@@ -309,6 +332,32 @@ def _scope_samples(table, arms, task_names, groups):
             if (matrix := aggregate_matrix(table, arm, group_tasks)) is not None
         }
     return samples, single_runs
+
+
+def _statistics_by_scope(work, compared, reps, jobs):
+    """`{(kind, scope): _scope_statistics(per_arm, compared, reps)}` for each
+    `(kind, scope): per_arm` of `work`, in up to `jobs` processes."""
+    if jobs <= 1 or len(work) <= 1:
+        return {
+            key: _scope_statistics(per_arm, compared, reps)
+            for key, per_arm in work.items()
+        }
+    # The costliest scopes first, so that no process is left with a big one at
+    # the end: a scope's cost grows with its tasks (one Mann-Whitney test per
+    # task and resample) and with its arms (pairs to compare).
+    order = sorted(
+        work, key=lambda key: -sum(matrix.size for matrix in work[key].values())
+    )
+    # Spawned, not forked: the parent may hold Ray's and torch's threads.
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(work)),
+        mp_context=multiprocessing.get_context("spawn"),
+    ) as pool:
+        futures = {
+            key: pool.submit(_scope_statistics, work[key], compared, reps)
+            for key in order
+        }
+        return {key: futures[key].result() for key in work}
 
 
 def _scope_statistics(per_arm, compared, reps):

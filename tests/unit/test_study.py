@@ -622,11 +622,44 @@ def test_a_run_in_two_folders_is_an_error(tmp_path):
         (["--also", "/nonexistent/folder"], "no such results folder"),
         (["--title", "  "], "--title must be one non-empty line"),
         (["--title", "two\nlines"], "--title must be one non-empty line"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
     ],
 )
 def test_bad_report_options_name_the_option(argv, message, tmp_path):
     with pytest.raises(SystemExit, match=message):
         cli.main(["report", "--results-dir", str(tmp_path), *argv])
+
+
+def test_the_report_is_the_same_computed_in_several_processes(tmp_path):
+    """Each bootstrap seeds its own RNG, so the scopes' statistics computed in
+    spawned processes are the single process's, byte for byte in the report."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    _fixture(one)
+    _fixture(two)
+    runs_one = results.load_runs(one)[0]
+    alone = statistics.compute(runs_one, reps=REPS)
+    pooled = statistics.compute(runs_one, reps=REPS, jobs=2)
+    for key in ("iqm", "poi", "wins", "unbeaten"):
+        assert pooled[key] == alone[key], key
+    # Six scopes were bootstrapped (3 per score kind), each with intervals.
+    assert sum(len(scopes) for scopes in alone["wins"].values()) == 6
+    first = report.write_report(one, reps=REPS).read_bytes()
+    assert report.write_report(two, reps=REPS, jobs=2).read_bytes() == first
+
+
+def test_the_report_quotes_its_command_without_jobs(tmp_path, monkeypatch):
+    """`--jobs` changes nothing in the report, so the command the report quotes
+    leaves it out: the same report for any number of processes."""
+    calls = []
+    monkeypatch.setattr(cli, "write_report", lambda *a, **kw: calls.append(kw))
+    for jobs in (["--jobs", "3"], ["--jobs=3"]):
+        argv = ["report", "--results-dir", str(tmp_path), *jobs, "--seeds", "100"]
+        assert cli.main(argv) == 0
+    for kw in calls:
+        assert kw["jobs"] == 3
+        assert kw["command"] == (
+            f"rllib-ners study report --results-dir {tmp_path} --seeds 100"
+        )
 
 
 # --- your own tasks and arms ------------------------------------------------
