@@ -7,6 +7,7 @@ known and regenerate byte for byte from the CSVs."""
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -568,6 +569,49 @@ def test_the_ners_module_arm_differs_from_ners_only_in_the_encoder():
     run_args = cli.build_parser().parse_args(["run", "--results-dir", "x"])
     assert run_args.arms == list(decl.STUDY_ARMS)
     assert "ners_module" not in decl.STUDY_ARMS
+
+
+@pytest.mark.parametrize(
+    "arms, compared_with",
+    [(("lap", "ners_module"), None), (("ners", "ners_module"), "ners")],
+)
+def test_a_study_without_uniform_or_per_is_reported_in_whole_sentences(
+    tmp_path, monkeypatch, arms, compared_with
+):
+    """A study of other arms (your own, or NERS variants) has no uniform or PER
+    baseline: the report says what it compares, never "over ," or "relative to"
+    with nothing after it, and the figure leaves out a comparison it lacks."""
+    task = decl.TASKS["cartpole"]
+    n = task.budget // task.eval_every
+    lo, hi = task.random_return, task.max_return
+    for seed in (100, 101, 102):
+        curve = np.linspace(lo, lo + (0.2 + 0.1 * (seed - 100)) * (hi - lo), n)
+        _write_run(tmp_path, "cartpole", arms[0], seed, curve)
+        _write_run(tmp_path, "cartpole", arms[1], seed, curve + 0.3 * (hi - lo))
+    panel_titles = []
+    real_panel = report._plot_summary_panel
+
+    def recording_panel(ax, result, kind, baseline, colors):
+        panel_titles.append((kind, baseline))
+        real_panel(ax, result, kind, baseline, colors)
+
+    monkeypatch.setattr(report, "_plot_summary_panel", recording_panel)
+    text = report.write_report(tmp_path, reps=REPS).read_text()
+    assert not re.search(r"\b(relative to|over|and to|and over) *[,.(\n]", text)
+    assert "## Throughput: env steps per CPU second (median over runs)\n" in text
+    if compared_with is None:
+        assert "probabilit" not in text.split("\n\n")[1]  # the header paragraph
+        assert "Probability of improvement over" not in text
+        assert panel_titles == [("final", None), ("auc", None)]
+    else:
+        assert (
+            "IQM with 95% stratified-bootstrap intervals and probabilities of "
+            "improvement of the other NERS arms over ners, from rliable" in text
+        )
+        assert "Probability of improvement over ners, final score:" in text
+        assert panel_titles[2] == (None, "ners")
+    # Every pair is still compared: the better arm beats the other.
+    assert f"{arms[1]} beats {arms[0]}: 1.00 [1.00, 1.00]" in text
 
 
 def test_a_side_study_is_reported_with_the_studys_own_runs(tmp_path):
