@@ -5,9 +5,40 @@ from __future__ import annotations
 import argparse
 
 from rllib_ners.cli.common import PROG, RETURN_KEY, STEPS_KEY, CLIError
+from rllib_ners.utils.rng import MAX_SEED
 
 # Tune's own console output levels (`--verbose`); 0 prints only our progress lines.
 TUNE_VERBOSITY = (0, 1, 2, 3)
+
+
+def _int_in(low: int, high=None, hint: str = ""):
+    """An argparse type: an int in [low, high] (no upper bound for None); out of
+    range, argparse names the flag, the range and `hint`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise argparse.ArgumentTypeError(
+                f"must be an integer {bound}, got {value}"
+                + (f" ({hint})" if hint else "")
+            )
+        return value
+
+    return parse
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -60,7 +91,7 @@ def _ray_options() -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--num-cpus",
-        type=int,
+        type=_int_in(1),
         help="CPUs of the local Ray instance this command starts (default: all)",
     )
     return ray_options
@@ -114,18 +145,34 @@ def _add_train_stop(train: argparse.ArgumentParser) -> None:
         "--stop", metavar="JSON", help="stopping criteria as a JSON object"
     )
     train.add_argument("--stop-reward", type=float, help=f"stop at this {RETURN_KEY}")
-    train.add_argument("--stop-timesteps", type=int, help=f"stop at this {STEPS_KEY}")
-    train.add_argument("--stop-iters", type=int, help="stop after this many iterations")
+    train.add_argument(
+        "--stop-timesteps", type=_int_in(1), help=f"stop at this {STEPS_KEY}"
+    )
+    train.add_argument(
+        "--stop-iters", type=_int_in(1), help="stop after this many iterations"
+    )
 
 
 def _add_train_resources(train: argparse.ArgumentParser) -> None:
     """EnvRunners, Learners, GPUs and seeds."""
-    train.add_argument("--num-env-runners", type=int)
-    train.add_argument("--num-learners", type=int)
-    train.add_argument("--num-gpus-per-learner", type=float)
+    train.add_argument(
+        "--num-env-runners",
+        type=_int_in(0, hint="0 samples in the driver"),
+        help="remote EnvRunners (0: sample in the driver's local EnvRunner)",
+    )
+    train.add_argument(
+        "--num-learners",
+        type=_int_in(0, hint="0 learns in the driver"),
+        help="remote Learners (0: learn in the driver's local Learner)",
+    )
+    train.add_argument(
+        "--num-gpus-per-learner",
+        type=_non_negative_float,
+        help="GPUs of each Learner (0: CPU)",
+    )
     train.add_argument(
         "--seed",
-        type=int,
+        type=_int_in(0, MAX_SEED),
         nargs="+",
         help="random seed; several seeds run one trial each (a grid search)",
     )
@@ -139,7 +186,7 @@ def _add_train_run_options(train: argparse.ArgumentParser) -> None:
     train.add_argument("--name", help="run directory name (default: <example>_<time>)")
     train.add_argument(
         "--checkpoint-freq",
-        type=int,
+        type=_int_in(0),
         default=0,
         help="checkpoint every N iterations (0: never)",
     )
@@ -148,9 +195,10 @@ def _add_train_run_options(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--max-failures",
-        type=int,
+        type=_int_in(-1),
         default=0,
-        help="times Tune restarts a failed trial from its last checkpoint",
+        help="times Tune restarts a failed trial from its last checkpoint (-1: "
+        "without limit)",
     )
     train.add_argument(
         "--resume", metavar="RUN_DIR", help="continue an interrupted run instead"
@@ -194,7 +242,9 @@ def _add_evaluate(sub, ray_options: argparse.ArgumentParser) -> None:
     evaluate.add_argument(
         "--video", metavar="FILE", help="write the rendered episodes (.mp4 or .gif)"
     )
-    evaluate.add_argument("--seed", type=int, help="seed of the evaluation env")
+    evaluate.add_argument(
+        "--seed", type=_int_in(0, MAX_SEED), help="seed of the evaluation env"
+    )
 
 
 def _add_plot(sub) -> None:

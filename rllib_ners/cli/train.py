@@ -32,6 +32,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         if args.what or args.algo:
             raise CLIError("--resume continues a run: give no file and no --algo", 2)
+        ignored = _flags_resume_ignores(args)
+        if ignored:
+            raise CLIError(
+                f"--resume continues a run as it was started, so {', '.join(ignored)} "
+                "would change nothing: leave them out (to train with other settings, "
+                "start a new run)",
+                2,
+            )
         return _resume(Path(args.resume), args)
     if args.script_args and args.what != "file":
         raise CLIError("arguments after `--` are for `train file X.py` only", 2)
@@ -47,6 +55,39 @@ def cmd_train(args: argparse.Namespace) -> int:
         for job in jobs:
             code = max(code, _run_job(job, args))
     return code
+
+
+# The `train` flags that set up a new run, with their defaults: `--resume`
+# restores the run's own settings and takes none of them.
+_NEW_RUN_FLAGS = {
+    "env": None,
+    "config": None,
+    "stop": None,
+    "stop_reward": None,
+    "stop_timesteps": None,
+    "stop_iters": None,
+    "num_env_runners": None,
+    "num_learners": None,
+    "num_gpus_per_learner": None,
+    "seed": None,
+    "storage_path": None,
+    "name": None,
+    "checkpoint_freq": 0,
+    "checkpoint_at_end": False,
+    "max_failures": 0,
+}
+
+
+def _flags_resume_ignores(args: argparse.Namespace) -> List[str]:
+    """The new-run flags given beside `--resume` (and arguments after `--`)."""
+    given = [
+        "--" + dest.replace("_", "-")
+        for dest, default in _NEW_RUN_FLAGS.items()
+        if getattr(args, dest) != default
+    ]
+    if getattr(args, "script_args", None):
+        given.append("arguments after `--`")
+    return given
 
 
 def _jobs_to_train(args: argparse.Namespace) -> List[_Job]:

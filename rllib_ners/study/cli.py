@@ -33,6 +33,7 @@ from rllib_ners.study.declarations import (
     load_declarations,
 )
 from rllib_ners.study.report import DEFAULT_TITLE, write_report
+from rllib_ners.utils.rng import MAX_SEED
 
 
 def _check_names(given: Sequence[str], known: Dict, option: str) -> List[str]:
@@ -233,6 +234,12 @@ def _run(args, results_dir: Path) -> int:
 
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got --jobs {args.jobs}")
+    bad_seeds = [seed for seed in args.seeds if not 0 <= seed <= MAX_SEED]
+    if bad_seeds:
+        raise SystemExit(
+            f"--seeds must be in [0, {MAX_SEED}] (numpy's and Ray's seeds), got "
+            f"{' '.join(map(str, bad_seeds))}"
+        )
     arms = _check_names(args.arms, ARMS, "--arms")
     tasks = _check_names(args.tasks, TASKS, "--tasks")
     tuning = sorted(s for s in args.seeds if 0 <= s <= 9)

@@ -13,6 +13,9 @@ from typing import Any, Dict
 
 import numpy as np
 
+# The largest seed numpy's and Ray's seeding accepts (seeds are in [0, MAX_SEED]).
+MAX_SEED = 2**32 - 1
+
 
 def global_rng_state() -> Dict[str, Any]:
     """The current state of `random`, `numpy.random` and torch's CPU generator."""

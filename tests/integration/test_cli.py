@@ -1,6 +1,7 @@
 """The `rllib-ners` command line: every subcommand and error in-process, one run
 end to end in subprocesses (train a tuned example, plot it, evaluate it)."""
 
+import argparse
 import contextlib
 import csv
 import io
@@ -144,6 +145,36 @@ ERROR_CASES = [
     ([], "missing command"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["train", "--stop-iters", "x"], "invalid int value: 'x'"),
+    # Numbers out of range: refused before Ray starts, naming the flag.
+    (
+        ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--stop-iters", "1"]
+        + ["--num-env-runners", "-1"],
+        "argument --num-env-runners: must be an integer >= 0, got -1 (0 samples",
+    ),
+    (["train", "--num-learners", "-2"], "--num-learners: must be an integer >= 0"),
+    (["train", "--num-gpus-per-learner", "-1"], "--num-gpus-per-learner: must be >= 0"),
+    (
+        ["train", "--num-gpus-per-learner", "nan"],
+        "--num-gpus-per-learner: must be >= 0",
+    ),
+    (
+        ["train", "--seed", "0", "-3"],
+        "argument --seed: must be an integer in [0, 4294967295], got -3",
+    ),
+    (["train", "--stop-timesteps", "0"], "--stop-timesteps: must be an integer >= 1"),
+    (["train", "--stop-iters", "-1"], "--stop-iters: must be an integer >= 1, got -1"),
+    (["train", "--num-cpus", "0"], "--num-cpus: must be an integer >= 1, got 0"),
+    (["train", "--checkpoint-freq", "-1"], "--checkpoint-freq: must be an integer >="),
+    (["train", "--max-failures", "-2"], "--max-failures: must be an integer >= -1"),
+    (
+        ["evaluate", "x", "--seed", "-1"],
+        "--seed: must be an integer in [0, 4294967295]",
+    ),
+    (
+        ["train", "--resume", "/no/such/run", "--stop-timesteps", "5", "--seed", "1"],
+        "--resume continues a run as it was started, so --stop-timesteps, --seed "
+        "would change nothing",
+    ),
     (
         ["train", "file", str(PY_EXAMPLE), "--stop-iters", "1", "--", "--nope"],
         "unrecognized arguments: --nope",
@@ -155,6 +186,25 @@ ERROR_CASES = [
 def test_errors_are_one_clear_line(argv, expected, capsys):
     code = main(argv)
     _assert_one_line_error(code, capsys.readouterr().err, expected)
+
+
+def test_every_train_flag_is_either_a_new_runs_or_taken_by_resume():
+    """`train --resume` refuses the flags that set up a new run: a flag added to
+    `train` must be listed as one, or be one that resuming uses."""
+    from rllib_ners.cli import train
+    from rllib_ners.cli.parser import build_parser
+
+    (train_parser,) = [
+        action.choices["train"]
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    ]
+    dests = {action.dest for action in train_parser._actions} - {"help"}
+    taken_by_resume = {"what", "path", "algo", "resume", "verbose"}
+    taken_by_resume |= {"ray_address", "num_cpus"}
+    assert dests - taken_by_resume == set(train._NEW_RUN_FLAGS)
+    defaults = {dest: train_parser.get_default(dest) for dest in train._NEW_RUN_FLAGS}
+    assert defaults == train._NEW_RUN_FLAGS
 
 
 def test_error_cases_for_directories_without_runs(tmp_path, capsys):

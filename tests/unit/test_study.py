@@ -201,6 +201,7 @@ def test_the_ners_arm_writes_its_settings_out():
         (["--arms", "lapx"], "--arms: unknown 'lapx'"),
         (["--tasks", "pong"], "--tasks: unknown 'pong'"),
         (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--seeds", "100", "-3"], r"--seeds must be in \[0, 4294967295\].*got -3"),
         (["--budget", "0"], "--budget must be positive"),
     ],
 )
