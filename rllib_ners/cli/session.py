@@ -62,6 +62,44 @@ def _tune_output(verbose: int) -> Iterator[None]:
             os.environ["RAY_AIR_NEW_OUTPUT"] = saved
 
 
+def check_resources(config, args: argparse.Namespace) -> None:
+    """Refuses a run that Ray cannot place: Tune would wait for the resources
+    forever, printing "No available node types can fulfill resource request".
+    On a cluster (--ray-address or RAY_ADDRESS) an autoscaler may still add
+    them, so there it says so in one line and goes on."""
+    import ray
+
+    if config.algo_class is None:
+        return
+    needed = config.algo_class.default_resource_request(config).required_resources
+    available = ray.cluster_resources()
+    short = {
+        name: (amount, available.get(name, 0.0))
+        for name, amount in needed.items()
+        if amount > available.get(name, 0.0) + 1e-9
+    }
+    if not short:
+        return
+    wanted = ", ".join(f"{amount:g} {name}" for name, (amount, _) in short.items())
+    have = ", ".join(
+        f"{have:g} {name}" if have else f"no {name}"
+        for name, (_, have) in short.items()
+    )
+    fixes = []
+    if "GPU" in short:
+        fixes.append("--num-gpus-per-learner 0 learns on the CPU")
+    if "CPU" in short:
+        fixes.append(
+            "lower --num-env-runners or --num-learners (each takes a CPU, as does "
+            "the driver), or give Ray more CPUs (--num-cpus)"
+        )
+    message = f"each trial needs {wanted}, but Ray has {have}: " + "; ".join(fixes)
+    if getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS"):
+        print(f"note: {message} (waiting: the cluster may add nodes)", flush=True)
+        return
+    raise CLIError(message, 2)
+
+
 class _Job:
     """One Tune experiment to run: trainable, config, stop and what to record."""
 
@@ -88,6 +126,7 @@ def _fit_job(job: _Job, args: argparse.Namespace, *, tune_config=None, callbacks
     checkpoint_at_end."""
     from ray import tune
 
+    check_resources(job.config, args)
     storage = Path(args.storage_path or "~/ray_results").expanduser().resolve()
     run_name = args.name or f"{job.name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     run_dir = storage / run_name

@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import ray
+import torch
 
 from rllib_ners import cli
 from rllib_ners.cli import main
@@ -170,6 +171,20 @@ ERROR_CASES = [
         ["evaluate", "x", "--seed", "-1"],
         "--seed: must be an integer in [0, 4294967295]",
     ),
+    # Resources Ray cannot give: refused, where Tune would wait forever.
+    (
+        ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--stop-iters", "1"]
+        + ["--num-env-runners", "256"],
+        "each trial needs 257 CPU, but Ray has ",
+    ),
+    pytest.param(
+        ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--stop-iters", "1"]
+        + ["--num-env-runners", "0", "--num-gpus-per-learner", "1"],
+        "each trial needs 1 GPU, but Ray has no GPU: --num-gpus-per-learner 0",
+        marks=pytest.mark.skipif(
+            torch.cuda.is_available(), reason="this machine has a GPU"
+        ),
+    ),
     (
         ["train", "--resume", "/no/such/run", "--stop-timesteps", "5", "--seed", "1"],
         "--resume continues a run as it was started, so --stop-timesteps, --seed "
@@ -186,6 +201,24 @@ ERROR_CASES = [
 def test_errors_are_one_clear_line(argv, expected, capsys):
     code = main(argv)
     _assert_one_line_error(code, capsys.readouterr().err, expected)
+
+
+def test_a_run_short_of_resources_on_a_cluster_waits_with_a_note(ray_session, capsys):
+    """On a cluster an autoscaler may add what a run lacks: one line, no error
+    (on a local Ray the same run is refused: ERROR_CASES)."""
+    from rllib_ners import NERSDQNConfig
+    from rllib_ners.cli.session import check_resources
+
+    config = NERSDQNConfig().environment("CartPole-v1")
+    config.env_runners(num_env_runners=256)
+    with pytest.raises(cli.CLIError, match="each trial needs 257 CPU"):
+        check_resources(config, argparse.Namespace(ray_address=None))
+    check_resources(config, argparse.Namespace(ray_address="auto"))
+    out = capsys.readouterr().out
+    assert out.startswith("note: each trial needs 257 CPU, but Ray has ")
+    assert out.rstrip().endswith("(waiting: the cluster may add nodes)")
+    check_resources(config.env_runners(num_env_runners=0), argparse.Namespace())
+    assert capsys.readouterr().out == ""
 
 
 def test_every_train_flag_is_either_a_new_runs_or_taken_by_resume():
