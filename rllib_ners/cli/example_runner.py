@@ -39,7 +39,13 @@ from rllib_ners.cli.progress import (
     return_criterion,
 )
 from rllib_ners.cli.quiet import silence_known_noise
-from rllib_ners.cli.session import _fit_job, _Job, _report, print_next_steps
+from rllib_ners.cli.session import (
+    _fit_job,
+    _Job,
+    _report,
+    check_resources,
+    print_next_steps,
+)
 
 # Without `--num-gpus-per-learner` the Learner goes where it trained faster as
 # measured, where the cluster has a GPU. On an H100/H200 machine with 16 cores,
@@ -140,6 +146,7 @@ def _run_example(config, args, stop, success_metric):
         raise CLIError("--enable-new-api-stack is gone: the new stack is the default")
     if getattr(args, "local_mode", False):
         raise CLIError("--local-mode is no longer supported by Ray")
+    _check_example_numbers(args)
     as_test = bool(args.as_test or getattr(args, "as_release_test", False))
     loud = _flag_given("--verbose") or getattr(args, "log_level", None) is not None
     if not loud:
@@ -167,6 +174,7 @@ def _run_example(config, args, stop, success_metric):
     try:
         _apply_example_args(config, args)
         if args.no_tune:
+            check_resources(config, args)  # (Tune's path checks in _fit_job)
             results, best = _train_in_process(config, stop, success[0])
         else:
             results, best = _train_with_tune(config, args, stop, success[0], loud)
@@ -185,6 +193,29 @@ def _run_example(config, args, stop, success_metric):
     return results
 
 
+# The example flags with a lower bound (RLlib's parser takes any int), checked
+# before Ray starts: out of range, a run fails deep inside a trial or hangs.
+_EXAMPLE_FLAG_MINIMA = {
+    "num_env_runners": 0,
+    "num_envs_per_env_runner": 1,
+    "num_learners": 0,
+    "num_gpus_per_learner": 0,
+    "num_cpus_per_learner": 0,
+    "num_cpus": 0,
+    "stop_iters": 1,
+    "stop_timesteps": 1,
+    "checkpoint_freq": 0,
+}
+
+
+def _check_example_numbers(args) -> None:
+    for dest, minimum in _EXAMPLE_FLAG_MINIMA.items():
+        value = getattr(args, dest, None)
+        if value is not None and not value >= minimum:
+            flag = "--" + dest.replace("_", "-")
+            raise CLIError(f"{flag}={value}: must be >= {minimum}", 2)
+
+
 def _apply_example_args(config, args) -> None:
     """Changes `config` from the example flags the way RLlib's runner does."""
     import ray
@@ -192,6 +223,14 @@ def _apply_example_args(config, args) -> None:
     config.framework(args.framework)
     if args.env is not None and config.env is None:
         config.environment(args.env)
+    elif args.env is not None and args.env != config.env:
+        raise CLIError(
+            f"--env={args.env}: this example sets its own env ({config.env}), so "
+            "the flag would change nothing; train that env with `rllib-ners train "
+            f"--algo ALGO --env {args.env}` or an example for it (`rllib-ners "
+            "examples`)",
+            2,
+        )
     if args.old_api_stack:
         config.api_stack(
             enable_rl_module_and_learner=False,

@@ -516,6 +516,33 @@ def test_example_script_no_tune_trains_in_process(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--num-env-runners=-1"], "--num-env-runners=-1: must be >= 0"),
+        (["--num-envs-per-env-runner=0"], "--num-envs-per-env-runner=0: must be >= 1"),
+        (["--num-gpus-per-learner=-1"], "--num-gpus-per-learner=-1.0: must be >= 0"),
+        (["--stop-timesteps=0"], "--stop-timesteps=0: must be >= 1"),
+        (["--env=Pendulum-v1"], "--env=Pendulum-v1: this example sets its own env"),
+    ],
+)
+def test_an_example_refuses_flags_it_cannot_use(flags, message, capsys):
+    """A tuned example's flags out of range, or an --env the example does not
+    train on: one line naming the flag, exit code 2 (before, -1 EnvRunners
+    failed inside the trial and --env was dropped without a word)."""
+    from ray.rllib.examples.utils import add_rllib_example_script_args
+
+    from rllib_ners import NERSDQNConfig
+    from rllib_ners.cli.example_runner import run_example
+
+    config = NERSDQNConfig().environment("CartPole-v1")
+    args = add_rllib_example_script_args().parse_args(["--stop-iters=1", *flags])
+    with pytest.raises(SystemExit) as exit_info:
+        run_example(config, args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     "flags, gpus_per_learner",
     [([], 0), (["--num-gpus-per-learner=1"], 1), (["--num-gpus-per-learner=0"], 0)],
 )
