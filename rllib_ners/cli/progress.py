@@ -139,9 +139,12 @@ def format_outcome(metrics: Dict[str, Any], stop: Optional[Dict[str, Any]]) -> s
     """`iter 41, env steps 41000, return 465.32 (stop reward 450 reached),
     training time 0:03:30` for a trial's last result."""
     episode_return = _number(_metric(metrics, RETURN_KEY))
+    env_steps = _env_steps(metrics)  # NaN before the first result (a failed start)
     text = (
-        f"iter {metrics.get(ITERS_KEY, 0)}, env steps {_env_steps(metrics):.0f}, "
-        "return " + (f"{episode_return:.2f}" if episode_return is not None else "n/a")
+        f"iter {metrics.get(ITERS_KEY, 0)}, env steps "
+        + (f"{env_steps:.0f}" if env_steps == env_steps else "n/a")
+        + ", return "
+        + (f"{episode_return:.2f}" if episode_return is not None else "n/a")
     )
     criterion = return_criterion(stop or {})
     if criterion is not None:

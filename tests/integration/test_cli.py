@@ -432,6 +432,18 @@ def test_progress_line_has_rate_and_eta():
     assert "n/a" in no_return and "ETA ?" in no_return
 
 
+def test_the_outcome_of_a_trial_that_failed_before_a_result_reads_n_a():
+    """A trial that failed at start has no result: its summary line says n/a,
+    not "env steps nan"."""
+    from rllib_ners.cli.progress import format_outcome
+
+    assert format_outcome({}, {cli.RETURN_KEY: 450}) == (
+        "iter 0, env steps n/a, return n/a (stop reward 450 not reached)"
+    )
+    done = {"training_iteration": 3, "num_env_steps_sampled_lifetime": 3000}
+    assert format_outcome(done, None).startswith("iter 3, env steps 3000, return n/a")
+
+
 def test_progress_line_shows_the_ners_diagnostics_it_finds():
     result = {
         "training_iteration": 3,
