@@ -1,7 +1,7 @@
 """Names shared by the parts of the prioritized episode buffer (no Ray).
 
 The column keys of sampled batches (`sample_batch()`, `sample_sequences()`) and
-the fix that every error about a buffer setting names.
+the fixes that the errors about a buffer setting or a `sample()` argument name.
 """
 
 # Columns of `sample_batch()`.
@@ -18,3 +18,9 @@ NEXT_INDICES = "next_indices"
 
 # Appended to the errors of `check_positive_int` on buffer settings.
 SETTING_FIX = "Set it in `replay_buffer_config` or the buffer's constructor."
+# ... and on `sample()`'s arguments, which an RLlib algorithm takes from its
+# training settings.
+SAMPLE_FIX = (
+    "Pass it to the buffer's `sample()`; RLlib's algorithms pass "
+    "`config.training(train_batch_size_per_learner=..., n_step=...)`."
+)

@@ -27,6 +27,7 @@ from rllib_ners.replay_buffers.buffer_names import (
     NEXT_OBS,
     OBS,
     REWARDS,
+    SAMPLE_FIX,
     SETTING_FIX,
     TERMINATEDS,
     TIMESTEPS,
@@ -232,6 +233,10 @@ def sample_episodes(
     `check_sample_kwargs`; sequences need `n_step=1`).
     """
     check_sample_kwargs(kwargs)
+    # 0 would otherwise fall through to the default batch size unnoticed.
+    for name, value in (("num_items", num_items), ("batch_size_B", batch_size_B)):
+        if value is not None:
+            check_positive_int(name, value, fix=SAMPLE_FIX)
     T = batch_length_T if batch_length_T is not None else buffer.batch_length_T
     if beta is not None:
         check_beta(beta)

@@ -27,7 +27,7 @@ from rllib_ners.replay_buffers.buffer_names import (
     NEXT_OBS,
     OBS,
     REWARDS,
-    SETTING_FIX,
+    SAMPLE_FIX,
     TERMINATEDS,
     TIMESTEPS,
     TRUNCATEDS,
@@ -46,15 +46,15 @@ def normalize_n_step(n_step) -> Tuple[int, int]:
             raise ValueError(
                 f"`n_step` must be an int or a (lo, hi) pair, got n_step={n_step!r}."
             )
-        lo = check_positive_int("n_step[0]", n_step[0], fix=SETTING_FIX)
-        hi = check_positive_int("n_step[1]", n_step[1], fix=SETTING_FIX)
+        lo = check_positive_int("n_step[0]", n_step[0], fix=SAMPLE_FIX)
+        hi = check_positive_int("n_step[1]", n_step[1], fix=SAMPLE_FIX)
         if lo > hi:
             raise ValueError(
                 f"`n_step` range is reversed: n_step={tuple(n_step)!r}. Give it as "
                 f"(lo, hi) with lo <= hi; both ends are inclusive."
             )
         return lo, hi
-    n = check_positive_int("n_step", n_step, fix=SETTING_FIX)
+    n = check_positive_int("n_step", n_step, fix=SAMPLE_FIX)
     return n, n
 
 

@@ -100,6 +100,11 @@ BUFFER_CASES = [
     ("n_step", lambda: _filled().sample_batch(4, n_step=(0, 2))),
     ("gamma", lambda: _filled().sample_batch(4, gamma=1.5)),
     ("num_items", lambda: _filled().sample_batch(0)),
+    # RLlib's `sample()` arguments: 0 must not fall through to the default size.
+    ("num_items", lambda: _filled().sample(num_items=0)),
+    ("batch_size_B", lambda: _filled().sample(batch_size_B=0)),
+    (r"Pass it to the buffer's `sample\(\)`", lambda: _filled().sample(num_items=-2)),
+    (r"config\.training\(", lambda: _filled().sample(4, n_step=0)),
     ("empty replay buffer", lambda: FastPrioritizedEpisodeReplayBuffer(10).sample(2)),
     ("n_step=1", lambda: _filled().sample(batch_size_B=2, batch_length_T=3, n_step=3)),
     (
