@@ -5,7 +5,7 @@ The DQN settings are those of RLlib's own `cartpole_dqn.py` example
 double Q, dueling,
 n-step 2-5, 256-unit tanh layers, epsilon 1 -> 0.02 over 10k steps), with
 the replay buffer switched to `NERSEpisodeReplayBuffer` and the sampler's
-defaults (README, "NERS settings": PER's priority times a learned correction,
+defaults (docs/ners.md, "Settings": PER's priority times a learned correction,
 the log-probability objective, an update at every episode end, replay reward
 from the training episodes against a moving baseline).
 
@@ -61,7 +61,7 @@ config = (
         training_intensity=32 / 5,
         overlap_sampling=args.overlap_sampling,
     )
-    .ners()  # the sampler's defaults (README, "NERS settings")
+    .ners()  # the sampler's defaults (docs/ners.md, "Settings")
     .debugging(seed=args.seed)
 )
 
