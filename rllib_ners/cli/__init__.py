@@ -43,6 +43,7 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 from rllib_ners.cli.common import (
+    INTERRUPTED_EXIT_CODE,
     ITERS_KEY,
     PROG,
     RETURN_KEY,
@@ -106,7 +107,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return error.code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT_CODE
 
 
 def _study(argv: List[str]) -> int:
@@ -122,7 +123,7 @@ def _study(argv: List[str]) -> int:
         return int(exit_.code or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT_CODE
 
 
 _COMMANDS: Dict[str, Callable[[argparse.Namespace], int]] = {

@@ -22,6 +22,8 @@ RUN_INFO_FILE = "rllib_ners_run.json"
 RETURN_KEY = f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
 STEPS_KEY = NUM_ENV_STEPS_SAMPLED_LIFETIME
 ITERS_KEY = "training_iteration"
+# The exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED_EXIT_CODE = 130
 
 
 class CLIError(Exception):

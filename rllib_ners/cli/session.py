@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from rllib_ners.cli.common import (
+    INTERRUPTED_EXIT_CODE,
     PROG,
     RUN_INFO_FILE,
     CLIError,
@@ -189,13 +190,20 @@ def print_next_steps(run_dir: Path, checkpoint) -> None:
 
 def _report(results, run_dir: Path, stop=None, started=None) -> int:
     """Prints one line per trial (its outcome against `stop`), the wall time since
-    `started`, the run directory and the next commands; CLIError if a trial failed.
-    """
-    failed = 0
+    `started`, the run directory and the next commands; CLIError if a trial failed
+    or was interrupted (exit code 130, as for Ctrl-C)."""
+    failed = interrupted = 0
     checkpoint = None
     for result in results:
         metrics = result.metrics or {}
-        status = "FAILED" if result.error else "done"
+        # Tune marks the last result of a trial it stopped `done`; a trial it
+        # left running when the run was interrupted (Ctrl-C) is not.
+        if result.error:
+            status = "FAILED"
+        elif metrics.get("done"):
+            status = "done"
+        else:
+            status, interrupted = "interrupted", interrupted + 1
         trial = Path(result.path).name if result.path else "?"
         print(f"trial {trial}: {status}, {format_outcome(metrics, stop)}", flush=True)
         if result.checkpoint is not None:
@@ -212,6 +220,12 @@ def _report(results, run_dir: Path, stop=None, started=None) -> int:
             f"{failed} of {len(results)} trial(s) failed (see error.txt in the trial "
             f"directories); after fixing the cause continue with `{PROG} resume "
             f"{run_dir}`"
+        )
+    if interrupted:
+        raise CLIError(
+            f"interrupted: {interrupted} of {len(results)} trial(s) stopped before "
+            f"their stop criteria; continue with `{PROG} resume {run_dir}`",
+            code=INTERRUPTED_EXIT_CODE,
         )
     print_next_steps(run_dir, checkpoint)
     return 0

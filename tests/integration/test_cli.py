@@ -432,6 +432,32 @@ def test_progress_line_has_rate_and_eta():
     assert "n/a" in no_return and "ETA ?" in no_return
 
 
+def test_an_interrupted_run_is_not_reported_as_done(tmp_path, capsys):
+    """Tune returns normally from Ctrl-C, leaving the trials it stopped short
+    without `done`: the summary says so and exits 130 with the resume command,
+    as a finished run (every trial `done`) exits 0."""
+    from types import SimpleNamespace
+
+    from rllib_ners.cli.session import _report
+
+    def trial(name, done):
+        metrics = {"training_iteration": 5, "done": done}
+        return SimpleNamespace(
+            metrics=metrics, error=None, path=str(tmp_path / name), checkpoint=None
+        )
+
+    assert _report([trial("a", True), trial("b", True)], tmp_path) == 0
+    assert "trial a: done, iter 5" in capsys.readouterr().out
+    with pytest.raises(cli.CLIError) as raised:
+        _report([trial("a", True), trial("b", False)], tmp_path)
+    assert raised.value.code == 130
+    assert str(raised.value) == (
+        "interrupted: 1 of 2 trial(s) stopped before their stop criteria; "
+        f"continue with `rllib-ners resume {tmp_path}`"
+    )
+    assert "trial b: interrupted, iter 5" in capsys.readouterr().out
+
+
 def test_the_outcome_of_a_trial_that_failed_before_a_result_reads_n_a():
     """A trial that failed at start has no result: its summary line says n/a,
     not "env steps nan"."""
