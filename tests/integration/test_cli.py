@@ -203,19 +203,20 @@ def test_errors_are_one_clear_line(argv, expected, capsys):
     _assert_one_line_error(code, capsys.readouterr().err, expected)
 
 
-def test_a_run_short_of_resources_on_a_cluster_waits_with_a_note(ray_session, capsys):
+def test_a_run_short_of_resources_on_a_cluster_waits_with_a_note(monkeypatch, capsys):
     """On a cluster an autoscaler may add what a run lacks: one line, no error
     (on a local Ray the same run is refused: ERROR_CASES)."""
     from rllib_ners import NERSDQNConfig
     from rllib_ners.cli.session import check_resources
 
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 4.0})
     config = NERSDQNConfig().environment("CartPole-v1")
     config.env_runners(num_env_runners=256)
     with pytest.raises(cli.CLIError, match="each trial needs 257 CPU"):
         check_resources(config, argparse.Namespace(ray_address=None))
     check_resources(config, argparse.Namespace(ray_address="auto"))
     out = capsys.readouterr().out
-    assert out.startswith("note: each trial needs 257 CPU, but Ray has ")
+    assert out.startswith("note: each trial needs 257 CPU, but Ray has 4 CPU: ")
     assert out.rstrip().endswith("(waiting: the cluster may add nodes)")
     check_resources(config.env_runners(num_env_runners=0), argparse.Namespace())
     assert capsys.readouterr().out == ""
@@ -385,6 +386,8 @@ def test_train_flags_reach_config_stop_and_tune(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(
         cli.train, "_ray_session", lambda args: contextlib.nullcontext()
     )
+    # No Ray here: the resources a local Ray would have.
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0})
     _FakeTuner.calls.clear()
     argv = ["train", "file", str(PY_EXAMPLE), "--config", TINY, "--env", "CartPole-v1"]
     argv += ["--num-env-runners", "1", "--num-learners", "0"]
