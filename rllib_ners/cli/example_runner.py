@@ -45,6 +45,7 @@ from rllib_ners.cli.session import (
     _report,
     check_resources,
     print_next_steps,
+    sigterm_as_sigint,
 )
 
 # Without `--num-gpus-per-learner` the Learner goes where it trained faster as
@@ -172,12 +173,13 @@ def _run_example(config, args, stop, success_metric):
             logging_level=logging.INFO if loud else logging.WARNING,
         )
     try:
-        _apply_example_args(config, args)
-        if args.no_tune:
-            check_resources(config, args)  # (Tune's path checks in _fit_job)
-            results, best = _train_in_process(config, stop, success[0])
-        else:
-            results, best = _train_with_tune(config, args, stop, success[0], loud)
+        with sigterm_as_sigint():  # after ray.init(): see sigterm_as_sigint
+            _apply_example_args(config, args)
+            if args.no_tune:
+                check_resources(config, args)  # (Tune's path checks in _fit_job)
+                results, best = _train_in_process(config, stop, success[0])
+            else:
+                results, best = _train_with_tune(config, args, stop, success[0], loud)
     finally:
         if started_ray:
             ray.shutdown()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,8 +25,36 @@ from rllib_ners.cli.progress import ProgressCallback, format_duration, format_ou
 
 
 @contextmanager
+def sigterm_as_sigint() -> Iterator[None]:
+    """Within: SIGTERM (`kill`, `timeout`, a job scheduler) stops the command as
+    Ctrl-C does. Tune handles SIGINT only (it saves the experiment and returns);
+    Ray's own SIGTERM handler on the driver (`sys.exit`) ended the command in
+    the middle of Tune's loop, the experiment unsaved and the trial's actors
+    left running. Outside Tune's run, SIGINT's handler raises
+    KeyboardInterrupt, so the `finally` blocks that shut Ray down run either
+    way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def forward(signum, frame):
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:  # SIG_IGN / SIG_DFL set by someone else: stop as SIGINT's default
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def _ray_session(args: argparse.Namespace) -> Iterator[None]:
-    """Starts (or joins, with --ray-address) Ray unless it is up; shuts down after."""
+    """Starts (or joins, with --ray-address) Ray unless it is up; shuts down after
+    (on SIGTERM too: `sigterm_as_sigint`)."""
     import ray
 
     started = False
@@ -41,7 +71,9 @@ def _ray_session(args: argparse.Namespace) -> Iterator[None]:
             ) from None
         started = True
     try:
-        yield
+        # After ray.init(), which sets a SIGTERM handler of its own (sys.exit).
+        with sigterm_as_sigint():
+            yield
     finally:
         if started:
             ray.shutdown()

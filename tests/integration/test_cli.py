@@ -8,8 +8,10 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -459,6 +461,55 @@ def test_an_interrupted_run_is_not_reported_as_done(tmp_path, capsys):
         f"continue with `rllib-ners resume {tmp_path}`"
     )
     assert "trial b: interrupted, iter 5" in capsys.readouterr().out
+
+
+def _ray_worker_pids() -> set:
+    """The pids of this machine's Ray worker processes (`ray::...`)."""
+    done = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True)
+    return {
+        int(line.split(None, 1)[0])
+        for line in done.stdout.splitlines()[1:]
+        if line.split(None, 1)[-1].startswith("ray::")
+    }
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+    """`kill`, `timeout` and job schedulers send SIGTERM: the run is saved and
+    reported interrupted with the resume command (exit 130), and the Ray it
+    started ends with it. (Ray's own SIGTERM handler left the trial's actors
+    running.)"""
+    before = _ray_worker_pids()
+    command = [sys.executable, "-m", "rllib_ners.cli", "train", "--algo", "NERS-DQN"]
+    command += ["--env", "CartPole-v1", "--stop-timesteps", "1000000", "--num-cpus"]
+    command += ["2", "--num-env-runners", "0", "--storage-path", str(tmp_path)]
+    command += ["--name", "run"]
+    process = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    for line in process.stdout:  # until the first iteration's progress line
+        lines.append(line)
+        if line.startswith("iter "):
+            break
+    process.send_signal(signal.SIGTERM)
+    rest, _ = process.communicate(timeout=120)
+    output = "".join(lines) + rest
+    assert process.returncode == 130, output
+    assert ": interrupted, iter " in output, output
+    assert f"continue with `rllib-ners resume {tmp_path / 'run'}`" in output
+    assert (tmp_path / "run" / "tuner.pkl").exists()
+    for _ in range(30):  # the actors end within a few seconds of the driver
+        left = _ray_worker_pids() - before
+        if not left:
+            break
+        time.sleep(0.5)
+    assert not left, f"Ray workers left running: {left}"
 
 
 def test_the_outcome_of_a_trial_that_failed_before_a_result_reads_n_a():
