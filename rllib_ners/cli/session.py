@@ -126,6 +126,8 @@ def check_resources(config, args: argparse.Namespace) -> None:
             "lower --num-env-runners or --num-learners (each takes a CPU, as does "
             "the driver), or give Ray more CPUs (--num-cpus)"
         )
+    if not fixes:  # a resource of another kind (custom, memory)
+        fixes.append("ask for less in the config, or start Ray with more")
     message = f"each trial needs {wanted}, but Ray has {have}: " + "; ".join(fixes)
     if getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS"):
         print(f"note: {message} (waiting: the cluster may add nodes)", flush=True)

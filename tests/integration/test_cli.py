@@ -222,6 +222,10 @@ def test_a_run_short_of_resources_on_a_cluster_waits_with_a_note(monkeypatch, ca
     assert out.rstrip().endswith("(waiting: the cluster may add nodes)")
     check_resources(config.env_runners(num_env_runners=0), argparse.Namespace())
     assert capsys.readouterr().out == ""
+    # A resource of another kind: the message still says what to do.
+    config.env_runners(custom_resources_per_env_runner={"tpu_slice": 1})
+    with pytest.raises(cli.CLIError, match="needs 1 tpu_slice, but Ray has no "):
+        check_resources(config.env_runners(num_env_runners=1), argparse.Namespace())
 
 
 def test_every_train_flag_is_either_a_new_runs_or_taken_by_resume():
