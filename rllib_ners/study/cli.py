@@ -33,7 +33,6 @@ from rllib_ners.study.declarations import (
     load_declarations,
 )
 from rllib_ners.study.report import DEFAULT_TITLE, write_report
-from rllib_ners.utils.rng import MAX_SEED
 
 
 def _check_names(given: Sequence[str], known: Dict, option: str) -> List[str]:
@@ -234,6 +233,8 @@ def _run(args, results_dir: Path) -> int:
 
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got --jobs {args.jobs}")
+    from rllib_ners.utils.rng import MAX_SEED  # (in here: see rllib_ners.study)
+
     bad_seeds = [seed for seed in args.seeds if not 0 <= seed <= MAX_SEED]
     if bad_seeds:
         raise SystemExit(
