@@ -231,8 +231,7 @@ def _run(args, results_dir: Path) -> int:
     CSV in child processes (or, with --dry-run, lists them)."""
     from rllib_ners.study import runs
 
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs must be at least 1, got --jobs {args.jobs}")
+    _check_jobs(args.jobs)
     from rllib_ners.utils.rng import MAX_SEED  # (in here: see rllib_ners.study)
 
     bad_seeds = [seed for seed in args.seeds if not 0 <= seed <= MAX_SEED]
@@ -313,8 +312,7 @@ def _report(args, argv) -> int:
     title = args.title.strip()
     if not title or "\n" in title:
         raise SystemExit(f"--title must be one non-empty line, got {args.title!r}")
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs must be at least 1, got --jobs {args.jobs}")
+    _check_jobs(args.jobs)
     given = _without_jobs(list(sys.argv[1:] if argv is None else argv))
     write_report(
         args.results_dir,
@@ -328,6 +326,12 @@ def _report(args, argv) -> int:
         jobs=args.jobs,
     )
     return 0
+
+
+def _check_jobs(jobs: int) -> None:
+    """`--jobs` of `run` (runs at once) and `report` (bootstrap processes)."""
+    if jobs < 1:
+        raise SystemExit(f"--jobs must be at least 1, got --jobs {jobs}")
 
 
 def _without_jobs(argv: List[str]) -> List[str]:
