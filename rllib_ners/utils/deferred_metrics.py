@@ -65,6 +65,11 @@ class DeferredMetrics:
         return len(self._records)
 
     def log_value(self, key, value, **kwargs) -> None:
+        if getattr(value, "requires_grad", False):
+            # Kept until the flush, a loss would keep its update's whole
+            # autograd graph alive into the next updates (RLlib's logger
+            # detaches what it keeps, too).
+            value = value.detach()
         key = _as_key(key)
         record = self._records.get(key)
         if record is None:

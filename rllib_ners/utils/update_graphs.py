@@ -36,9 +36,13 @@ updates run eagerly, said once in the log. Restoring a Learner calls `reset()`:
 graphs are captured again from the restored state.
 
 Where a capture fails (an op that waits on the host, a host-to-device copy in
-the update) the update runs eagerly from then on, said once in the log with the
-error. Without CUDA, `EagerStandInGraph` runs the same schedule for tests: it
-runs the update at the capture and at each replay, writing the outputs into the
+the update) the update runs eagerly from then on, said once in a WARNING log
+line with the update's own error; the CUDA generator's state and the current
+stream are put back as they were before the capture, so that the eager updates
+draw what they would have drawn.
+
+Without CUDA, `EagerStandInGraph` runs the same schedule for tests: it runs
+the update at the capture and at each replay, writing the outputs into the
 capture's tensors as a replay does. No Ray imports.
 """
 
@@ -95,6 +99,10 @@ def copy_into(targets, sources) -> None:
             copy_into(target, source)
 
 
+def _detached(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach() if tensor.requires_grad else tensor
+
+
 def _last_only(kwargs) -> bool:
     return kwargs.get("window") == 1 or kwargs.get("reduce") == "item"
 
@@ -108,11 +116,12 @@ class RecordedMetrics:
     def __init__(self):
         self.calls: List[Tuple[str, tuple, dict]] = []
 
+    # Values are kept detached: the capture's autograd graph is not kept alive.
     def log_value(self, key, value, **kwargs) -> None:
-        self.calls.append(("log_value", (key, value), kwargs))
+        self.calls.append(("log_value", (key, map_tensors(_detached, value)), kwargs))
 
     def log_dict(self, value_dict, **kwargs) -> None:
-        self.calls.append(("log_dict", (value_dict,), kwargs))
+        self.calls.append(("log_dict", (map_tensors(_detached, value_dict),), kwargs))
 
     def log_lazy(self, key, compute, **kwargs) -> None:
         if kwargs.get("window") != 1:
@@ -150,10 +159,23 @@ class CudaUpdateGraph:
         self._recorded: Optional[RecordedMetrics] = None
 
     def capture(self, recorded_update: Callable[[], Tuple[Any, RecordedMetrics]]):
-        # Only this thread's unsafe calls end the capture: Ray's own threads
-        # may touch CUDA meanwhile.
-        with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):
-            outputs, self._recorded = recorded_update()
+        # A capture that fails leaves torch's CUDA generator registered with the
+        # dead graph: every later random draw of the process then fails
+        # ("Offset increment outside graph capture encountered unexpectedly"),
+        # and torch leaves the capture's stream current. Both are put back as
+        # they were before the capture, which ran no kernel.
+        generator = torch.cuda.default_generators[torch.cuda.current_device()]
+        generator_before = generator.clone_state()
+        stream_before = torch.cuda.current_stream()
+        try:
+            # Only this thread's unsafe calls end the capture: Ray's own
+            # threads may touch CUDA meanwhile.
+            with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):
+                outputs, self._recorded = recorded_update()
+        except BaseException:
+            generator.graphsafe_set_state(generator_before)
+            torch.cuda.set_stream(stream_before)
+            raise
         return outputs, self._recorded
 
     def replay(self) -> RecordedMetrics:
@@ -226,17 +248,19 @@ class UpdateGraphs:
         self.num_captures = 0
         self.num_replays = 0
         self._entries: Dict[Hashable, _Entry] = {}
+        self._side_stream = None
 
     def reset(self) -> None:
         """Drops every graph (e.g. after the owner's state was restored): the
         next updates warm up and capture again."""
         self._entries.clear()
 
-    def disable(self, reason: str) -> None:
+    def disable(self, reason: str, *, level: int = logging.INFO) -> None:
         """Updates run eagerly from now on; says why once in the log."""
         if self.disabled_because is None:
             self.disabled_because = reason
-            logger.info(
+            logger.log(
+                level,
                 "%s: updates run eagerly instead of from CUDA graphs: %s.",
                 self.name,
                 reason,
@@ -256,7 +280,7 @@ class UpdateGraphs:
             entry = self._entries[(key, signature)] = _Entry()
         if entry.warmups < self.warmup_updates:
             entry.warmups += 1
-            return _on_a_side_stream(update, inputs)
+            return self._on_the_side_stream(update, inputs)
         if entry.graph is None:
             return self._capture(entry, inputs, update, owner)
         if self.fingerprint() != entry.fingerprint:
@@ -290,7 +314,10 @@ class UpdateGraphs:
             outputs, recorded = graph.capture(recorded_update)
         except Exception as error:  # noqa: BLE001 - any failure: eager from now on
             _synchronize_device()
-            self.disable(f"capturing the update failed: {error!r}")
+            self.disable(
+                f"capturing the update failed: {capture_failure(error)}",
+                level=logging.WARNING,
+            )
             return update(inputs)
         entry.graph, entry.outputs = graph, outputs
         entry.fingerprint = self.fingerprint()
@@ -306,18 +333,32 @@ class UpdateGraphs:
         recorded.log_into(owner.metrics)
         return entry.outputs
 
+    def _on_the_side_stream(self, update: Callable, inputs: Inputs):
+        """`update(inputs)`; on a GPU on one side stream, as torch requires of
+        the updates before a capture (the inputs' stream waited for first).
+        One stream for every warm-up: state made on first use (the autograd
+        nodes that accumulate each parameter's gradient among it) remembers
+        the stream it was made on."""
+        if not torch.cuda.is_available() or not _on_cuda(inputs):
+            return update(inputs)
+        if self._side_stream is None:
+            self._side_stream = torch.cuda.Stream()
+        side = self._side_stream
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            outputs = update(inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        return outputs
 
-def _on_a_side_stream(update: Callable, inputs: Inputs):
-    """`update(inputs)`; on a GPU on a side stream, as torch requires of the
-    updates before a capture (the inputs' stream waited for first)."""
-    if not torch.cuda.is_available() or not _on_cuda(inputs):
-        return update(inputs)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        outputs = update(inputs)
-    torch.cuda.current_stream().wait_stream(side)
-    return outputs
+
+def capture_failure(error: BaseException) -> str:
+    """What made a capture fail: where torch's end of the capture raised
+    because the update had raised inside it, both errors, the update's first
+    (the end's error alone only says that the capture was invalidated)."""
+    inner = error.__cause__ or error.__context__
+    if inner is None or inner is error:
+        return repr(error)
+    return f"{inner!r} (then, ending the capture: {error!r})"
 
 
 def _on_cuda(inputs: Inputs) -> bool:

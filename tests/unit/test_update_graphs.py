@@ -224,3 +224,54 @@ def test_lazy_metrics_with_a_window_are_not_capturable():
 def test_warmup_updates_must_be_positive():
     with pytest.raises(ValueError, match="warmup_updates must be >= 1"):
         UpdateGraphs(fingerprint=tuple, warmup_updates=0)
+
+
+class CaptureInvalidated(EagerStandInGraph):
+    """A capture that fails as torch's does when the update reads a value on
+    the host: the update's error, then the capture's end raising another."""
+
+    runs_at_capture = False
+
+    def capture(self, recorded_update):
+        try:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        finally:
+            raise RuntimeError(
+                "operation failed due to a previous error during capture"
+            )
+
+
+def test_a_failed_capture_runs_the_update_eagerly_and_names_its_error(caplog):
+    eager, graphed = Owner(), Owner()
+    graphs = UpdateGraphs(
+        fingerprint=graphed.fingerprint, make_graph=CaptureInvalidated, warmup_updates=1
+    )
+    with caplog.at_level(logging.INFO, logger="rllib_ners.utils.update_graphs"):
+        for batch in batches(5):
+            eager.update(batch)
+            graphs.run((), batch, graphed.update, graphed)
+    assert_same_state(eager, graphed)  # every update made once, eagerly
+    assert graphs.num_captures == 0 and graphs.num_replays == 0
+    reason = graphs.disabled_because
+    # The update's own error first: the capture's end only says it failed.
+    assert reason.index("not permitted when stream is capturing") < reason.index(
+        "previous error during capture"
+    )
+    [record] = [r for r in caplog.records if "eagerly" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+
+
+def test_logged_tensors_keep_no_autograd_graph():
+    """What an update logs is kept until the iteration's flush (deferred) or
+    for the graph's life (recorded): detached, it keeps no autograd graph."""
+    weight = torch.ones(2, requires_grad=True)
+    loss = (weight * 3.0).sum()
+    deferred, recorded = DeferredMetrics(), RecordedMetrics()
+    for metrics in (deferred, recorded):
+        metrics.log_value(("m", "loss"), loss, window=1)
+        metrics.log_dict({"m": {"loss_sum": loss}}, reduce="sum")
+    (_, (_, recorded_value), _), (_, (recorded_dict,), _) = recorded.calls
+    kept = [value for _, value in flushed(deferred)]
+    kept += [recorded_value, recorded_dict["m"]["loss_sum"]]
+    assert len(kept) == 4
+    assert all(value.grad_fn is None and torch.equal(value, loss) for value in kept)

@@ -311,10 +311,15 @@ class NERSSACTorchLearner(
         self, module_id, fwd_out, alpha, actor_loss, alpha_loss, critic_losses, td_error
     ) -> None:
         """RLlib's window-1 SAC statistics, in RLlib's key order: its `log_dict`
-        (sorted), then the twin's loss."""
+        (sorted), then the twin's loss. Each computes from detached tensors:
+        kept until the iteration's flush, a loss would keep its update's
+        autograd graph alive into the next updates."""
         q_curr = fwd_out[Q_CURR].detach()
-        logp_resampled = fwd_out[LOGP_RESAMPLED]
+        logp_resampled = fwd_out[LOGP_RESAMPLED].detach()
         target_entropy = self.target_entropy[module_id]
+        actor_loss, alpha_loss = actor_loss.detach(), alpha_loss.detach()
+        alpha, td_error = alpha.detach(), td_error.detach()
+        critic_losses = {key: loss.detach() for key, loss in critic_losses.items()}
         statistics = {
             POLICY_LOSS_KEY: lambda: actor_loss,
             QF_LOSS_KEY: lambda: critic_losses[QF_LOSS_KEY],
@@ -322,7 +327,7 @@ class NERSSACTorchLearner(
             "alpha_value": lambda: alpha[0],
             "log_alpha_value": lambda: torch.log(alpha)[0],
             "target_entropy": lambda: target_entropy,
-            LOGPS_KEY: lambda: torch.mean(logp_resampled.detach()),
+            LOGPS_KEY: lambda: torch.mean(logp_resampled),
             QF_MEAN_KEY: lambda: torch.mean(q_curr),
             QF_MAX_KEY: lambda: torch.max(q_curr),
             QF_MIN_KEY: lambda: torch.min(q_curr),

@@ -142,9 +142,12 @@ class RainbowDQNTorchLearner(
         self.metrics.log_value(
             (module_id, TD_ERROR_KEY), td_error, reduce="item_series"
         )
-        q_stats = q_selected.detach()
+        # Detached: kept until the iteration's flush, these would keep the
+        # update's autograd graph alive into the next updates.
+        q_stats, td_error = q_selected.detach(), td_error.detach()
+        loss_value = total_loss.detach()
         statistics = {
-            QF_LOSS_KEY: lambda: total_loss,
+            QF_LOSS_KEY: lambda: loss_value,
             QF_MEAN_KEY: lambda: torch.mean(q_stats),
             QF_MAX_KEY: lambda: torch.max(q_stats),
             QF_MIN_KEY: lambda: torch.min(q_stats),

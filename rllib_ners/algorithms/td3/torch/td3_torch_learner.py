@@ -266,11 +266,13 @@ class TD3TorchLearner(
                 self.metrics.log_value(
                     (module_id, TD_ERROR_KEY), delta, reduce="item_series"
                 )
-        q_preds = fwd_out[QF_PREDS].detach()
+        # Detached: kept until the iteration's flush, these would keep the
+        # update's autograd graph alive into the next updates.
+        q_preds, loss_value = fwd_out[QF_PREDS].detach(), loss.detach()
         self.log_statistics(
             module_id,
             {
-                QF_LOSS_KEY: lambda: loss.detach(),
+                QF_LOSS_KEY: lambda: loss_value,
                 QF_MAX_KEY: lambda: torch.max(q_preds),
                 QF_MEAN_KEY: lambda: torch.mean(q_preds),
                 QF_MIN_KEY: lambda: torch.min(q_preds),
@@ -300,7 +302,8 @@ class TD3TorchLearner(
             targets = PolyakTargets(module.get_target_network_pairs())
             self.polyak_targets[module_id] = targets
         targets.update(config.tau)
-        self.log_statistics(module_id, {POLICY_LOSS_KEY: lambda: actor_loss.detach()})
+        actor_loss = actor_loss.detach()
+        self.log_statistics(module_id, {POLICY_LOSS_KEY: lambda: actor_loss})
         self.metrics.log_value((module_id, NUM_ACTOR_UPDATES), 1, reduce="lifetime_sum")
 
     def _gradient_step(
