@@ -65,12 +65,14 @@ Without CUDA the `-gpu` arms are left out (a dry run of the rest on the CPU).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -153,6 +155,29 @@ def graph_captured(update):
     with torch.cuda.graph(graph):
         update()
     return graph.replay
+
+
+def graph_status(arm) -> str:
+    """How an arm's Learner made its updates with `cuda_graph_updates`: its
+    captures and replays, or why it updated eagerly; "" for other arms."""
+    algo = getattr(arm, "algo", None)
+    if algo is None or not algo.config.cuda_graph_updates:
+        return ""
+    from rllib_ners.algorithms.common.cuda_graph_updates import (
+        cuda_graph_update_blocker,
+    )
+    from rllib_ners.seam.algorithm import local_learner_of
+
+    learner = local_learner_of(algo.learner_group)
+    if learner.update_graphs is None:
+        return f"no CUDA graphs: {cuda_graph_update_blocker(learner)}"
+    graphs = learner.update_graphs
+    status = (
+        f"CUDA graphs: {graphs.num_captures} captured, {graphs.num_replays} replays"
+    )
+    if graphs.disabled_because is not None:
+        status += f"; then eager: {graphs.disabled_because}"
+    return status
 
 
 def _on_learner_device(config, device: str):
@@ -606,16 +631,29 @@ def main(argv=None) -> int:
         load_before = os.getloadavg()
         arms = BUILDERS[args.suite](names, args.steps)
         try:
-            for name, arm in arms.items():
+            for name, arm in list(arms.items()):
                 print(f"warming up {name}", flush=True)
-                arm.warm_up()
+                try:
+                    arm.warm_up()
+                except Exception:  # report it; the other arms still run
+                    print(f"{name} left out: its warm-up failed:", flush=True)
+                    traceback.print_exc(limit=-8)
+                    del arms[name]
+                    with contextlib.suppress(Exception):
+                        arm.close()
+            if not arms:
+                return 1
             median = peers.measure(arms, args.rounds, args.steps)
+            graphs = {name: graph_status(arm) for name, arm in arms.items()}
         finally:
             for arm in arms.values():
                 arm.close()
     finally:
         ray.shutdown()
     report(args.suite, median, args, load_before, arms)
+    for name, status in graphs.items():
+        if status:
+            print(f"{name}: {status}")
     return 0
 
 
