@@ -380,10 +380,9 @@ def squashed_gaussian_sample_and_logp(
     dist.sample()`, `logp = dist.logp(actions)` (the `GetActions` connector: the
     log-probability of the squashed action, through atanh), as the same tensor
     ops in the same order without the distribution objects. The same random
-    draw (`torch.normal`) and the same values, bit for bit (tested)."""
+    draw as `torch.normal` and the same values, bit for bit (tested)."""
     loc, scale = _squashed_gaussian_parameters(logits)
-    with torch.no_grad():  # torch.distributions.Normal.sample()
-        unsquashed = torch.normal(loc, scale)
+    unsquashed = gaussian_sample(loc, scale)
     actions = squash(unsquashed, low, high)
     # TorchSquashedGaussian.logp: _unsquash, then _squashed_logp.
     unsquashed = (actions - low) / (high - low) * 2.0 - 1.0
@@ -405,12 +404,27 @@ def squashed_gaussian_draw_and_logp(
     objects."""
     loc, scale = _squashed_gaussian_parameters(logits)
     if reparameterized:  # torch.distributions.Normal.rsample()
-        noise = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
-        unsquashed = loc + noise * scale
+        unsquashed = loc + _standard_normal(loc) * scale
     else:
-        with torch.no_grad():
-            unsquashed = torch.normal(loc, scale)
+        unsquashed = gaussian_sample(loc, scale)
     return squash(unsquashed, low, high), _squashed_logp(unsquashed, loc, scale)
+
+
+def gaussian_sample(loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """`torch.normal(loc, scale)` (what `torch.distributions.Normal.sample()`
+    draws), without gradients: the same draw and the same values, bit for bit
+    (torch computes `z * scale + loc` from standard normal `z` itself). But
+    `torch.normal` with a tensor `scale` checks `scale >= 0` by reading a value
+    on the host (`std.min().ge(0).item()` in torch 2.11's distribution
+    templates): a wait for the GPU per call, and an op no CUDA graph can
+    capture. SAC's `scale` is an exponential, never negative."""
+    with torch.no_grad():
+        return _standard_normal(loc) * scale + loc
+
+
+def _standard_normal(like: torch.Tensor) -> torch.Tensor:
+    """Standard normal draws in a new contiguous tensor of `like`'s shape."""
+    return torch.empty(like.shape, dtype=like.dtype, device=like.device).normal_()
 
 
 # Element-wise activation modules whose `forward()` is a pure function of its

@@ -45,6 +45,7 @@ from rllib_ners.algorithms.common.target_updates import (
 from rllib_ners.utils.torch_ops import (
     EpsilonGreedyChoice,
     cached_fused_adam_lists,
+    gaussian_sample,
     mlp_layers_of,
     run_mlp_layers,
     step_optimizer,
@@ -472,3 +473,19 @@ def test_step_optimizers_shares_kernels_and_equals_stepping_each():
         for index, state in theirs.items():
             for key, value in state.items():
                 assert torch.equal(value, ours[index][key]), (index, key)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(7,), (256, 3), (33, 17)])
+def test_gaussian_sample_draws_what_torch_normal_draws(shape, dtype):
+    """`gaussian_sample` (no host check of the scale, so a CUDA graph can
+    capture it) equals `torch.normal(loc, scale)` from the same seed, bit for
+    bit, for the non-contiguous halves SAC's logits are split into."""
+    logits = torch.randn(*shape[:-1], 2 * shape[-1], dtype=dtype)
+    loc, log_std = logits.chunk(2, dim=-1)
+    scale = log_std.exp()
+    torch.manual_seed(11)
+    expected = torch.normal(loc, scale)
+    torch.manual_seed(11)
+    got = gaussian_sample(loc, scale)
+    assert got.is_contiguous() and torch.equal(got, expected)
