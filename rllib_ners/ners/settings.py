@@ -148,9 +148,13 @@ class NERSSettings:
             keep the encoder's output for each stored observation between
             sampler updates and score with it instead of running the CNN again
             (`rllib_ners.ners.encoding_cache`; the same scores, as the encoder
-            only changes at sampler updates). On by default; False encodes
-            every scored batch afresh. Vector observations never use it (their
-            MLP encoder costs less than the lookup).
+            only changes at sampler updates). None (the default): cached,
+            except by a Learner that replays its updates from CUDA graphs
+            (`cuda_graph_updates=True` on a GPU), which encodes inside the
+            graph, as the cache's host-side bookkeeping cannot be captured.
+            True caches in any case (such a Learner then updates eagerly);
+            False encodes every scored batch afresh. Vector observations never
+            use it (their MLP encoder costs less than the lookup).
         diagnostics_sample_size: The per-iteration sampler diagnostics of
             `result["ners"]` look at a uniform random subset of this many stored
             transitions when the buffer holds more (all of them otherwise).
@@ -179,7 +183,7 @@ class NERSSettings:
     linear_skip: bool = True
     linear_skip_lr: Optional[float] = 3e-2
     feature_normalization: str = "running"
-    cache_encodings: bool = True
+    cache_encodings: Optional[bool] = None
     diagnostics_sample_size: int = DIAGNOSTICS_SAMPLE_SIZE
 
     def __post_init__(self):
@@ -257,10 +261,14 @@ class NERSSettings:
             choice("baseline", BASELINES),
             choice("parameterization", PARAMETERIZATIONS),
             choice("train_draw", TRAIN_DRAWS),
-            *[
-                (name, getattr(self, name), _is_bool, "it must be True or False")
-                for name in ("linear_skip", "cache_encodings")
-            ],
+            ("linear_skip", self.linear_skip, _is_bool, "it must be True or False"),
+            (
+                "cache_encodings",
+                self.cache_encodings,
+                lambda v: v is None or _is_bool(v),
+                "it must be True, False, or None (cached unless the Learner "
+                "replays its updates from CUDA graphs)",
+            ),
             (
                 "linear_skip_lr",
                 self.linear_skip_lr,

@@ -142,9 +142,7 @@ def test_a_cpu_learner_updates_eagerly_and_says_why(small_dqn, caplog):
     assert len(said) == 1 and "not a CUDA device" in said[0]
 
 
-def test_the_ners_encoding_cache_updates_eagerly_and_says_why(small_dqn, caplog):
-    """NERS scoring with cached image encodings (host-side bookkeeping) is
-    not captured: the Learner updates eagerly and says so once."""
+def _image_ners_dqn(small_dqn, **ners):
     config = small_dqn(
         env=TinyBoolImageEnv,
         train_batch_size_per_learner=16,
@@ -152,7 +150,18 @@ def test_the_ners_encoding_cache_updates_eagerly_and_says_why(small_dqn, caplog)
         replay_buffer_config={"capacity": 2000},
         min_sample_timesteps_per_iteration=100,
     )
-    algo, learner = _build(config, graphs=True)
+    return config.ners(**ners) if ners else config
+
+
+def test_a_requested_ners_encoding_cache_updates_eagerly_and_says_why(
+    small_dqn, caplog
+):
+    """NERS scoring with cached image encodings (host-side bookkeeping) is
+    not captured: asked for, the cache stays and the Learner updates eagerly,
+    saying so once."""
+    algo, learner = _build(
+        _image_ners_dqn(small_dqn, cache_encodings=True), graphs=True
+    )
     try:
         with caplog.at_level(logging.INFO, logger=LOGGER):
             algo.train()
@@ -162,6 +171,29 @@ def test_the_ners_encoding_cache_updates_eagerly_and_says_why(small_dqn, caplog)
         algo.stop()
     said = [r.getMessage() for r in caplog.records if "run eagerly" in r.getMessage()]
     assert len(said) == 1 and "encoding cache" in said[0]
+
+
+def test_ners_image_scoring_is_captured_without_the_cache(
+    small_dqn, one_torch_thread, caplog
+):
+    """`cache_encodings` left unset: a Learner that captures its updates drops
+    the cache (said once) and encodes inside the graph; it trains as the eager
+    Learner without the cache does (`cache_encodings=False`), bit for bit."""
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        results, weights, buffer, graphs = _train(
+            _image_ners_dqn(small_dqn), graphs=True
+        )
+    said = [r.getMessage() for r in caplog.records if "caching image" in r.getMessage()]
+    assert len(said) == 1
+    assert graphs is not None and graphs.disabled_because is None
+    assert graphs.num_captures == 1 and graphs.num_replays > 10
+    eager = _train(_image_ners_dqn(small_dqn, cache_encodings=False), graphs=False)
+    for name, tensor in weights.items():
+        assert torch.equal(tensor, eager[1][name]), name
+    buffer_eager = dict(_flat(eager[2]))
+    for key, value in _flat(buffer):
+        if not key.startswith(("_partial_returns/", "_open_episodes/")):
+            np.testing.assert_array_equal(value, buffer_eager[key], err_msg=key)
 
 
 def test_a_restored_learner_captures_again_and_continues_as_eager(

@@ -156,7 +156,7 @@ SETTINGS_CASES = [
 CONFIG_CASES = [
     ("hidden_size", lambda: _ners_dqn(hidden_size=0).validate()),
     ("lr", lambda: _ners_dqn(lr=0).validate()),
-    ("cache_encodings", lambda: _ners_dqn(cache_encodings=None).validate()),
+    ("cache_encodings", lambda: _ners_dqn(cache_encodings="yes").validate()),
     (
         "diagnostics_sample_size",
         lambda: _ners_dqn(diagnostics_sample_size=1.5).validate(),

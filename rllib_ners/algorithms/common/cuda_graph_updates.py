@@ -19,12 +19,15 @@ Learners and configs a graph cannot serve update eagerly and say why in one
 INFO log line (`cuda_graph_update_blocker`): a Learner not on CUDA, several
 Learners (their all-reduce), a torch-compiled update, mixed precision, torch LR
 schedulers, the gradient step reading values on the host (`host_reads=True`),
-optimizers other than Adam, NERS scoring with cached image encodings (the
-cache's lookups and stores keep host-side bookkeeping: not captured yet), a
-batch carrying `weights_seq_no` (the off-policyness metric reads a host
-counter). NERS scoring otherwise is captured with the update: the scorer's
-forward pass and its running statistics (updated in place, nothing read on the
-host); its REINFORCE step stays eager.
+optimizers other than Adam, NERS scoring with image encodings cached at the
+user's request (`cache_encodings=True`; the cache's lookups and stores keep
+host-side bookkeeping), a batch carrying `weights_seq_no` (the off-policyness
+metric reads a host counter). NERS scoring otherwise is captured with the
+update: the scorer's forward pass and its running statistics (updated in
+place, nothing read on the host); its REINFORCE step stays eager. With
+`cache_encodings=None` (the default), a Learner that captures its updates drops
+the cache and encodes image observations inside the graph, said once in the
+log.
 Learning-rate schedules and restored optimizer states are caught before each
 replay (`UpdateGraphs` fingerprint), restores by `set_state`.
 """
@@ -62,10 +65,14 @@ def cuda_graph_update_blocker(learner) -> Optional[str]:
         return reason
     if learner.host_reads:
         return "host_reads=True: the gradient step reads values on the host"
-    if getattr(learner, "ners_encoding_cache", None) is not None:
+    if (
+        getattr(learner, "ners_encoding_cache", None) is not None
+        and learner.ners_settings.cache_encodings
+    ):
         return (
             "the NERS encoding cache looks up and stores encodings with host-side "
-            "bookkeeping (cache_encodings=True; not captured yet)"
+            "bookkeeping (cache_encodings=True; None, the default, encodes inside "
+            "the captured update)"
         )
     for optimizer in learner_optimizers(learner):
         if type(optimizer) not in CAPTURABLE_OPTIMIZERS:
@@ -147,6 +154,18 @@ class CudaGraphUpdates:
                 reason,
             )
             return
+        if getattr(self, "ners_encoding_cache", None) is not None:
+            # Its lookups keep host-side bookkeeping that no graph replays; the
+            # image encoder's pass runs inside the graph instead (the same
+            # encodings within float tolerance).
+            self.ners_encoding_cache = None
+            logger.info(
+                "%s: cuda_graph_updates=True: NERS scoring encodes each replayed "
+                "batch inside the captured update instead of caching image "
+                "encodings (config.ners(cache_encodings=True) keeps the cache "
+                "and updates eagerly).",
+                type(self).__name__,
+            )
         make_capturable(learner_optimizers(self))
         self.update_graphs = UpdateGraphs(
             fingerprint=lambda: optimizers_fingerprint(self),

@@ -117,8 +117,11 @@ class NERSConfigMixin:
                 standardised by running statistics before tanh) or "none" (raw
                 r, delta, q and t / timestep_scale, as the reference code).
             cache_encodings: Reuse the separate image encoder's output for a
-                stored observation between sampler updates when scoring
-                (default True; the same scores, less CNN work).
+                stored observation between sampler updates when scoring (the
+                same scores, less CNN work). None (default): cached, except by
+                a Learner replaying its updates from CUDA graphs
+                (`cuda_graph_updates=True`), which encodes inside the graph;
+                True: cached in any case (such a Learner updates eagerly).
             diagnostics_sample_size: Stored transitions the per-iteration
                 sampler diagnostics look at, a uniform random subset when the
                 buffer holds more (default 8192).

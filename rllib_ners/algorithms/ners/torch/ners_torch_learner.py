@@ -111,7 +111,7 @@ class NERSTorchLearnerMixin:
         settings = self.ners_settings
         if not (
             self.scored_batches_carry_encoding_keys
-            and settings.cache_encodings
+            and settings.cache_encodings is not False
             and settings.encoder == "separate"
             and is_image_space(observation_space)
         ):
