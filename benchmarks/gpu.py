@@ -96,6 +96,7 @@ SUITES = {
         "per-gpu-graph",
         "per-gpu-graph-act",
         "ners-gpu",
+        "ners-gpu-graph",
         "per-cpu",
         "floor-gpu",
     ),

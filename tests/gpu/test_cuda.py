@@ -380,6 +380,9 @@ GRAPH_CASES = {
     "td3_ners": TRAIN_CASES["td3_ners"],
     "ddpg_uniform": lambda: build_small_td3("uniform", config=DDPGConfig()),
     "atari_data_efficient_rainbow_per": lambda: _atari_rainbow("per"),
+    # NERS image scoring inside the graph (the eager arm uses the encoding
+    # cache: the same encodings within float tolerance).
+    "atari_data_efficient_rainbow_ners": lambda: _atari_rainbow("ners"),
 }
 
 
