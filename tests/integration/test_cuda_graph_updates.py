@@ -97,6 +97,16 @@ def _flat(state, prefix=""):
             yield f"{prefix}{key}", value
 
 
+def _assert_same_weights_and_buffer(weights, buffer, eager) -> None:
+    """The weights and replay buffer of a run equal those of `eager`'s run."""
+    for name, tensor in weights.items():
+        assert torch.equal(tensor, eager[1][name]), name
+    buffer_eager = dict(_flat(eager[2]))
+    for key, value in _flat(buffer):
+        if not key.startswith(("_partial_returns/", "_open_episodes/")):
+            np.testing.assert_array_equal(value, buffer_eager[key], err_msg=key)
+
+
 @pytest.mark.parametrize(
     "algorithm",
     ["rainbow_per", "dqn_ners", "sac_per", "sac_ners", "td3_per", "td3_ners"],
@@ -112,12 +122,7 @@ def test_graph_updates_train_as_eager_updates(
     assert graphs.num_captures == (2 if algorithm.startswith("td3") else 1)
     assert graphs.num_replays > 50
     assert eager[3] is None
-    for name, tensor in weights.items():
-        assert torch.equal(tensor, eager[1][name]), name
-    buffer_eager = dict(_flat(eager[2]))
-    for key, value in _flat(buffer):
-        if not key.startswith(("_partial_returns/", "_open_episodes/")):
-            np.testing.assert_array_equal(value, buffer_eager[key], err_msg=key)
+    _assert_same_weights_and_buffer(weights, buffer, eager)
     for a, b in zip(results, eager[0]):
         assert a[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN] == pytest.approx(
             b[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
@@ -188,12 +193,7 @@ def test_ners_image_scoring_is_captured_without_the_cache(
     assert graphs is not None and graphs.disabled_because is None
     assert graphs.num_captures == 1 and graphs.num_replays > 10
     eager = _train(_image_ners_dqn(small_dqn, cache_encodings=False), graphs=False)
-    for name, tensor in weights.items():
-        assert torch.equal(tensor, eager[1][name]), name
-    buffer_eager = dict(_flat(eager[2]))
-    for key, value in _flat(buffer):
-        if not key.startswith(("_partial_returns/", "_open_episodes/")):
-            np.testing.assert_array_equal(value, buffer_eager[key], err_msg=key)
+    _assert_same_weights_and_buffer(weights, buffer, eager)
 
 
 def test_a_restored_learner_captures_again_and_continues_as_eager(
