@@ -749,6 +749,19 @@ def test_plot_groups_trials_by_replay_type(tmp_path, capsys):
     assert "ners_run: 2" in capsys.readouterr().out
 
 
+def test_plot_output_is_an_image_file(tmp_path, capsys):
+    """`-o` without a suffix writes (and names) a PNG; a suffix matplotlib
+    cannot write is refused in one line before any run is read."""
+    run = tmp_path / "run"
+    _write_trial(run, "DQN_CartPole-v1_0", None, [1, 2, 3])
+    assert main(["plot", str(run), "-o", str(tmp_path / "curves")]) == 0
+    assert (tmp_path / "curves.png").exists()
+    assert f"wrote {tmp_path / 'curves.png'} " in capsys.readouterr().out
+    code = main(["plot", str(tmp_path / "no_run"), "-o", str(tmp_path / "c.txt")])
+    _assert_one_line_error(code, capsys.readouterr().err, "-o/--output")
+    assert not (tmp_path / "c.txt").exists()
+
+
 def test_video_writer_missing_is_a_clear_error(monkeypatch, capsys):
     monkeypatch.setattr(cli.evaluate, "_module_available", lambda name: False)
     code = main(["evaluate", "/no/such/checkpoint", "--video", "out.mp4"])
