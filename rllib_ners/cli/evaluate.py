@@ -77,9 +77,19 @@ def _checkpoint_config(checkpoint: Path):
     return config
 
 
+# What the writers below write: GIFs with Pillow; with imageio's ffmpeg any of
+# these; with OpenCV .mp4 and .avi.
+VIDEO_SUFFIXES = (".gif", ".mp4", ".avi", ".mov", ".mkv", ".webm")
+
+
 def video_writer(path: Path) -> Callable[[List[np.ndarray], float], None]:
     """A function writing RGB frames to `path`, or CLIError if nothing can."""
     suffix = path.suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise CLIError(
+            f"--video {path}: not a video file name; end it in .mp4 or .gif "
+            f"(or {', '.join(sorted(set(VIDEO_SUFFIXES) - {'.mp4', '.gif'}))})"
+        )
     if suffix == ".gif" and _module_available("PIL"):
 
         def write_gif(frames, fps):

@@ -768,6 +768,11 @@ def test_video_writer_missing_is_a_clear_error(monkeypatch, capsys):
     _assert_one_line_error(code, capsys.readouterr().err, "no video writer available")
 
 
+def test_a_video_file_name_without_a_video_suffix_is_refused(capsys):
+    code = main(["evaluate", "/no/such/checkpoint", "--video", "out.txt"])
+    _assert_one_line_error(code, capsys.readouterr().err, "end it in .mp4 or .gif")
+
+
 def test_video_writers_write_frames(tmp_path):
     frames = [np.full((32, 48, 3), i * 20, dtype=np.uint8) for i in range(5)]
     cli.video_writer(tmp_path / "v.gif")(frames, 10)
