@@ -37,6 +37,7 @@ from rllib_ners.cli.progress import (
     format_progress,
     progress_point,
     return_criterion,
+    unknown_stop_keys_note,
 )
 from rllib_ners.cli.quiet import silence_known_noise
 from rllib_ners.cli.session import (
@@ -339,6 +340,10 @@ def _train_in_process(config, stop, success_key) -> Tuple[Dict[str, Any], Any]:
                 result = algo.train()
                 results_file.write(json.dumps(result, cls=SafeFallbackEncoder) + "\n")
                 results_file.flush()
+                if previous is None:
+                    note = unknown_stop_keys_note(result, stop)
+                    if note:
+                        print(note, flush=True)
                 print(format_progress(result, previous, stop), flush=True)
                 previous = progress_point(result)
                 best = _best(best, _metric(result, success_key))

@@ -4,6 +4,7 @@ of a trial in the closing summary."""
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, Dict, Optional, Tuple
 
@@ -161,6 +162,39 @@ def format_outcome(metrics: Dict[str, Any], stop: Optional[Dict[str, Any]]) -> s
     return text
 
 
+def unknown_stop_keys_note(result: Dict[str, Any], stop: Dict[str, Any]) -> str:
+    """For a run's first result: a line naming each stop key the result lacks
+    (a typo stops nothing: the run would go on until another criterion, or
+    forever), with the result keys closest to it; "" where all are there. The
+    return and the env-step keys appear later in some runs, so are not named."""
+    expected_late = {RETURN_KEY, ITERS_KEY, *STEP_BUDGET_KEYS}
+    missing = [
+        key for key in stop if key not in expected_late and _metric(result, key) is None
+    ]
+    if not missing:
+        return ""
+    known = list(_key_paths(result))
+    notes = []
+    for key in missing:
+        close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
+        hint = f" (closest: {', '.join(close)})" if close else ""
+        notes.append(f"{key!r}{hint}")
+    return (
+        f"note: stop key(s) not in the first result, so they stop nothing until "
+        f"they appear: {'; '.join(notes)}"
+    )
+
+
+def _key_paths(tree: Dict[str, Any], prefix: str = "", depth: int = 4):
+    """The "a/b/c" paths of a result's values, down to `depth` levels."""
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and depth > 1:
+            yield from _key_paths(value, f"{path}/", depth - 1)
+        else:
+            yield path
+
+
 class ProgressCallback(Callback):
     """Tune callback printing one progress line per training iteration."""
 
@@ -173,6 +207,10 @@ class ProgressCallback(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         name = str(trial) if len(trials) > 1 else ""
+        if trial.trial_id not in self._previous:
+            note = unknown_stop_keys_note(result, self.stop)
+            if note:
+                print(note, flush=True)
         line = format_progress(
             result, self._previous.get(trial.trial_id), self.stop, name
         )

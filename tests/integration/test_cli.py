@@ -441,6 +441,31 @@ def test_progress_line_has_rate_and_eta():
     assert "n/a" in no_return and "ETA ?" in no_return
 
 
+def test_a_stop_key_missing_from_the_first_result_is_named_once(capsys):
+    """A typo in --stop would stop nothing, and the run would go on: the first
+    result names each such key with the closest result keys, once; the keys
+    that some runs only report later (the return) are not named."""
+    from rllib_ners.cli.progress import ProgressCallback
+
+    stop = {"env_runners/episode_reward_mean": 100, cli.RETURN_KEY: 100}
+    callback = ProgressCallback(stop)
+
+    class Trial:
+        trial_id = "t"
+
+    result = {"training_iteration": 1, "env_runners": {"num_episodes": 2}}
+    result["env_runners"]["episode_len_mean"] = 20.0
+    for _ in range(2):
+        callback.on_trial_result(0, [Trial()], Trial(), result)
+    notes = [
+        line for line in capsys.readouterr().out.splitlines() if "stop key" in line
+    ]
+    assert len(notes) == 1
+    assert "'env_runners/episode_reward_mean'" in notes[0]
+    assert "closest: env_runners/episode_len_mean" in notes[0]
+    assert cli.RETURN_KEY not in notes[0]
+
+
 def test_an_interrupted_run_is_not_reported_as_done(tmp_path, capsys):
     """Tune returns normally from Ctrl-C, leaving the trials it stopped short
     without `done`: the summary says so and exits 130 with the resume command,
