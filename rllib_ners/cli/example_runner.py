@@ -149,6 +149,7 @@ def _run_example(config, args, stop, success_metric):
     if getattr(args, "local_mode", False):
         raise CLIError("--local-mode is no longer supported by Ray")
     _check_example_numbers(args)
+    _refuse_unused_example_flags(args)
     as_test = bool(args.as_test or getattr(args, "as_release_test", False))
     loud = _flag_given("--verbose") or getattr(args, "log_level", None) is not None
     if not loud:
@@ -209,6 +210,31 @@ _EXAMPLE_FLAG_MINIMA = {
     "stop_timesteps": 1,
     "checkpoint_freq": 0,
 }
+
+
+# Flags of RLlib's example parser that a tuned example here does not use:
+# each example builds its own algorithm and its agents.
+_UNUSED_EXAMPLE_FLAGS = {
+    "--algo": "the example builds its own algorithm; run another example, or "
+    "`rllib-ners train --algo ALGO --env ENV`",
+    "--num-agents": "the example sets its own agents",
+    "--tune-max-report-freq": "Tune reports every training iteration here",
+}
+
+
+def _refuse_unused_example_flags(args) -> None:
+    """A flag RLlib's example parser takes but these examples would ignore is
+    refused before Ray starts, instead of changing nothing unseen."""
+    for flag, why in _UNUSED_EXAMPLE_FLAGS.items():
+        if _flag_given(flag):
+            raise CLIError(f"{flag}: not used by this example: {why}", 2)
+    framework = getattr(args, "framework", "torch")
+    if framework not in (None, "torch"):
+        raise CLIError(
+            f"--framework={framework}: this package's algorithms are PyTorch "
+            "only; leave the flag out (torch is the default)",
+            2,
+        )
 
 
 def _check_example_numbers(args) -> None:

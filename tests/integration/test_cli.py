@@ -644,19 +644,26 @@ def test_example_script_no_tune_trains_in_process(tmp_path):
         (["--num-gpus-per-learner=-1"], "--num-gpus-per-learner=-1.0: must be >= 0"),
         (["--stop-timesteps=0"], "--stop-timesteps=0: must be >= 1"),
         (["--env=Pendulum-v1"], "--env=Pendulum-v1: this example sets its own env"),
+        (["--algo=PPO"], "--algo: not used by this example"),
+        (["--num-agents=2"], "--num-agents: not used by this example"),
+        (["--tune-max-report-freq=5"], "--tune-max-report-freq: not used"),
+        (["--framework=tf2"], "--framework=tf2: this package's algorithms are"),
     ],
 )
-def test_an_example_refuses_flags_it_cannot_use(flags, message, capsys):
-    """A tuned example's flags out of range, or an --env the example does not
-    train on: one line naming the flag, exit code 2 (before, -1 EnvRunners
-    failed inside the trial and --env was dropped without a word)."""
+def test_an_example_refuses_flags_it_cannot_use(flags, message, capsys, monkeypatch):
+    """A tuned example's flags out of range, an --env the example does not
+    train on, or a flag of RLlib's example parser that it does not use: one
+    line naming the flag, exit code 2 (before, -1 EnvRunners failed inside the
+    trial and the others were dropped without a word)."""
     from ray.rllib.examples.utils import add_rllib_example_script_args
 
     from rllib_ners import NERSDQNConfig
     from rllib_ners.cli.example_runner import run_example
 
     config = NERSDQNConfig().environment("CartPole-v1")
-    args = add_rllib_example_script_args().parse_args(["--stop-iters=1", *flags])
+    argv = ["--stop-iters=1", *flags]
+    monkeypatch.setattr(sys, "argv", ["example.py", *argv])
+    args = add_rllib_example_script_args().parse_args(argv)
     with pytest.raises(SystemExit) as exit_info:
         run_example(config, args)
     assert exit_info.value.code == 2
