@@ -4,6 +4,7 @@ loading tuned examples (Python scripts and old-style `rllib train` YAML)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import io
@@ -88,12 +89,33 @@ def _resolve_algo(name: str) -> type:
             cls = get_trainable_cls(name)
     except Exception:  # TuneError: "Unknown trainable"
         raise CLIError(
-            f"unknown algorithm {name!r}: not registered with Ray Tune (try NERS-DQN, "
-            "ACER, RainbowDQN, DQN, SAC or PPO)"
+            f"unknown algorithm {name!r}: not registered with Ray Tune "
+            f"({_algo_suggestion(name)})"
         ) from None
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise CLIError(f"{name!r} is a Tune trainable but not an RLlib algorithm")
     return cls
+
+
+# This package's algorithms, as `register_with_tune` names them.
+PACKAGE_ALGORITHMS = ("NERS-DQN", "NERS-SAC", "RainbowDQN", "ACER", "TD3", "DDPG")
+
+
+def _algo_suggestion(name: str) -> str:
+    """ "did you mean X?" for a name that differs from a known algorithm's only
+    in case, dashes or underscores, or is close to one; else the usual names."""
+    from ray.rllib.algorithms.registry import ALGORITHMS
+
+    known = [*PACKAGE_ALGORITHMS, *ALGORITHMS]
+
+    def squashed(text: str) -> str:
+        return text.lower().replace("-", "").replace("_", "")
+
+    same = [algo for algo in known if squashed(algo) == squashed(name)]
+    close = same or difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(close)}?"
+    return "try NERS-DQN, NERS-SAC, RainbowDQN, ACER, TD3, DQN, SAC or PPO"
 
 
 def _check_env(env: Any) -> None:

@@ -99,6 +99,8 @@ def trained_run(ray_cluster, tmp_path_factory):
 
 ERROR_CASES = [
     (["train", "--algo", "FOO", "--env", "CartPole-v1"], "unknown algorithm 'FOO'"),
+    (["train", "--algo", "ners-dqn", "--env", "CartPole-v1"], "did you mean NERS-DQN?"),
+    (["train", "--algo", "td_3", "--env", "CartPole-v1"], "did you mean TD3?"),
     (
         ["train", "--algo", "ACER", "--env", "Pendulum-v1", "--stop-iters", "1"],
         "invalid config: ACER supports Discrete action spaces only",
