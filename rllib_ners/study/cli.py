@@ -57,6 +57,9 @@ def _add_declarations(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_RESULTS_DIR = "the study's folder: one CSV per finished run, the report beside"
+
+
 def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -68,7 +71,12 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
     _add_run_command(commands)
     _add_status_command(commands)
     _add_report_command(commands)
-    listing = commands.add_parser("list", help="the declared tasks and arms")
+    listing = commands.add_parser(
+        "list",
+        help="the declared tasks and arms",
+        description="Print the declared tasks (env, algorithm, budget, evaluation "
+        "points) and arms (replay method and its settings) that `study run` takes.",
+    )
     _add_declarations(listing)
     # One run, in a child process of `run` (not for users: no help entry).
     one = commands.add_parser("run-one")
@@ -83,7 +91,12 @@ def build_parser(prog: str = "rllib-ners study") -> argparse.ArgumentParser:
 
 def _add_run_command(commands) -> None:
     run = commands.add_parser(
-        "run", help="train the runs that have no CSV yet (resumable)"
+        "run",
+        help="train the runs that have no CSV yet (resumable)",
+        description="Train every (task, arm, seed) run that has no CSV in "
+        "--results-dir yet, --jobs at a time, each in its own process with one "
+        "torch thread; a finished run writes its CSV, so running the same command "
+        "again resumes where the last one stopped.",
     )
     run.add_argument(
         "--tasks",
@@ -105,7 +118,7 @@ def _add_run_command(commands) -> None:
         help="seeds (default 100-104; keep 0-9 for tuning)",
     )
     run.add_argument("--jobs", type=int, default=1, help="runs at once")
-    run.add_argument("--results-dir", type=Path, required=True)
+    run.add_argument("--results-dir", type=Path, required=True, help=_RESULTS_DIR)
     run.add_argument(
         "--budget",
         type=int,
@@ -124,8 +137,11 @@ def _add_status_command(commands) -> None:
     status = commands.add_parser(
         "status",
         help="finished, training and to-do runs, and the CPU hours used and left",
+        description="Count the finished, training and to-do runs in "
+        "--results-dir and estimate the CPU hours used and left from the "
+        "finished runs' own timings.",
     )
-    status.add_argument("--results-dir", type=Path, required=True)
+    status.add_argument("--results-dir", type=Path, required=True, help=_RESULTS_DIR)
     status.add_argument(
         "--tasks",
         nargs="+",
@@ -149,9 +165,14 @@ def _add_status_command(commands) -> None:
 
 def _add_report_command(commands) -> None:
     report = commands.add_parser(
-        "report", help="write report.md and report.png from the CSVs alone"
+        "report",
+        help="write report.md and report.png from the CSVs alone",
+        description="Write report.md and report.png into --results-dir from its "
+        "CSVs alone: per task and arm the IQM of the normalised score with "
+        "seeded bootstrap intervals (rliable), and the pairwise comparisons; the "
+        "same CSVs always give the same report.",
     )
-    report.add_argument("--results-dir", type=Path, required=True)
+    report.add_argument("--results-dir", type=Path, required=True, help=_RESULTS_DIR)
     report.add_argument(
         "--also",
         type=Path,

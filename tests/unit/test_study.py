@@ -6,6 +6,7 @@ known and regenerate byte for byte from the CSVs."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import re
 from pathlib import Path
@@ -907,3 +908,22 @@ def test_a_config_rllib_refuses_stops_the_study_before_any_run(
         "config: ValueError: `n_step` must be an integer >= 1",
     ):
         cli.main([*argv, "--declarations", str(bad), *dry_run])
+
+
+def test_every_study_command_says_what_it_does():
+    """`rllib-ners study CMD --help` opens with a description of CMD, and
+    --results-dir says what the folder holds (the hidden run-one aside)."""
+    from rllib_ners.study.cli import build_parser
+
+    commands = next(
+        action
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    for name, parser in commands.choices.items():
+        if name == "run-one":
+            continue
+        assert parser.description, name
+        help_text = parser.format_help()
+        if "--results-dir" in help_text:
+            assert "one CSV per finished run" in help_text, name
