@@ -191,7 +191,11 @@ def _add_train_run_options(train: argparse.ArgumentParser) -> None:
         help="checkpoint every N iterations (0: never)",
     )
     train.add_argument(
-        "--checkpoint-at-end", action="store_true", help="checkpoint the final state"
+        "--checkpoint-at-end",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="checkpoint the final state, which `rllib-ners evaluate` takes "
+        "(default: on, as the tuned examples do)",
     )
     train.add_argument(
         "--max-failures",

@@ -73,7 +73,7 @@ _NEW_RUN_FLAGS = {
     "storage_path": None,
     "name": None,
     "checkpoint_freq": 0,
-    "checkpoint_at_end": False,
+    "checkpoint_at_end": True,
     "max_failures": 0,
 }
 

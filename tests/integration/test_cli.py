@@ -427,6 +427,27 @@ def test_train_flags_reach_config_stop_and_tune(tmp_path, monkeypatch, capsys):
     _assert_one_line_error(code, capsys.readouterr().err, "exists already")
 
 
+@pytest.mark.parametrize(
+    "flag, at_end", [([], True), (["--no-checkpoint-at-end"], False)]
+)
+def test_train_checkpoints_at_the_end_by_default(
+    flag, at_end, tmp_path, monkeypatch, capsys
+):
+    """A final checkpoint (what `evaluate` takes) unless asked not to, as the
+    tuned examples run by themselves write one."""
+    monkeypatch.setattr(ray.tune, "Tuner", _FakeTuner)
+    monkeypatch.setattr(
+        cli.train, "_ray_session", lambda args: contextlib.nullcontext()
+    )
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0})
+    _FakeTuner.calls.clear()
+    argv = ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--config", TINY]
+    argv += ["--stop-iters", "1", "--storage-path", str(tmp_path), *flag]
+    assert main(argv) == 0
+    ((_, _, run_config),) = _FakeTuner.calls
+    assert run_config.checkpoint_config.checkpoint_at_end is at_end
+
+
 def test_progress_line_has_rate_and_eta():
     result = {
         "training_iteration": 2,
