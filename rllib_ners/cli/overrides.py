@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from rllib_ners.cli.common import (
     ITERS_KEY,
+    PROG,
     RETURN_KEY,
     STEPS_KEY,
     CLIError,
@@ -271,6 +272,15 @@ def _patched_argv_and_path(argv: List[str], directory: Path) -> Iterator[None]:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
+def _script_flags_hint(path: Path, script_args: Sequence[str]) -> str:
+    """Where to look when an example's own parser refused its flags (all of
+    them came after `--`, where they belong)."""
+    listing = f"`{PROG} train file {path} -- --help` lists its flags"
+    if script_args:
+        return f"the example has no such flag, or wants another value: {listing}"
+    return f"its flags go after `--`; {listing}"
+
+
 def load_python_example(path: Path, script_args: Sequence[str] = ()):
     """Loads a tuned example's module-level `config` (and its parsed `args`).
 
@@ -292,8 +302,8 @@ def load_python_example(path: Path, script_args: Sequence[str] = ()):
                 raise CLIError("", code=0) from None
             reason = _last_line(captured.getvalue()) or f"exit code {exit_.code}"
             raise CLIError(
-                f"{path.name}'s own argument parser failed: {reason} (its flags go "
-                "after `--`; see `-- --help`)"
+                f"{path.name}'s own argument parser failed: {reason} "
+                f"({_script_flags_hint(path, script_args)})"
             ) from None
         except CLIError:
             raise

@@ -201,6 +201,16 @@ ERROR_CASES = [
 ]
 
 
+def test_a_flag_the_example_lacks_points_to_its_help(capsys):
+    """Flags after `--` go to the example's own parser; one it lacks is
+    named with where to find the example's flags (not told to move it after
+    `--`, where it already is)."""
+    code = main(["train", "file", str(PY_EXAMPLE), "--", "--no-such-flag"])
+    err = capsys.readouterr().err
+    _assert_one_line_error(code, err, "the example has no such flag")
+    assert f"train file {PY_EXAMPLE} -- --help" in err
+
+
 @pytest.mark.parametrize("argv, expected", ERROR_CASES, ids=lambda v: str(v)[:40])
 def test_errors_are_one_clear_line(argv, expected, capsys):
     code = main(argv)
