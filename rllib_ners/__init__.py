@@ -59,9 +59,20 @@ __all__ = [
 ]
 
 
+# The names Tune knows this package's algorithms by.
+TUNE_NAMES = {
+    "NERS-DQN": NERSDQN,
+    "NERS-SAC": NERSSAC,
+    "RainbowDQN": RainbowDQN,
+    "ACER": ACER,
+    "TD3": TD3,
+    "DDPG": DDPG,
+}
+
+
 def register_with_tune() -> None:
-    """Registers "NERS-DQN", "NERS-SAC", "RainbowDQN", "ACER", "TD3", "DDPG" and
-    the Atari env creator with Tune.
+    """Registers this package's algorithms under their `TUNE_NAMES` and the
+    Atari env creator with Tune.
 
     Runs on import and after every `ray.init()`. Tune's registry forgets names
     at `ray.shutdown()`; code that looks them up while Ray is down after a
@@ -70,12 +81,8 @@ def register_with_tune() -> None:
     """
     from ray.tune.registry import register_trainable
 
-    register_trainable("NERS-DQN", NERSDQN)
-    register_trainable("NERS-SAC", NERSSAC)
-    register_trainable("RainbowDQN", RainbowDQN)
-    register_trainable("ACER", ACER)
-    register_trainable("TD3", TD3)
-    register_trainable("DDPG", DDPG)
+    for name, algorithm in TUNE_NAMES.items():
+        register_trainable(name, algorithm)
     register_atari_env()
 
 

@@ -98,16 +98,14 @@ def _resolve_algo(name: str) -> type:
     return cls
 
 
-# This package's algorithms, as `register_with_tune` names them.
-PACKAGE_ALGORITHMS = ("NERS-DQN", "NERS-SAC", "RainbowDQN", "ACER", "TD3", "DDPG")
-
-
 def _algo_suggestion(name: str) -> str:
     """ "did you mean X?" for a name that differs from a known algorithm's only
     in case, dashes or underscores, or is close to one; else the usual names."""
     from ray.rllib.algorithms.registry import ALGORITHMS
 
-    known = [*PACKAGE_ALGORITHMS, *ALGORITHMS]
+    from rllib_ners import TUNE_NAMES
+
+    known = [*TUNE_NAMES, *ALGORITHMS]
 
     def squashed(text: str) -> str:
         return text.lower().replace("-", "").replace("_", "")
