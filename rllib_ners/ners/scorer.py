@@ -252,6 +252,7 @@ class NERSScorer(nn.Module):
         *,
         all_reduce_sum: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
         scalars: Optional[torch.Tensor] = None,
+        host_reads: Optional[bool] = None,
     ) -> None:
         """Merges a scored batch's r, delta, q, t into the running statistics
         (the parallel form of Welford's update; rows with a non-finite value are
@@ -261,13 +262,14 @@ class NERSScorer(nn.Module):
         (the Learners' shards): their counts and sums are added up first, so every
         process merges the same numbers and keeps identical statistics.
         `scalars`: the batch's `scalar_columns`, if already built.
+        `host_reads`: see `scalar_moments`.
         """
         if self.settings.feature_normalization == "none":
             return
         with torch.no_grad():
             if scalars is None:
                 scalars = self.scalar_columns(batch)
-            moments = self.scalar_moments(scalars)
+            moments = self.scalar_moments(scalars, host_reads=host_reads)
             if all_reduce_sum is not None:
                 moments = all_reduce_sum(moments)
             num = NUM_SCALAR_FEATURES

@@ -43,15 +43,21 @@ draw what they would have drawn.
 
 Without CUDA, `EagerStandInGraph` runs the same schedule for tests: it runs
 the update at the capture and at each replay, writing the outputs into the
-capture's tensors as a replay does. No Ray imports.
+capture's tensors as a replay does. Its capture fails, as a CUDA capture would,
+where the update reads a tensor on the host (`HostReadGuard`), so CPU tests
+find what would keep an update from being captured on a GPU. No Ray imports.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import traceback
 from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +154,124 @@ class RecordedMetrics:
             getattr(metrics, method)(*args, **kwargs)
 
 
+# Ops that make the host wait for the device (or copy host data to it), which a
+# CUDA graph capture refuses. Seen below the Python API, so also where torch or
+# RLlib call them: `torch.normal` with a tensor `std` checks `std.min() >= 0`
+# on the host inside its kernel.
+_HOST_READING_OPS = {
+    "aten::_local_scalar_dense": "reads a tensor's value on the host (.item(), "
+    "float(t), bool(t), `if t:`)",
+    "aten::nonzero": "computes an output whose shape depends on values "
+    "(nonzero)",
+    "aten::masked_select": "computes an output whose shape depends on values "
+    "(masked_select)",
+    "aten::_unique2": "computes an output whose shape depends on values (unique)",
+    "aten::unique_consecutive": "computes an output whose shape depends on "
+    "values (unique_consecutive)",
+    "aten::unique_dim": "computes an output whose shape depends on values "
+    "(unique)",
+    "aten::is_nonzero": "reads a tensor's truth value on the host",
+    "aten::equal": "compares tensors on the host (torch.equal)",
+    "aten::lift_fresh": "makes a tensor from host data (torch.tensor, "
+    "torch.as_tensor, torch.from_numpy): a host-to-device copy on a GPU",
+}
+# Overloads whose kernels check values on the host.
+_HOST_READING_OVERLOADS = {
+    "aten::normal.Tensor_Tensor": "draws torch.normal with a tensor std, "
+    "whose kernel checks std >= 0 on the host",
+    "aten::normal.float_Tensor": "draws torch.normal with a tensor std, "
+    "whose kernel checks std >= 0 on the host",
+    "aten::repeat_interleave.Tensor": "computes an output whose shape depends "
+    "on values (repeat_interleave without output_size)",
+}
+_HOST_COPYING_METHODS = {
+    torch.Tensor.cpu: "copies a tensor to the host (.cpu())",
+    torch.Tensor.numpy: "copies a tensor to the host (.numpy())",
+    torch.Tensor.tolist: "copies a tensor to the host (.tolist())",
+    torch.Tensor.__array__: "copies a tensor to the host (numpy)",
+}
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+def _caller() -> str:
+    """The innermost frame outside torch, as "file:line in function"."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if not frame.filename.startswith(_TORCH_DIR) and frame.filename != __file__:
+            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return "an unknown place"
+
+
+class _HostReadOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.paused = 0  # inside a call that reads on the host only on a CPU
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.paused:
+            return func(*args, **kwargs)
+        packet = func._schema.name
+        what = _HOST_READING_OVERLOADS.get(
+            f"{packet}.{func._overloadname}"
+        ) or _HOST_READING_OPS.get(packet)
+        if what is None and packet == "aten::index":
+            # Boolean-mask indexing finds the mask's nonzero entries first.
+            if any(
+                torch.is_tensor(index) and index.dtype in (torch.bool, torch.uint8)
+                for index in args[1]
+            ):
+                what = "indexes with a boolean mask (its shape depends on values)"
+        if what is not None:
+            raise NotCapturable(f"the update {what}, at {_caller()}")
+        return func(*args, **kwargs)
+
+
+class _HostCopyMethods(TorchFunctionMode):
+    def __init__(self, ops: _HostReadOps):
+        super().__init__()
+        self.ops = ops
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        what = _HOST_COPYING_METHODS.get(func)
+        if what is not None:
+            raise NotCapturable(f"the update {what}, at {_caller()}")
+        if func is torch.nn.functional.one_hot and _num_classes(args, kwargs) >= 0:
+            # Checks its index's range on the host on a CPU only (a GPU's
+            # kernel asserts it on the device): RLlib's distributional loss.
+            self.ops.paused += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.ops.paused -= 1
+        return func(*args, **kwargs)
+
+
+def _num_classes(args, kwargs) -> int:
+    return kwargs.get("num_classes", args[1] if len(args) > 1 else -1)
+
+
+class HostReadGuard:
+    """Raises `NotCapturable` where the code it runs reads a tensor on the host
+    or copies host data into a tensor: what makes a CUDA graph capture fail, or
+    bake in a value, found without CUDA. The error names the op and the first
+    caller outside torch."""
+
+    def __enter__(self):
+        ops = _HostReadOps()
+        self._modes = (_HostCopyMethods(ops), ops)
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        for mode in reversed(self._modes):
+            mode.__exit__(*exc_info)
+        return False
+
+
 class CudaUpdateGraph:
     """One captured update (`torch.cuda.CUDAGraph`): the capture records the
     kernels without running them."""
@@ -188,7 +312,8 @@ class EagerStandInGraph:
     update runs at the capture and again at each replay (on the capture's
     static inputs), its outputs copied into the capture's tensors, as a CUDA
     graph's replay overwrites them; each replay's own logged metrics are
-    returned."""
+    returned. The capture runs under `HostReadGuard`: it fails where a CUDA
+    capture would."""
 
     runs_at_capture = True
 
@@ -198,7 +323,8 @@ class EagerStandInGraph:
 
     def capture(self, recorded_update):
         self._update = recorded_update
-        self._outputs, recorded = recorded_update()
+        with HostReadGuard():
+            self._outputs, recorded = recorded_update()
         return self._outputs, recorded
 
     def replay(self) -> RecordedMetrics:

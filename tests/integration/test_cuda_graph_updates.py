@@ -6,8 +6,10 @@ capture's static inputs and overwrites the capture's outputs, as a CUDA graph's
 replay does). Each algorithm then ends with the same weights, buffer, returns
 and Learner metrics as the eager updates, with the graphs' keys, static inputs
 and re-logged metrics in play. The gradient step runs as on a GPU
-(`host_reads=False`) in both arms. The `gpu` suite replays real CUDA graphs
-against eager CUDA updates.
+(`host_reads=False`) in both arms. The stand-in's capture fails where the update
+reads a value on the host (`HostReadGuard`), as a CUDA capture does, so each
+algorithm's update is also checked to be capturable on a GPU. The `gpu` suite
+replays real CUDA graphs against eager CUDA updates.
 """
 
 from __future__ import annotations

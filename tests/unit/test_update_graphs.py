@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 import torch
 
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.update_graphs import (
     EagerStandInGraph,
+    HostReadGuard,
     NotCapturable,
     RecordedMetrics,
     UpdateGraphs,
@@ -275,3 +277,77 @@ def test_logged_tensors_keep_no_autograd_graph():
     kept += [recorded_value, recorded_dict["m"]["loss_sum"]]
     assert len(kept) == 4
     assert all(value.grad_fn is None and torch.equal(value, loss) for value in kept)
+
+
+X = torch.tensor([0.5, -1.0, 2.0])
+HOST_READS = {
+    "item": (lambda: X.sum().item(), "reads a tensor's value on the host"),
+    "float": (lambda: float(X[0]), "reads a tensor's value on the host"),
+    "if": (lambda: bool(X.sum() > 0), "reads a tensor's value on the host"),
+    "mask": (lambda: X[X > 0], "boolean mask"),
+    "nonzero": (lambda: X.nonzero(), "nonzero"),
+    # The kernel itself checks std >= 0 with a host read.
+    "normal": (lambda: torch.normal(X, X.abs()), "torch.normal with a tensor std"),
+    "cpu": (lambda: X.cpu(), ".cpu()"),
+    "numpy": (lambda: np.asarray(X), "numpy"),
+    "tolist": (lambda: X.tolist(), ".tolist()"),
+    "from host data": (lambda: torch.tensor([1.0]), "host-to-device copy"),
+    # Without num_classes, one_hot reads the largest index on every device.
+    "one_hot": (
+        lambda: torch.nn.functional.one_hot(torch.arange(3)),
+        "reads a tensor's value on the host",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_READS))
+def test_the_host_read_guard_names_what_a_capture_refuses(name):
+    read, what = HOST_READS[name]
+    with pytest.raises(NotCapturable, match=r"the update .*") as error:
+        with HostReadGuard():
+            read()
+    assert what in str(error.value)
+    assert "test_update_graphs.py" in str(error.value)  # the caller
+
+
+def test_the_host_read_guard_lets_device_side_work_through():
+    index = torch.tensor([0, 3, 1])
+    with HostReadGuard():
+        noise = torch.randn_like(X) * X.abs() + X  # what torch.normal computes
+        chosen = torch.where(X > 0, X, torch.zeros_like(X)).sum()
+        gathered = X[torch.arange(2)]
+        # Reads the index's range on the host on a CPU only (not on a GPU).
+        one_hot = torch.nn.functional.one_hot(index, 4)
+        one_hot_kw = torch.nn.functional.one_hot(index, num_classes=4)
+    assert noise.shape == X.shape and chosen.ndim == 0
+    assert torch.equal(gathered, X[:2])
+    assert one_hot.tolist() == [[1, 0, 0, 0], [0, 0, 0, 1], [0, 1, 0, 0]]
+    assert torch.equal(one_hot, one_hot_kw)
+    with pytest.raises(NotCapturable):  # the guard is back after one_hot
+        with HostReadGuard():
+            torch.nn.functional.one_hot(index, 4)
+            X.sum().item()
+
+
+def test_the_stand_in_capture_fails_where_a_cuda_capture_would(caplog):
+    """An update with a host read captures on no device: the stand-in's
+    capture fails too, and the updates run eagerly, each made once."""
+
+    class ReadsOnHost(Owner):
+        def update(self, inputs):
+            # A host read before the step: the stand-in has run the ops before
+            # the refused one (a CUDA capture runs none), here no step yet.
+            if inputs["m"]["x"].abs().max() > 1e6:
+                raise AssertionError("unreachable")
+            return super().update(inputs)
+
+    eager, graphed = ReadsOnHost(), ReadsOnHost()
+    graphs = graphs_for(graphed, warmup_updates=1)
+    with caplog.at_level(logging.INFO, logger="rllib_ners.utils.update_graphs"):
+        for batch in batches(5):
+            eager.update(batch)
+            graphs.run((), batch, graphed.update, graphed)
+    assert_same_state(eager, graphed)
+    assert graphs.num_captures == 0
+    assert "reads a tensor's value on the host" in graphs.disabled_because
+    assert "in update" in graphs.disabled_because

@@ -163,8 +163,13 @@ class NERSTorchLearnerMixin:
             # per Learner). REINFORCE thus sees the normalisation the priorities
             # were scored with, up to the drift of the statistics since then.
             scalars = self.ners_scorer.scalar_columns(columns)
+            # A Learner told to step as on a GPU (`host_reads=False`) also
+            # merges the statistics without a host read.
             self.ners_scorer.update_scalar_statistics(
-                columns, all_reduce_sum=reduce, scalars=scalars
+                columns,
+                all_reduce_sum=reduce,
+                scalars=scalars,
+                host_reads=self.host_reads,
             )
             # Without double Q the pass did not encode s_t+n: encode both here.
             reuse = (
