@@ -538,6 +538,9 @@ def report(suite, median: Dict[str, dict], args, load_before, arms) -> None:
         f"{load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}"
     )
     for name, arm in arms.items():
+        # On a GPU Learner, "priorities" holds the wait for the update's kernels
+        # (its TD errors are read back there).
+        peers.print_loop_sections(name, arm)
         steps = getattr(arm, "counts", (0,))[0] - getattr(arm, "measured_from", 0)
         for part, (calls, seconds) in getattr(arm, "sampler_times", {}).items():
             print(

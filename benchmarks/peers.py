@@ -194,6 +194,24 @@ def loop_section_labels() -> Dict[str, str]:
     }
 
 
+def print_loop_sections(name: str, arm: Arm) -> None:
+    """One line: where an RLlib arm's measured env steps spent their time, per
+    section of our training loop (nothing for other arms)."""
+    loop_times = getattr(arm, "loop_times", None)
+    if not loop_times:
+        return
+    steps = arm.counts[0] - arm.measured_from
+    cells = [
+        f"{label} {1e3 * loop_times[key][1] / max(steps, 1):.3f}"
+        for key, label in loop_section_labels().items()
+        if loop_times.get(key, [0])[0]
+    ]
+    print(
+        f"{name}: loop sections, ms per env step: {', '.join(cells)} "
+        f"({steps} measured env steps, all rounds)"
+    )
+
+
 @contextlib.contextmanager
 def _loop_sections_into(tally: Dict[str, List[float]]):
     """Inside the block, every iteration of our training loop adds its
@@ -792,18 +810,7 @@ def report(
     sb3 = median.get("sb3")
     floor = median.get("floor")
     for name, arm in arms.items():
-        loop_times = getattr(arm, "loop_times", None)
-        if loop_times:
-            steps = arm.counts[0] - arm.measured_from
-            cells = [
-                f"{label} {1e3 * loop_times[key][1] / max(steps, 1):.3f}"
-                for key, label in loop_section_labels().items()
-                if loop_times.get(key, [0])[0]
-            ]
-            print(
-                f"{name}: loop sections, ms per env step: {', '.join(cells)} "
-                f"({steps} measured env steps, all rounds)"
-            )
+        print_loop_sections(name, arm)
         parts = getattr(arm, "sampler_times", None)
         if not parts:
             continue
