@@ -35,10 +35,12 @@ main     The README's main job (`tuned_examples/ners_dqn/cartpole_ners_dqn.py
          gpu (`--num-gpus-per-learner=1`), default (the example's own choice)
          and hidden (`CUDA_VISIBLE_DEVICES=`: no GPU visible); env steps/s is
          the median of the run's iteration rates once learning has started.
-profile  A torch.profiler trace of `--steps` env steps of the sac per-gpu arm
-         (and per-gpu-graph) after warm-up: per env step, kernel launches,
-         host/device copies, synchronisations and `.item()` calls, and the
-         GPU's busy time.
+profile  A torch.profiler trace of `--steps` env steps of an arm after
+         warm-up: the sac per-gpu and per-gpu-graph arms, and
+         atari-per-gpu-graph (the atari suite's per-gpu-graph). Per env step:
+         kernel launches, host/device copies, synchronisations and `.item()`
+         calls, the GPU's busy time and the host's time waiting in
+         synchronisations and copies.
 runners  Rainbow with the paper's settings (`atari_rainbow`: Nature CNN, one
          update of 32 per 4 env steps) on MsPacman fed by `--runners` remote
          EnvRunners (default 1 2 4 8 12), for `--arms` per and ners, each
@@ -101,7 +103,7 @@ SUITES = {
         "floor-gpu",
     ),
     "main": ("gpu", "default", "hidden"),
-    "profile": ("per-gpu", "per-gpu-graph"),
+    "profile": ("per-gpu", "per-gpu-graph", "atari-per-gpu-graph"),
     "runners": ("per", "ners"),
 }
 DEFAULT_STEPS = {
@@ -347,12 +349,22 @@ SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize
 ITEMS = ("aten::_local_scalar_dense",)
 
 
+def _blocked_ms(events, names) -> float:
+    """Host milliseconds spent inside the runtime calls `names`."""
+    return sum(e.cpu_time_total for e in events if e.key in names) / 1e3
+
+
 def profile_suite(name: str, steps: int, out_dir: Path) -> None:
-    """Counts what one env step of the SAC arm `name` asks of the GPU."""
+    """Counts what one env step of an arm asks of the GPU: a SAC arm (`name`
+    as in --suite sac) or, prefixed "atari-", an --suite atari arm."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    arm = sac_arms([name], steps)[name]
+    if name.startswith("atari-"):
+        label, arm = "data-efficient Rainbow MsPacman", atari_arms([name[6:]], steps)
+    else:
+        label, arm = "SAC Hopper", sac_arms([name], steps)
+    arm = next(iter(arm.values()))
     try:
         arm.warm_up()
         _synchronize()
@@ -361,6 +373,7 @@ def profile_suite(name: str, steps: int, out_dir: Path) -> None:
             env_steps, updates = arm.run(steps)
             _synchronize()
             wall = time.perf_counter() - wall0
+        status = graph_status(arm)
     finally:
         arm.close()
     events = prof.key_averages()
@@ -379,9 +392,11 @@ def profile_suite(name: str, steps: int, out_dir: Path) -> None:
         if e.device_type == torch.autograd.DeviceType.CUDA
     )
     print(
-        f"\nprofile: SAC Hopper {name}, {env_steps} env steps, {updates} updates, "
+        f"\nprofile: {label} {name}, {env_steps} env steps, {updates} updates, "
         f"{wall:.2f} s under the profiler; {_machine()}"
     )
+    if status:
+        print(status)
     print("| per env step | count |")
     print("|---|---|")
     for group, count in counts.items():
@@ -390,8 +405,15 @@ def profile_suite(name: str, steps: int, out_dir: Path) -> None:
         f"| GPU busy (kernels) | {device_us / 1e3 / env_steps:.3f} ms of "
         f"{1e3 * wall / env_steps:.1f} ms |"
     )
+    # Where the host waits for the GPU: synchronisations, and copies (a copy
+    # to pageable host memory waits for the kernels before it).
+    print(
+        f"| host waiting in synchronisations, copies | "
+        f"{_blocked_ms(events, SYNCS) / env_steps:.3f} ms, "
+        f"{_blocked_ms(events, COPIES) / env_steps:.3f} ms |"
+    )
     table = events.table(sort_by="self_cpu_time_total", row_limit=40)
-    path = out_dir / f"profile_sac_{name.replace('-', '_')}.txt"
+    path = out_dir / f"profile_{name.replace('-', '_')}.txt"
     path.write_text(table)
     print(f"top ops by host time: {path}")
 

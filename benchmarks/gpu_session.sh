@@ -40,8 +40,9 @@ allow() {
 } >"$OUT/machine.txt" 2>&1
 
 if [ "$PART" = main ]; then
-  timeout "$(allow 70)" python3 benchmarks/gpu.py --suite profile --steps 100 \
-    --out "$OUT" >"$OUT/profile.txt" 2>&1
+  # The eager SAC arm was profiled on 2026-11-28: the two graph arms.
+  timeout "$(allow 90)" python3 benchmarks/gpu.py --suite profile --steps 100 \
+    --arms per-gpu-graph atari-per-gpu-graph --out "$OUT" >"$OUT/profile.txt" 2>&1
   # The README's main job, GPU hidden first: each run starts Ray and CUDA
   # (about a minute on the GPU machine), so one round.
   timeout "$(allow "$BUDGET")" python3 benchmarks/gpu.py --suite main --rounds 1 \
