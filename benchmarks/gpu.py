@@ -42,7 +42,8 @@ profile  A torch.profiler trace of `--steps` env steps of an arm after
          calls, the GPU's busy time and the host's time waiting in
          synchronisations and copies.
 runners  Rainbow with the paper's settings (`atari_rainbow`: Nature CNN, one
-         update of 32 per 4 env steps) on MsPacman fed by `--runners` remote
+         update of 32 per 4 env steps; `--preset der`: data-efficient Rainbow,
+         one update of 32 per env step) on MsPacman fed by `--runners` remote
          EnvRunners (default 1 2 4 8 12), for `--arms` per and ners, each
          `lockstep` (RLlib's sample-then-learn) and `overlapped`
          (`overlap_sampling=True`), plus `ceiling`: the same EnvRunners
@@ -442,8 +443,20 @@ def _timed_learner_updates(algo) -> List[float]:
     return busy
 
 
+# --preset of --suite runners: the Atari config each point builds.
+RUNNER_PRESETS = {
+    "rainbow": "atari_rainbow",  # one update of 32 per 4 env steps
+    "der": "atari_data_efficient_rainbow",  # one update of 32 per env step
+}
+
+
 def runners_point(
-    arm: str, mode: str, num_runners: int, steps: int, envs_per_runner: int = 1
+    arm: str,
+    mode: str,
+    num_runners: int,
+    steps: int,
+    envs_per_runner: int = 1,
+    preset: str = "rainbow",
 ) -> dict:
     """One algorithm with `num_runners` EnvRunners of `envs_per_runner`
     sub-envs each: warmed up past the learning start, then one iteration of
@@ -460,11 +473,11 @@ def runners_point(
         WEIGHTS_STALENESS_MAX,
         WEIGHTS_STALENESS_MEAN,
     )
-    from rllib_ners.algorithms.rainbow.presets import atari_rainbow
+    from rllib_ners.algorithms.rainbow import presets
 
     learning_starts = 10**9 if mode == "ceiling" else 1600
     config = (
-        atari_rainbow(
+        getattr(presets, RUNNER_PRESETS[preset])(
             peers.ATARI_GAME,
             replay=arm,
             capacity=100_000,
@@ -481,9 +494,13 @@ def runners_point(
     )
     if mode == "lockstep":
         # RLlib's lockstep weights count a local EnvRunner beside the remote
-        # ones ((N + 1) / N times the ratio): this intensity gives N updates per
-        # round of N fragments of 4 steps, one per 4 env steps as overlapped.
-        config = config.training(training_intensity=8 * num_runners / (num_runners + 1))
+        # ones ((N + 1) / N times the ratio): this intensity keeps the preset's
+        # updates per env step, as overlapped sampling does.
+        config = config.training(
+            training_intensity=config.training_intensity
+            * num_runners
+            / (num_runners + 1)
+        )
     config = (
         config.learners(num_gpus_per_learner=1 if cuda_available() else 0)
         .reporting(min_sample_timesteps_per_iteration=steps, min_time_s_per_iteration=0)
@@ -523,10 +540,17 @@ def runners_point(
 
 
 def runners_suite(
-    arms: List[str], runner_counts: List[int], steps: int, envs_per_runner: int = 1
+    arms: List[str],
+    runner_counts: List[int],
+    steps: int,
+    envs_per_runner: int = 1,
+    preset: str = "rainbow",
 ) -> None:
     updates = "replayed from CUDA graphs" if cuda_available() else "eager (CPU)"
-    print(f"{envs_per_runner} sub-env(s) per EnvRunner; Learner updates {updates}")
+    print(
+        f"{RUNNER_PRESETS[preset]}; {envs_per_runner} sub-env(s) per EnvRunner; "
+        f"Learner updates {updates}"
+    )
     print(
         "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
         "updates/s | Learner busy | staleness mean/max |"
@@ -537,7 +561,9 @@ def runners_suite(
             for mode in RUNNER_MODES:
                 if mode == "ceiling" and arm != arms[0]:
                     continue  # no updates: the arm does not matter
-                point = runners_point(arm, mode, num_runners, steps, envs_per_runner)
+                point = runners_point(
+                    arm, mode, num_runners, steps, envs_per_runner, preset
+                )
                 print(
                     f"| {num_runners} | {arm if mode != 'ceiling' else '-'} | "
                     f"{mode} | {point['env steps/s']:.1f} | "
@@ -610,6 +636,14 @@ def main(argv=None) -> int:
         help="EnvRunner counts of --suite runners",
     )
     parser.add_argument(
+        "--preset",
+        choices=sorted(RUNNER_PRESETS),
+        default="rainbow",
+        help="the Atari config of --suite runners: rainbow (atari_rainbow, one "
+        "update per 4 env steps) or der (atari_data_efficient_rainbow, one "
+        "update per env step)",
+    )
+    parser.add_argument(
         "--envs-per-runner",
         type=int,
         default=1,
@@ -657,7 +691,9 @@ def main(argv=None) -> int:
             return 0
         if args.suite == "runners":
             print(f"runners: {args.steps} env steps per point; {_machine()}")
-            runners_suite(names, args.runners, args.steps, args.envs_per_runner)
+            runners_suite(
+                names, args.runners, args.steps, args.envs_per_runner, args.preset
+            )
             return 0
         load_before = os.getloadavg()
         arms = BUILDERS[args.suite](names, args.steps)
