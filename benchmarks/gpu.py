@@ -27,6 +27,8 @@ atari    MsPacman, data-efficient Rainbow (one update of 32 per env step).
          per-gpu-graph            per-gpu with `cuda_graph_updates=True`
          per-gpu-graph-act        per-gpu-graph, the EnvRunner acting on the GPU
                                   (`act_on_learner_device=True`)
+         per-gpu-graph-hostframes per-gpu-graph with the frame stacks built on
+                                  the host and copied (no `device_frames`)
          per-cpu                  PER-Rainbow, a CPU Learner
          floor-gpu                the Learner's own update on the GPU on random
                                   batches, plus bare env steps
@@ -98,6 +100,7 @@ SUITES = {
         "per-gpu",
         "per-gpu-graph",
         "per-gpu-graph-act",
+        "per-gpu-graph-hostframes",
         "ners-gpu",
         "ners-gpu-graph",
         "per-cpu",
@@ -255,10 +258,22 @@ def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
                 cuda_graph_updates="-graph" in name,
                 act_on_learner_device=name.endswith("-act"),
             )
-            arms[name] = RLlibArm(
+            arm_class = HostFramesArm if name.endswith("-hostframes") else RLlibArm
+            arms[name] = arm_class(
                 _on_learner_device(config, device), steps, peers.ATARI_BATCH
             )
     return arms
+
+
+class HostFramesArm(RLlibArm):
+    """The algorithm without the GPU copy of its buffer's frames: sampled
+    frame stacks built on the host and copied to the Learner, as before
+    `device_frames`."""
+
+    def build(self):
+        algo = super().build()
+        algo.local_replay_buffer.device_frames = None
+        return algo
 
 
 BUILDERS = {"sac": sac_arms, "atari": atari_arms}

@@ -138,8 +138,12 @@ class RLlibArm(Arm):
         # Our training loop's section timers over the measured rounds.
         self.loop_times: Dict[str, List[float]] = {}
 
+    def build(self):
+        """The algorithm (subclasses change it before it trains)."""
+        return self.config.build_algo()
+
     def warm_up(self) -> None:
-        self.algo = self.config.build_algo()
+        self.algo = self.build()
         while self._read(self.algo.train())[1] == 0:
             pass
         self._read(self.algo.train())

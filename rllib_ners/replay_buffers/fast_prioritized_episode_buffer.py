@@ -263,6 +263,8 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         `truncateds`, `weights`, `n_step`, `indices` (buffer slots, the keys for
         `update_priorities`) and `ts` (timestep of `obs` in its episode); with
         `include_extra_model_outputs` also every stored extra model output at `t`.
+        With `device_frames` set (a local GPU Learner, frame stacks), `obs` and
+        `new_obs` are uint8 tensors on its device, the same values.
         """
         num_items = check_setting(
             "num_items", num_items if num_items is not None else self.batch_size_B
@@ -271,7 +273,7 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         check_gamma(gamma)
         n_steps = self._draw_n_steps(num_items, n_step)
         slots, weights = self._draw(num_items, beta)
-        batch = self._transition_columns(slots, n_steps, gamma)
+        batch = self._transition_columns(slots, n_steps, gamma, for_the_learner=True)
         batch[WEIGHTS] = weights
         n_step_sum = int(batch[N_STEP].sum())
         self.step_counts.sampled_n_step_mean = n_step_sum / num_items

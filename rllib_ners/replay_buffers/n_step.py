@@ -138,16 +138,29 @@ def transition_columns(
     *,
     frame_stack: int = 1,
     frames_channels_first: bool = False,
+    device_frames=None,
 ) -> Dict[str, np.ndarray]:
     """The n-step transitions starting at `slots`, as the columns of
     `sample_batch()` (without `weights`); `rewards` as float32; frame stacks
     laid out channels-first in memory with `frames_channels_first` (see
-    `frame_stack.stacked_frames`)."""
+    `frame_stack.stacked_frames`), or gathered as tensors on a device by
+    `device_frames` (a `DeviceFrames`) where it serves the storage."""
     walk = n_step_transitions(storage, slots, n_steps, gamma)
-    layout = {"channels_first": frames_channels_first}
+    obs = next_obs = None
+    if device_frames is not None and frame_stack > 1:
+        # One gather for both: `obs` stacks first, then `new_obs` stacks.
+        both = device_frames.stacks(
+            storage, np.concatenate([slots, walk["next_slot"]]), frame_stack
+        )
+        if both is not None:
+            obs, next_obs = both[: len(slots)], both[len(slots) :]
+    if obs is None:
+        layout = {"channels_first": frames_channels_first}
+        obs = observations_at(storage, slots, frame_stack, **layout)
+        next_obs = observations_at(storage, walk["next_slot"], frame_stack, **layout)
     return {
-        OBS: observations_at(storage, slots, frame_stack, **layout),
-        NEXT_OBS: observations_at(storage, walk["next_slot"], frame_stack, **layout),
+        OBS: obs,
+        NEXT_OBS: next_obs,
         ACTIONS: storage.actions[slots],
         REWARDS: walk[REWARDS].astype(np.float32),
         TERMINATEDS: walk[TERMINATEDS],

@@ -237,6 +237,10 @@ class RingReplayBuffer(
     # takes as it is; this package's training loop sets it for a local GPU
     # Learner (`frame_stack.stacked_frames`).
     frames_channels_first: bool = False
+    # A `DeviceFrames` mirroring the stored frames on a local Learner's GPU,
+    # which then gathers `sample_batch()`'s frame stacks as tensors there
+    # (set by this package's training loop; see `device_frames`), or None.
+    device_frames = None
 
     @property
     def sampled_observation_space(self):
@@ -335,8 +339,12 @@ class RingReplayBuffer(
     def _draw_n_steps(self, num_items: int, n_step) -> np.ndarray:
         return draw_n_steps(self.rng, num_items, n_step)
 
-    def _transition_columns(self, slots, n_steps, gamma) -> Dict[str, np.ndarray]:
-        """The n-step transitions starting at `slots`, as numpy columns."""
+    def _transition_columns(
+        self, slots, n_steps, gamma, *, for_the_learner: bool = False
+    ) -> Dict[str, np.ndarray]:
+        """The n-step transitions starting at `slots`, as numpy columns;
+        `for_the_learner` (`sample_batch()`): frame stacks gathered by
+        `device_frames` where it is set."""
         return transition_columns(
             self._storage,
             slots,
@@ -344,6 +352,7 @@ class RingReplayBuffer(
             gamma,
             frame_stack=self._frame_stack,
             frames_channels_first=self.frames_channels_first,
+            device_frames=self.device_frames if for_the_learner else None,
         )
 
     # ------------------------------------------------------------ priorities

@@ -438,12 +438,25 @@ def test_graph_updates_equal_eager_updates_on_the_device(name):
 
 def test_atari_frame_stacks_are_laid_out_for_a_gpu_learner():
     """A local GPU Learner gets its Atari frame stacks channels-first in
-    memory (what its convolution takes as it is) and trains on them; a CPU
-    Learner keeps channels-last."""
+    memory (what its convolution takes as it is), gathered on the GPU from
+    its copy of the stored frames, the same values as the host's stacks, and
+    trains on them; a CPU Learner keeps channels-last numpy stacks."""
+    from rllib_ners.replay_buffers.frame_stack import stacked_frames
+
     algo = _on_device(_atari_rainbow("per"), 0).build_algo()
     try:
-        assert algo.local_replay_buffer.frames_channels_first == (DEVICE == "cuda")
+        buffer = algo.local_replay_buffer
+        assert buffer.frames_channels_first == (DEVICE == "cuda")
+        assert (buffer.device_frames is not None) == (DEVICE == "cuda")
         _train_until_updated(algo)
+        batch = buffer.sample_batch(32, n_step=3, gamma=0.99)
+        host = stacked_frames(buffer.storage, batch["indices"], buffer.frame_stack)
+        if DEVICE == "cuda":
+            assert buffer.device_frames.disabled_because is None
+            assert batch["obs"].device.type == "cuda"
+            np.testing.assert_array_equal(batch["obs"].cpu().numpy(), host)
+        else:
+            np.testing.assert_array_equal(batch["obs"], host)
     finally:
         algo.stop()
 

@@ -258,3 +258,48 @@ def test_channels_first_frame_stacks_reach_the_module_alike(ray_session):
             torch.testing.assert_close(outputs[True][key], value, rtol=1e-5, atol=1e-5)
             compared += 1
     assert compared >= 5
+
+
+def test_frame_stacks_gathered_from_device_frames_train_alike(ray_session):
+    """`device_frames` (what the training loop sets for a local GPU Learner;
+    here mirroring on the CPU): data-efficient Rainbow trains to the same
+    weights and priorities, bit for bit, as with the host's channels-first
+    stacks, since the stacks are the same values in the same layout."""
+    from rllib_ners.replay_buffers.device_frames import DeviceFrames
+
+    config = (
+        atari_data_efficient_rainbow(
+            "MsPacman", replay="per", capacity=2000, learning_starts=200
+        )
+        .env_runners(num_env_runners=0)
+        .reporting(min_sample_timesteps_per_iteration=150)
+        .debugging(seed=0)
+    )
+    runs = []
+    for mirrored in (False, True):
+        algo = config.build_algo()
+        try:
+            buffer = algo.local_replay_buffer
+            buffer.frames_channels_first = True
+            if mirrored:
+                buffer.device_frames = DeviceFrames("cpu")
+            for _ in range(3):
+                algo.train()
+            weights = local_learner(algo).module["default_policy"].state_dict()
+            runs.append(
+                (
+                    {name: tensor.clone() for name, tensor in weights.items()},
+                    buffer.get_state(),
+                    buffer.device_frames,
+                )
+            )
+        finally:
+            algo.stop()
+    (weights, state, _), (weights_mirrored, state_mirrored, frames) = runs
+    assert frames.frames is not None and frames.disabled_because is None
+    for name, tensor in weights.items():
+        assert torch.equal(tensor, weights_mirrored[name]), name
+    np.testing.assert_array_equal(
+        state["sum_tree"]["leaves"], state_mirrored["sum_tree"]["leaves"]
+    )
+    assert state["_num_steps_sampled_lifetime"] > 0

@@ -9,9 +9,12 @@ Every frame encodes its episode and timestep: pixel (0, 0) is `ep + 1`, pixel
 
 from __future__ import annotations
 
+import logging
+
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
@@ -19,6 +22,7 @@ from rllib_ners.replay_buffers import (
     FastPrioritizedEpisodeReplayBuffer,
     NERSEpisodeReplayBuffer,
 )
+from rllib_ners.replay_buffers.device_frames import DeviceFrames
 
 H, W = 3, 2
 K = 4
@@ -397,3 +401,92 @@ def test_channels_first_layout_holds_the_same_stacks(channels):
             np.testing.assert_array_equal(planar[key], plain[key])
             assert np.moveaxis(planar[key], -1, 1).flags.c_contiguous
         np.testing.assert_array_equal(planar["indices"], plain["indices"])
+
+
+def _same_stacks_through_ring_wrap(buffers, channels, *, adds_between_samples):
+    space = gym.spaces.Box(0, 255, (H, W, channels), np.uint8)
+
+    def colour(episode):
+        for t, obs in enumerate(episode.observations):
+            episode.observations[t] = np.repeat(obs, channels, axis=-1)
+        episode.observation_space = space
+        return episode
+
+    rng = np.random.default_rng(4)
+    for step in range(60):
+        ep, t0 = step % 5, (step // 5) * 3
+        t1 = t0 + int(rng.integers(1, 4))
+        for buffer in buffers:
+            buffer.add(colour(chunk(ep, t0, t1)))
+        if step % adds_between_samples:
+            continue
+        host, device = (
+            buffer.sample_batch(16, n_step=(1, 3), gamma=GAMMA) for buffer in buffers
+        )
+        for key in ("obs", "new_obs"):
+            assert isinstance(device[key], torch.Tensor)
+            assert device[key].dtype == torch.uint8
+            assert device[key].shape == host[key].shape == (16, H, W, K * channels)
+            np.testing.assert_array_equal(device[key].numpy(), host[key])
+            # The memory a GPU convolution takes as it is: [n, k * C, H, W].
+            assert device[key].permute(0, 3, 1, 2).is_contiguous()
+        np.testing.assert_array_equal(device["indices"], host["indices"])
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("adds_between_samples", [1, 7, 40])
+def test_device_frames_gather_the_same_stacks(channels, adds_between_samples):
+    """`device_frames` (here on the CPU): through ring wrap, eviction and
+    more frames written between two samples than the ring holds (40 adds),
+    `sample_batch()`'s stacks gathered from the mirror are the host's stacks
+    value for value, as tensors laid out channels-first in memory."""
+    buffers = [make_buffer(capacity=29) for _ in range(2)]
+    buffers[0].frames_channels_first = True
+    buffers[1].device_frames = DeviceFrames("cpu")
+    _same_stacks_through_ring_wrap(
+        buffers, channels, adds_between_samples=adds_between_samples
+    )
+    assert buffers[1].device_frames.frames.shape[0] == 29
+
+
+def test_device_frames_follow_a_restored_buffer():
+    """A restored buffer (new arrays, another ring position) is mirrored
+    anew: the next samples equal the host's."""
+    source, host, device = (make_buffer(capacity=31) for _ in range(3))
+    device.device_frames = DeviceFrames("cpu")
+    for t0 in range(0, 30, 3):
+        host.add(chunk(0, t0, t0 + 3))
+        device.add(chunk(0, t0, t0 + 3))
+    device.sample_batch(8, n_step=1, gamma=GAMMA)  # mirrors the first run
+    for t0 in range(0, 45, 5):
+        source.add(chunk(1, t0, t0 + 5))
+    for buffer in (host, device):
+        buffer.set_state(source.get_state())
+    for _ in range(3):
+        a, b = (buffer.sample_batch(8, n_step=2, gamma=GAMMA) for buffer in (host, device))
+        np.testing.assert_array_equal(b["obs"].numpy(), a["obs"])
+        np.testing.assert_array_equal(b["new_obs"].numpy(), a["new_obs"])
+
+
+def test_device_frames_leave_frames_they_cannot_serve_on_the_host(caplog):
+    """Float frames are no uint8 images: the buffer keeps building numpy
+    stacks, and says why once."""
+    space = gym.spaces.Box(0.0, 1.0, (H, W, 1), np.float32)
+    buffer = make_buffer()
+    buffer.device_frames = DeviceFrames("cpu")
+    buffer.add(
+        SingleAgentEpisode(
+            observations=[frame(0, t).astype(np.float32) / 255 for t in range(7)],
+            actions=[0] * 6,
+            rewards=[0.0] * 6,
+            len_lookback_buffer=0,
+            observation_space=space,
+            action_space=ACT_SPACE,
+        )
+    )
+    with caplog.at_level(logging.INFO, logger="rllib_ners.replay_buffers.device_frames"):
+        for _ in range(2):
+            batch = buffer.sample_batch(4, n_step=1, gamma=GAMMA)
+    assert isinstance(batch["obs"], np.ndarray)
+    assert "not uint8 images" in buffer.device_frames.disabled_because
+    assert len([r for r in caplog.records if "on the host" in r.getMessage()]) == 1

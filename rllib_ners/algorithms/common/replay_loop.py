@@ -99,6 +99,7 @@ from rllib_ners.algorithms.common.weight_sharing import (
     SharedWeights,
     share_weights_with_local_env_runner,
 )
+from rllib_ners.replay_buffers.device_frames import DeviceFrames
 from rllib_ners.seam.algorithm import (
     local_learner_of,
     observe_learner_update_time,
@@ -207,8 +208,10 @@ def lay_out_frames_for_the_learner(algo) -> None:
     """For a local Learner on a GPU, the buffer's sampled frame stacks are
     laid out channels-first in memory (`frames_channels_first`: the same
     values, built several times faster, and the layout the GPU's
-    convolution takes as it is). A CPU Learner keeps channels-last memory,
-    on which its convolution is faster."""
+    convolution takes as it is), and gathered on the GPU from a copy of the
+    stored frames there (`device_frames`) where that copy fits; each says so
+    in the log. A CPU Learner keeps channels-last memory, on which its
+    convolution is faster."""
     buffer = algo.local_replay_buffer
     group = algo.learner_group
     learner = local_learner_of(group) if group is not None else None
@@ -224,6 +227,8 @@ def lay_out_frames_for_the_learner(algo) -> None:
         type(algo).__name__,
         learner.device,
     )
+    if hasattr(buffer, "device_frames"):
+        buffer.device_frames = DeviceFrames(learner.device, name=type(buffer).__name__)
 
 
 class ReplayLoopMixin:
