@@ -29,6 +29,9 @@ atari    MsPacman, data-efficient Rainbow (one update of 32 per env step).
                                   (`act_on_learner_device=True`)
          per-gpu-graph-hostframes per-gpu-graph with the frame stacks built on
                                   the host and copied (no `device_frames`)
+         uniform-gpu-graph        per-gpu-graph with uniform replay (alpha 0),
+                                  whose priority writes wait for the round's
+                                  last update (`deferred_priorities`)
          per-cpu                  PER-Rainbow, a CPU Learner
          floor-gpu                the Learner's own update on the GPU on random
                                   batches, plus bare env steps
@@ -101,6 +104,7 @@ SUITES = {
         "per-gpu-graph",
         "per-gpu-graph-act",
         "per-gpu-graph-hostframes",
+        "uniform-gpu-graph",
         "ners-gpu",
         "ners-gpu-graph",
         "per-cpu",

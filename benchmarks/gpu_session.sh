@@ -81,7 +81,7 @@ echo "pytest exit status $?" >>"$OUT/gpu_suite.txt"
 timeout "$(allow 150)" python3 benchmarks/gpu.py --suite sac --rounds 2 \
   --steps 150 --arms sb3-gpu sb3-cpu per-gpu per-gpu-graph ners-gpu-graph \
   per-cpu floor-gpu-graph >"$OUT/sac.txt" 2>&1
-timeout "$(allow 120)" python3 benchmarks/gpu.py --suite atari --rounds 2 \
+timeout "$(allow 150)" python3 benchmarks/gpu.py --suite atari --rounds 2 \
   --steps 150 --arms per-gpu per-gpu-graph per-gpu-graph-hostframes \
-  ners-gpu-graph per-cpu >"$OUT/atari.txt" 2>&1
+  uniform-gpu-graph ners-gpu-graph per-cpu >"$OUT/atari.txt" 2>&1
 echo "session done at ${SECONDS}s of ${BUDGET}s" >>"$OUT/machine.txt"

@@ -354,6 +354,33 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         slots, stamps = self._take_last_sample(priorities.shape[0])
         self.update_priorities_at(slots, priorities, stamps)
 
+    @property
+    def alpha(self) -> float:
+        """The priority exponent (0: uniform replay)."""
+        return self._sampler.alpha
+
+    def take_sampled_items(self) -> Tuple[np.ndarray, np.ndarray]:
+        """The last `sample()`'s items (slots, and their write stamps), which
+        `update_priorities()` then no longer answers: for
+        `update_priorities_of()`, when the priorities come back after the
+        next sample."""
+        slots = self.last_sampled_slots
+        return self._take_last_sample(slots.shape[0])
+
+    def update_priorities_of(
+        self, sampled: Tuple[np.ndarray, np.ndarray], priorities
+    ) -> None:
+        """`update_priorities()` for the items `take_sampled_items()` gave (an
+        item rewritten since then is skipped, as there)."""
+        slots, stamps = sampled
+        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        if priorities.shape != slots.shape:
+            raise ValueError(
+                f"update_priorities_of() got {priorities.shape[0]} priorities for "
+                f"{slots.shape[0]} sampled items."
+            )
+        self.update_priorities_at(slots, priorities, stamps)
+
     # ------------------------------------------------------------------ state
     @override(PrioritizedEpisodeReplayBuffer)
     def get_state(self, *, copy: bool = True) -> Dict[str, Any]:

@@ -461,6 +461,25 @@ def test_atari_frame_stacks_are_laid_out_for_a_gpu_learner():
         algo.stop()
 
 
+def test_uniform_replay_writes_a_rounds_priorities_after_its_updates():
+    """With alpha = 0 a local GPU Learner's priority writes wait for the
+    round's last update (`deferred_priorities`): data-efficient Rainbow with
+    uniform replay trains, and the TD errors reach the buffer. A CPU Learner
+    writes each at once."""
+    algo = _on_device(
+        _atari_rainbow("uniform").training(training_intensity=32), 0
+    ).build_algo()
+    try:
+        assert (algo._deferred_priorities is not None) == (DEVICE == "cuda")
+        _train_until_updated(algo)
+        buffer = algo.local_replay_buffer
+        assert buffer.alpha == 0 and buffer.get_state()["_max_priority"] > 1.0
+        if DEVICE == "cuda":
+            assert len(algo._deferred_priorities) == 0  # written by the round's end
+    finally:
+        algo.stop()
+
+
 def test_the_local_env_runner_acts_on_the_learners_gpu():
     """`act_on_learner_device=True`: the local EnvRunner's module lives on the
     Learner's device with the Learner's own parameter tensors (no copy), and

@@ -28,6 +28,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import RainbowDQNConfig
+from rllib_ners.algorithms.common.deferred_priorities import DeferredPriorityWrites
 from rllib_ners.algorithms.common.weight_sharing import (
     MirroredWeights,
     local_learner,
@@ -55,11 +56,14 @@ def _flat(state, prefix=""):
             yield f"{prefix}{key}", value
 
 
-def _train(config, *, mirror=False):
+def _train(config, *, mirror=False, defer_priorities=False):
     algo = config.build_algo()
     if mirror:  # what a Learner on a GPU gets: a one-transfer copy per round
         algo._shared_weights = share_weights_with_local_env_runner(algo, mirror=True)
         assert isinstance(algo._shared_weights, MirroredWeights)
+    if defer_priorities:  # what a GPU Learner gets with uniform replay
+        assert algo._deferred_priorities is None  # a CPU Learner: not by default
+        algo._deferred_priorities = DeferredPriorityWrites()
     try:
         results = [algo.train() for _ in range(ITERATIONS)]
         learner = local_learner(algo)
@@ -141,6 +145,55 @@ def test_sac_fast_loop_equals_rllibs_training_step(small_sac, one_torch_thread):
     fast, plain = _train(config), _train(_plain(config))
     assert fast[3] == (None, None) and fast[4]
     assert_trained_alike(fast, plain)
+
+
+def test_deferred_priority_writes_train_as_rllibs_step_with_uniform_replay(
+    small_dqn, one_torch_thread, monkeypatch
+):
+    """A round's priorities written after its last update, from the Learner's
+    tensors (what a GPU Learner does with alpha = 0, forced here on the CPU):
+    with uniform replay the same weights and buffer, and every priority
+    written to the same items with the same value in the same order, as
+    RLlib's training step writing each at once. With alpha = 0.6 the same
+    deferral changes the draws, which is why the loop does not defer there."""
+    from rllib_ners.replay_buffers import FastPrioritizedEpisodeReplayBuffer
+
+    writes = []
+    write = FastPrioritizedEpisodeReplayBuffer.update_priorities_at
+
+    def recorded(buffer, slots, priorities, stamps=None):
+        writes[-1].append((np.array(slots), np.array(priorities)))
+        return write(buffer, slots, priorities, stamps)
+
+    monkeypatch.setattr(
+        FastPrioritizedEpisodeReplayBuffer, "update_priorities_at", recorded
+    )
+    uniform = small_dqn(
+        RainbowDQNConfig(),
+        replay_buffer_config={**PER, "alpha": 0.0},
+        training_intensity=64,  # 8 updates per round of 4 env steps
+    )
+    writes.append([])
+    deferred = _train(uniform, defer_priorities=True)
+    writes.append([])
+    plain = _train(_plain(uniform))
+    assert_trained_alike(deferred, plain)
+    assert deferred[2]["_max_priority"] == plain[2]["_max_priority"] > 1.0
+    assert len(writes[0]) == len(writes[1]) > 100
+    for (slots, values), (plain_slots, plain_values) in zip(*writes):
+        np.testing.assert_array_equal(slots, plain_slots)
+        np.testing.assert_array_equal(values, plain_values)
+
+    prioritized = small_dqn(
+        RainbowDQNConfig(), replay_buffer_config=PER, training_intensity=64
+    )
+    deferred, at_once = (
+        _train(prioritized, defer_priorities=True),
+        _train(prioritized),
+    )
+    assert not np.array_equal(
+        deferred[2]["sum_tree/leaves"], at_once[2]["sum_tree/leaves"]
+    )
 
 
 @pytest.mark.parametrize("algorithm", ["dqn", "sac"])

@@ -16,7 +16,8 @@ Learner's metrics recorded by a `DeferredMetrics` instead of its
 `MetricsLogger`; `reduce_deferred_metrics()` logs and reduces them once per
 iteration. The per-item rows a loss logs under RLlib's TD-error key (TD
 errors, or NERS score rows) come back from each update as `PRIORITY_ROWS`:
-numpy rows per module id.
+numpy rows per module id, or with `rllib_ners_rows_on_device=True` tensors
+left on the Learner's device (nothing read back: see `deferred_priorities`).
 
 Losses log their window-1 statistics through `log_statistics()`, which
 computes each only for the update an iteration reports.
@@ -50,6 +51,9 @@ from rllib_ners.utils.update_graphs import RecordedMetrics
 DEFER_METRICS = "rllib_ners_defer_metrics"
 # Key of the per-item rows in a deferred update's result.
 PRIORITY_ROWS = "priority_rows"
+# `Learner.update()` keyword (with DEFER_METRICS) that keeps those rows on the
+# Learner's device.
+ROWS_ON_DEVICE = "rllib_ners_rows_on_device"
 
 
 def columns_to_tensors(columns, device) -> Dict[str, Any]:
@@ -76,6 +80,12 @@ def _numpy_rows(values) -> Optional[np.ndarray]:
     return np.concatenate(items) if items else None
 
 
+def _device_rows(values) -> Optional[torch.Tensor]:
+    """The logged per-item rows of one module, concatenated, where they are."""
+    items = [torch.as_tensor(value).detach() for value in values]
+    return torch.cat(items) if items else None
+
+
 class DeferredMetricsUpdates:
     """For `TorchLearner` subclasses (list it before the TorchLearner class):
     updates with deferred metrics (see the module docstring)."""
@@ -100,9 +110,11 @@ class DeferredMetricsUpdates:
         *,
         training_data: Optional[TrainingData] = None,
         timesteps: Optional[Dict[str, Any]] = None,
+        rllib_ners_rows_on_device: bool = False,
         **kwargs,
     ) -> Dict[str, Any]:
-        """One gradient step on `batch`; returns `{PRIORITY_ROWS: rows}`."""
+        """One gradient step on `batch`; returns `{PRIORITY_ROWS: rows}`
+        (numpy, or tensors on the device with `rllib_ners_rows_on_device`)."""
         check_learner_built(self)
         batch = _single_batch(batch, training_data, kwargs)
         timesteps = timesteps or {}
@@ -121,8 +133,9 @@ class DeferredMetricsUpdates:
             self.after_gradient_based_update(timesteps=timesteps)
         self._deferred_env_steps += int(batch.env_steps())
         rows = {}
+        as_rows = _device_rows if rllib_ners_rows_on_device else _numpy_rows
         for module_id in tensors:
-            module_rows = _numpy_rows(
+            module_rows = as_rows(
                 self.deferred_metrics.pop_values((module_id, TD_ERROR_KEY))
             )
             if module_rows is not None:

@@ -77,9 +77,14 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+from rllib_ners.algorithms.common.deferred_priorities import (
+    DeferredPriorityWrites,
+    deferred_priority_writes_blocker,
+)
 from rllib_ners.algorithms.common.deferred_updates import (
     DEFER_METRICS,
     PRIORITY_ROWS,
+    ROWS_ON_DEVICE,
     DeferredMetricsUpdates,
 )
 from rllib_ners.algorithms.common.fragment_shipping import (
@@ -245,6 +250,9 @@ class ReplayLoopMixin:
     # Updates owed by the env steps sampled so far (a fraction of an update
     # carries over to the next round).
     _updates_owed = Fraction(0)
+    # Where each round's priority writes wait for its last update (uniform
+    # replay on a local GPU Learner: `deferred_priorities`), else None.
+    _deferred_priorities: Optional[DeferredPriorityWrites] = None
 
     @override(DQN)
     def setup(self, config: AlgorithmConfig) -> None:
@@ -294,6 +302,23 @@ class ReplayLoopMixin:
                     shared.sources[0].device,
                 )
         lay_out_frames_for_the_learner(self)
+        self._set_up_deferred_priorities()
+
+    def _set_up_deferred_priorities(self) -> None:
+        """Priority writes wait for the round's last update where that changes
+        no draw (`deferred_priorities`); one log line where they would."""
+        group = self.learner_group
+        learner = local_learner_of(group) if group.is_local else None
+        blocker = deferred_priority_writes_blocker(self.local_replay_buffer, learner)
+        if blocker is None:
+            self._deferred_priorities = DeferredPriorityWrites()
+            logger.info(
+                "%s writes a round's priorities after its last update (uniform "
+                "replay: they change no draw), so that its %s Learner's updates "
+                "queue without the host waiting for each.",
+                type(self).__name__,
+                learner.device,
+            )
 
     def _set_up_fragment_packing(self) -> None:
         """Remote EnvRunners ship their fragments packed (`fragment_shipping`)
@@ -429,16 +454,32 @@ class ReplayLoopMixin:
                     gamma=config.gamma,
                     beta=beta,
                 )
+            deferred = self._deferred_priorities
             with times.section(LEARNER_UPDATE_TIMER):
                 batch = replay_train_batch(buffer, columns)
                 results = self._update_learners(
-                    batch, self._update_timesteps(sampled_lifetime)
+                    batch,
+                    self._update_timesteps(sampled_lifetime),
+                    rows_on_device=deferred is not None,
                 )
             trained += batch.env_steps()
             with times.section(REPLAY_BUFFER_UPDATE_PRIOS_TIMER):
+                if deferred is not None:
+                    rows = results[0][PRIORITY_ROWS].get(DEFAULT_MODULE_ID)
+                    if rows is not None:
+                        deferred.hold(buffer.take_sampled_items(), rows)
+                    continue
                 for module_id, rows in _priority_rows(results).items():
                     buffer.update_priorities(rows, module_id)
+        self._write_deferred_priorities(times)
         return trained
+
+    def _write_deferred_priorities(self, times: _SectionTimes) -> None:
+        """The priorities held since the last write (`deferred_priorities`),
+        written before anything else touches the buffer."""
+        if self._deferred_priorities is not None and len(self._deferred_priorities):
+            with times.section(REPLAY_BUFFER_UPDATE_PRIOS_TIMER):
+                self._deferred_priorities.flush(self.local_replay_buffer)
 
     def _before_overlapped_update(
         self, tally: _OverlapTally, times: _SectionTimes
@@ -447,6 +488,7 @@ class ReplayLoopMixin:
         with times.section(ENV_RUNNER_SAMPLING_TIMER):
             late = sampler.wait_for_stale(self._max_weights_staleness())
         if late.episodes:
+            self._write_deferred_priorities(times)
             with times.section(REPLAY_BUFFER_ADD_DATA_TIMER):
                 self.local_replay_buffer.add(late.episodes)
         sampler.hold(late)
@@ -511,16 +553,24 @@ class ReplayLoopMixin:
             }
         return timesteps
 
-    def _update_learners(self, batch, timesteps) -> List[Dict[str, Any]]:
+    def _update_learners(
+        self, batch, timesteps, *, rows_on_device: bool = False
+    ) -> List[Dict[str, Any]]:
         """One update with deferred metrics: the local Learner's `update()`
         called directly (what `LearnerGroup.update` does for it, without the
         `TrainingData` wrapper and the two Prometheus timers per update; the
         update timer is observed once per iteration instead), or the
-        LearnerGroup's update across remote Learners."""
+        LearnerGroup's update across remote Learners. `rows_on_device`: the
+        local Learner's priority rows stay on its device."""
         group = self.learner_group
         if group.is_local:
             learner = local_learner_of(group)
-            return [learner.update(batch=batch, timesteps=timesteps, **_DEFER)]
+            on_device = {ROWS_ON_DEVICE: True} if rows_on_device else {}
+            return [
+                learner.update(
+                    batch=batch, timesteps=timesteps, **_DEFER, **on_device
+                )
+            ]
         return group.update(batch=batch, timesteps=timesteps, **_DEFER)
 
     def _sync_weights(self) -> None:

@@ -1,0 +1,116 @@
+"""`deferred_priorities`: a round's priority writes held on the device and
+written at its end, where that changes no draw (uniform replay).
+
+The training loop's use is tested in tests/integration/test_fast_training_loop.py
+(bit-identical training with alpha = 0; a different buffer with alpha > 0,
+which is why it is not deferred there)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from rllib_ners.algorithms.common.deferred_priorities import (
+    DeferredPriorityWrites,
+    deferred_priority_writes_blocker,
+)
+from rllib_ners.replay_buffers import (
+    FastPrioritizedEpisodeReplayBuffer,
+    NERSEpisodeReplayBuffer,
+)
+
+ON_GPU = SimpleNamespace(device=torch.device("cuda"))
+
+
+@pytest.mark.parametrize(
+    "buffer, learner, reason",
+    [
+        (FastPrioritizedEpisodeReplayBuffer(100, alpha=0.0), ON_GPU, None),
+        (FastPrioritizedEpisodeReplayBuffer(100, alpha=0.6), ON_GPU, "alpha=0.6"),
+        (NERSEpisodeReplayBuffer(100), ON_GPU, "not the prioritized buffer"),
+        (FastPrioritizedEpisodeReplayBuffer(100, alpha=0.0), None, "remote"),
+        (
+            FastPrioritizedEpisodeReplayBuffer(100, alpha=0.0),
+            SimpleNamespace(device=torch.device("cpu")),
+            "on cpu",
+        ),
+    ],
+)
+def test_writes_wait_only_where_no_draw_changes(buffer, learner, reason):
+    blocker = deferred_priority_writes_blocker(buffer, learner)
+    if reason is None:
+        assert blocker is None
+    else:
+        assert reason in blocker
+
+
+class RecordingBuffer:
+    def __init__(self):
+        self.writes = []
+
+    def update_priorities_of(self, sampled, priorities):
+        self.writes.append((sampled, priorities))
+
+
+def test_a_flush_writes_each_update_in_order_after_one_copy():
+    writes = DeferredPriorityWrites()
+    samples = [(np.array([3, 1]), np.array([7, 8])), (np.array([1]), np.array([8]))]
+    writes.hold(samples[0], torch.tensor([[0.5], [2.0]]))
+    writes.hold(samples[1], torch.tensor([4.0]))
+    buffer = RecordingBuffer()
+    writes.flush(buffer)
+    assert len(writes) == 0
+    [(first, p_first), (second, p_second)] = buffer.writes
+    assert first is samples[0] and second is samples[1]
+    np.testing.assert_array_equal(p_first, [0.5, 2.0])
+    np.testing.assert_array_equal(p_second, [4.0])
+    writes.flush(buffer)  # nothing held: nothing written
+    assert len(buffer.writes) == 2
+
+
+def test_holding_the_wrong_number_of_priorities_fails_at_once():
+    with pytest.raises(ValueError, match="3 priorities for 2 sampled items"):
+        DeferredPriorityWrites().hold(
+            (np.array([0, 1]), np.array([0, 0])), torch.zeros(3)
+        )
+
+
+def test_taken_items_are_written_as_update_priorities_writes_them():
+    """`take_sampled_items()` / `update_priorities_of()` after a later sample
+    leave the buffer as `update_priorities()` right after each sample would
+    (alpha = 0: the draws do not depend on the priorities)."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    def filled():
+        buffer = FastPrioritizedEpisodeReplayBuffer(50, alpha=0.0, seed=0)
+        buffer.add(
+            SingleAgentEpisode(
+                observations=[np.float32([t]) for t in range(31)],
+                actions=[0] * 30,
+                rewards=[1.0] * 30,
+                len_lookback_buffer=0,
+            )
+        )
+        return buffer
+
+    now, later = filled(), filled()
+    priorities = [np.linspace(0.1, 3.0, 8), np.linspace(5.0, 0.2, 8)]
+    held = []
+    for p in priorities:
+        a = now.sample_batch(8)
+        now.update_priorities(p)
+        b = later.sample_batch(8)
+        np.testing.assert_array_equal(a["indices"], b["indices"])
+        held.append(later.take_sampled_items())
+    for sampled, p in zip(held, priorities):
+        later.update_priorities_of(sampled, p)
+    state_now, state_later = now.get_state(), later.get_state()
+    assert state_now["_max_priority"] == state_later["_max_priority"] == 5.0
+    np.testing.assert_array_equal(
+        state_now["sum_tree"]["leaves"], state_later["sum_tree"]["leaves"]
+    )
+    with pytest.raises(ValueError, match="2 priorities for 8 sampled items"):
+        later.update_priorities_of(held[0], [1.0, 2.0])
