@@ -208,6 +208,19 @@ def test_rainbow_papers_preset_trains_with_overlapped_sampling(ray_session):
         algo.stop()
 
 
+def _small_der_on_cpu(*, steps_per_iteration):
+    """Data-efficient Rainbow (PER) on MsPacman with a 2000-step buffer,
+    learning from step 200, the local EnvRunner, seed 0."""
+    return (
+        atari_data_efficient_rainbow(
+            "MsPacman", replay="per", capacity=2000, learning_starts=200
+        )
+        .env_runners(num_env_runners=0)
+        .reporting(min_sample_timesteps_per_iteration=steps_per_iteration)
+        .debugging(seed=0)
+    )
+
+
 def test_channels_first_frame_stacks_reach_the_module_alike(ray_session):
     """`frames_channels_first` (what the training loop sets for a local GPU
     Learner): the buffer samples the same stacks, laid out NCHW in memory, and
@@ -218,14 +231,7 @@ def test_channels_first_frame_stacks_reach_the_module_alike(ray_session):
     from rllib_ners.algorithms.common.deferred_updates import columns_to_tensors
     from rllib_ners.seam.rl_module import training_pass
 
-    config = (
-        atari_data_efficient_rainbow(
-            "MsPacman", replay="per", capacity=2000, learning_starts=200
-        )
-        .env_runners(num_env_runners=0)
-        .reporting(min_sample_timesteps_per_iteration=250)
-        .debugging(seed=0)
-    )
+    config = _small_der_on_cpu(steps_per_iteration=250)
     algo = config.build_algo()
     try:
         algo.train()
@@ -267,14 +273,7 @@ def test_frame_stacks_gathered_from_device_frames_train_alike(ray_session):
     stacks, since the stacks are the same values in the same layout."""
     from rllib_ners.replay_buffers.device_frames import DeviceFrames
 
-    config = (
-        atari_data_efficient_rainbow(
-            "MsPacman", replay="per", capacity=2000, learning_starts=200
-        )
-        .env_runners(num_env_runners=0)
-        .reporting(min_sample_timesteps_per_iteration=150)
-        .debugging(seed=0)
-    )
+    config = _small_der_on_cpu(steps_per_iteration=150)
     runs = []
     for mirrored in (False, True):
         algo = config.build_algo()

@@ -372,19 +372,20 @@ def test_100k_atari_buffer_arrays_stay_under_one_gigabyte():
     assert 100_000 * stock_per_transition / total > 3.5
 
 
+def coloured_chunk(ep, t0, t1, channels):
+    """`chunk(ep, t0, t1)` with each frame repeated into `channels` channels."""
+    episode = chunk(ep, t0, t1)
+    for t, obs in enumerate(episode.observations):
+        episode.observations[t] = np.repeat(obs, channels, axis=-1)
+    episode.observation_space = gym.spaces.Box(0, 255, (H, W, channels), np.uint8)
+    return episode
+
+
 @pytest.mark.parametrize("channels", [1, 3])
 def test_channels_first_layout_holds_the_same_stacks(channels):
     """`frames_channels_first`: through ring wrap and eviction, the sampled
     stacks equal the channels-last ones value for value (same shape and
     dtype), laid out `[n, k * C, H, W]` in memory."""
-    space = gym.spaces.Box(0, 255, (H, W, channels), np.uint8)
-
-    def colour(episode):
-        for t, obs in enumerate(episode.observations):
-            episode.observations[t] = np.repeat(obs, channels, axis=-1)
-        episode.observation_space = space
-        return episode
-
     buffers = [make_buffer(capacity=29) for _ in range(2)]
     buffers[1].frames_channels_first = True
     rng = np.random.default_rng(3)
@@ -392,7 +393,7 @@ def test_channels_first_layout_holds_the_same_stacks(channels):
         ep, t0 = step % 5, (step // 5) * 3
         t1 = t0 + int(rng.integers(1, 4))
         for buffer in buffers:
-            buffer.add(colour(chunk(ep, t0, t1)))
+            buffer.add(coloured_chunk(ep, t0, t1, channels))
         plain, planar = (
             buffer.sample_batch(16, n_step=(1, 3), gamma=GAMMA) for buffer in buffers
         )
@@ -404,20 +405,12 @@ def test_channels_first_layout_holds_the_same_stacks(channels):
 
 
 def _same_stacks_through_ring_wrap(buffers, channels, *, adds_between_samples):
-    space = gym.spaces.Box(0, 255, (H, W, channels), np.uint8)
-
-    def colour(episode):
-        for t, obs in enumerate(episode.observations):
-            episode.observations[t] = np.repeat(obs, channels, axis=-1)
-        episode.observation_space = space
-        return episode
-
     rng = np.random.default_rng(4)
     for step in range(60):
         ep, t0 = step % 5, (step // 5) * 3
         t1 = t0 + int(rng.integers(1, 4))
         for buffer in buffers:
-            buffer.add(colour(chunk(ep, t0, t1)))
+            buffer.add(coloured_chunk(ep, t0, t1, channels))
         if step % adds_between_samples:
             continue
         host, device = (
