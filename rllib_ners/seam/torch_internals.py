@@ -5,7 +5,9 @@ overhead: one kernel per parameter tensor, torch's wrapper around every
 optimizer step, `nn.Module.__call__`'s bookkeeping. The functions here reach
 the multi-tensor ("foreach") kernels and the fused Adam kernel that torch's
 own optimizers and `GradScaler` use, and tell when skipping a wrapper would
-be observable (a hook or the profiler would miss a call). Each is pinned by
+be observable (a hook or the profiler would miss a call). `TorchDispatchMode`
+lets `utils.update_graphs.HostReadGuard` see the ops an update dispatches. Each
+is pinned by
 `tests/rllib_contract/test_seam_torch_internals.py`. No Ray imports.
 """
 
@@ -16,7 +18,14 @@ from typing import Callable, List, Optional, Sequence, Union
 import torch
 from torch import nn
 
+# The base class of a mode that sees every aten op below the Python API
+# (torch's kernels' own calls included), as `op.name()`: "aten::item" for an
+# op's default overload, "aten::normal.Tensor_Tensor" for another. Public in
+# use (torch's docs and tests), private in location.
+from torch.utils._python_dispatch import TorchDispatchMode
+
 __all__ = [
+    "TorchDispatchMode",
     "foreach_add_",
     "foreach_mul",
     "foreach_mul_",

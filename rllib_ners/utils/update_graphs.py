@@ -57,7 +57,8 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from rllib_ners.seam.torch_internals import TorchDispatchMode
 
 logger = logging.getLogger(__name__)
 
@@ -212,10 +213,9 @@ class _HostReadOps(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.paused:
             return func(*args, **kwargs)
-        packet = func._schema.name
-        what = _HOST_READING_OVERLOADS.get(
-            f"{packet}.{func._overloadname}"
-        ) or _HOST_READING_OPS.get(packet)
+        name = func.name()  # "aten::op" or "aten::op.overload"
+        packet = name.split(".", 1)[0]
+        what = _HOST_READING_OVERLOADS.get(name) or _HOST_READING_OPS.get(packet)
         if what is None and packet == "aten::index":
             # Boolean-mask indexing finds the mask's nonzero entries first.
             if any(

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from rllib_ners.seam.torch_internals import (
+    TorchDispatchMode,
     foreach_add_,
     foreach_mul,
     foreach_mul_,
@@ -188,3 +189,27 @@ def test_forward_hooks_make_a_call_observed():
     finally:
         handle.remove()
     assert not forward_is_observed(layer)
+
+
+def test_a_dispatch_mode_sees_the_ops_below_the_python_api_by_name():
+    """What `HostReadGuard` (utils/update_graphs.py) relies on: a mode sees
+    each aten op, torch's kernels' own host reads included, named
+    "aten::op" (default overload) or "aten::op.overload"."""
+
+    class Names(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(func.name())
+            return func(*args, **(kwargs or {}))
+
+    x = torch.tensor([1.0, -2.0])
+    with Names() as names:
+        x.sum().item()
+        x[x > 0]
+        torch.normal(x, x.abs())
+    assert "aten::_local_scalar_dense" in names.seen, _fail(".item() dispatch")
+    assert "aten::index.Tensor" in names.seen, _fail("boolean-mask indexing")
+    assert "aten::normal.Tensor_Tensor" in names.seen, _fail("torch.normal op name")
