@@ -104,7 +104,9 @@ class DeviceFrames:
 
     def _copy(self, storage: RingStorage, slots: np.ndarray) -> None:
         slots = slots % storage.capacity
-        frames = numpy_to_tensor(storage.obs[slots], self.device, via_pinned_memory=True)
+        frames = numpy_to_tensor(
+            storage.obs[slots], self.device, via_pinned_memory=True
+        )
         slots = numpy_to_tensor(slots, self.device, via_pinned_memory=True)
         self.frames[slots] = frames
 

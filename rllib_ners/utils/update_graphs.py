@@ -162,15 +162,13 @@ class RecordedMetrics:
 _HOST_READING_OPS = {
     "aten::_local_scalar_dense": "reads a tensor's value on the host (.item(), "
     "float(t), bool(t), `if t:`)",
-    "aten::nonzero": "computes an output whose shape depends on values "
-    "(nonzero)",
+    "aten::nonzero": "computes an output whose shape depends on values (nonzero)",
     "aten::masked_select": "computes an output whose shape depends on values "
     "(masked_select)",
     "aten::_unique2": "computes an output whose shape depends on values (unique)",
     "aten::unique_consecutive": "computes an output whose shape depends on "
     "values (unique_consecutive)",
-    "aten::unique_dim": "computes an output whose shape depends on values "
-    "(unique)",
+    "aten::unique_dim": "computes an output whose shape depends on values (unique)",
     "aten::is_nonzero": "reads a tensor's truth value on the host",
     "aten::equal": "compares tensors on the host (torch.equal)",
     "aten::lift_fresh": "makes a tensor from host data (torch.tensor, "

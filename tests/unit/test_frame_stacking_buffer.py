@@ -456,7 +456,9 @@ def test_device_frames_follow_a_restored_buffer():
     for buffer in (host, device):
         buffer.set_state(source.get_state())
     for _ in range(3):
-        a, b = (buffer.sample_batch(8, n_step=2, gamma=GAMMA) for buffer in (host, device))
+        a, b = (
+            buffer.sample_batch(8, n_step=2, gamma=GAMMA) for buffer in (host, device)
+        )
         np.testing.assert_array_equal(b["obs"].numpy(), a["obs"])
         np.testing.assert_array_equal(b["new_obs"].numpy(), a["new_obs"])
 
@@ -477,7 +479,9 @@ def test_device_frames_leave_frames_they_cannot_serve_on_the_host(caplog):
             action_space=ACT_SPACE,
         )
     )
-    with caplog.at_level(logging.INFO, logger="rllib_ners.replay_buffers.device_frames"):
+    with caplog.at_level(
+        logging.INFO, logger="rllib_ners.replay_buffers.device_frames"
+    ):
         for _ in range(2):
             batch = buffer.sample_batch(4, n_step=1, gamma=GAMMA)
     assert isinstance(batch["obs"], np.ndarray)

@@ -42,9 +42,7 @@ def deferred_priority_writes_blocker(buffer, learner) -> Optional[str]:
     ):
         return f"{type(buffer).__name__} is not the prioritized buffer"
     if buffer.alpha != 0:
-        return (
-            f"alpha={buffer.alpha}: each update's priorities change the next draw"
-        )
+        return f"alpha={buffer.alpha}: each update's priorities change the next draw"
     return None
 
 

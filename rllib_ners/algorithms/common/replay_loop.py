@@ -567,9 +567,7 @@ class ReplayLoopMixin:
             learner = local_learner_of(group)
             on_device = {ROWS_ON_DEVICE: True} if rows_on_device else {}
             return [
-                learner.update(
-                    batch=batch, timesteps=timesteps, **_DEFER, **on_device
-                )
+                learner.update(batch=batch, timesteps=timesteps, **_DEFER, **on_device)
             ]
         return group.update(batch=batch, timesteps=timesteps, **_DEFER)
 
