@@ -11,7 +11,7 @@ only the frames' slots (`2 x batch x k` int64) and gathers the stacks on the
 device.
 
 The stacks are the same values, built from the same slots and validity
-(`frame_stack._stack_frame_slots`), and the same layout as the host's
+(`frame_stack.stack_frame_slots`), and the same layout as the host's
 `channels_first` stacks: `[n, H, W, k * C]` viewing channels-first memory.
 
 The mirror follows the ring's writes by `num_slots_written`: slots are
@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from rllib_ners.replay_buffers.frame_stack import _stack_frame_slots
+from rllib_ners.replay_buffers.frame_stack import stack_frame_slots
 from rllib_ners.replay_buffers.ring_storage import RingStorage
 from rllib_ners.utils.torch_ops import numpy_to_tensor
 
@@ -70,7 +70,7 @@ class DeviceFrames:
         if not self._sync(storage):
             return None
         flat = np.asarray(slots, dtype=np.int64).reshape(-1)
-        index, valid = _stack_frame_slots(storage, flat, k)
+        index, valid = stack_frame_slots(storage, flat, k)
         # One transfer: the slots, -1 where the frame reads as zeros.
         index = np.where(valid, index, -1).T  # [n, k], oldest frame first
         # Through pinned memory: a copy from pageable memory would make the

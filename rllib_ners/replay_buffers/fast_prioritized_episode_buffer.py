@@ -351,8 +351,9 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         once. Items whose slot was overwritten since the sample are skipped too.
         """
         priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
-        slots, stamps = self._take_last_sample(priorities.shape[0])
-        self.update_priorities_at(slots, priorities, stamps)
+        self.update_priorities_of(
+            self._take_last_sample(priorities.shape[0]), priorities
+        )
 
     @property
     def alpha(self) -> float:

@@ -82,7 +82,7 @@ def stacked_frames(
     convolution is faster on channels-last memory.
     """
     flat = np.asarray(slots, dtype=np.int64).reshape(-1)
-    index, valid = _stack_frame_slots(storage, flat, k)
+    index, valid = stack_frame_slots(storage, flat, k)
     frame_shape = storage.obs.shape[1:]
     channels = frame_shape[2] if len(frame_shape) == 3 else 1
     height, width = frame_shape[:2]
@@ -120,12 +120,12 @@ def observation_keys(
     if frame_stack == 1:
         keys = storage.stamp[flat]
     else:
-        _, valid = _stack_frame_slots(storage, flat, frame_stack)
+        _, valid = stack_frame_slots(storage, flat, frame_stack)
         keys = storage.stamp[flat] * (frame_stack + 1) + valid.sum(axis=0)
     return keys.reshape(np.shape(slots))
 
 
-def _stack_frame_slots(storage: RingStorage, flat: np.ndarray, k: int):
+def stack_frame_slots(storage: RingStorage, flat: np.ndarray, k: int):
     """`[k, n]` slots of the frames of the stacks ending at `flat`, oldest
     first, and whether each frame is stored (else it reads as zeros)."""
     index = np.empty((k, flat.size), dtype=np.int64)

@@ -443,6 +443,7 @@ class ReplayLoopMixin:
         config = self.config
         buffer = self.local_replay_buffer
         beta = config.replay_buffer_config.get("beta")
+        deferred = self._deferred_priorities
         trained = 0
         for _ in range(num_updates):
             if overlapped is not None:
@@ -454,7 +455,6 @@ class ReplayLoopMixin:
                     gamma=config.gamma,
                     beta=beta,
                 )
-            deferred = self._deferred_priorities
             with times.section(LEARNER_UPDATE_TIMER):
                 batch = replay_train_batch(buffer, columns)
                 results = self._update_learners(
