@@ -82,7 +82,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import peers
 from peers import Arm, FloorArm, RLlibArm, SB3Arm
@@ -439,7 +439,8 @@ def profile_suite(name: str, steps: int, out_dir: Path) -> None:
 
 
 # -------------------------------------------------------------- runners
-RUNNER_MODES = ("lockstep", "overlapped", "ceiling")
+# The ceiling first: it is the bound of the same EnvRunner count's other points.
+RUNNER_MODES = ("ceiling", "lockstep", "overlapped")
 
 
 def _timed_learner_updates(algo) -> List[float]:
@@ -476,10 +477,12 @@ def runners_point(
     steps: int,
     envs_per_runner: int = 1,
     preset: str = "rainbow",
+    training_intensity: Optional[float] = None,
 ) -> dict:
     """One algorithm with `num_runners` EnvRunners of `envs_per_runner`
     sub-envs each: warmed up past the learning start, then one iteration of
-    `steps` env steps timed."""
+    `steps` env steps timed. `training_intensity`: replayed per sampled env
+    step (None: the preset's)."""
     from ray.rllib.utils.metrics import (
         ALL_MODULES,
         ENV_RUNNER_RESULTS,
@@ -511,6 +514,8 @@ def runners_point(
             overlap_sampling=mode != "lockstep", cuda_graph_updates=cuda_available()
         )
     )
+    if training_intensity is not None:
+        config = config.training(training_intensity=training_intensity)
     if mode == "lockstep":
         # RLlib's lockstep weights count a local EnvRunner beside the remote
         # ones ((N + 1) / N times the ratio): this intensity keeps the preset's
@@ -538,8 +543,10 @@ def runners_point(
             result = algo.train()
         busy = _timed_learner_updates(algo)
         sampled0, trained0 = counts(result)
+        sections: Dict[str, List[float]] = {}
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        result = algo.train()
+        with peers.loop_sections_into(sections):
+            result = algo.train()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         sampled, trained = counts(result)
     finally:
@@ -555,7 +562,58 @@ def runners_point(
             if WEIGHTS_STALENESS_MEAN in result
             else "-"
         ),
+        # The driver's wall time per env step in each loop section (ms).
+        "sections": {
+            label: 1e3 * sections.get(key, [0, 0.0])[1] / max(env_steps, 1)
+            for key, label in peers.loop_section_labels().items()
+        },
     }
+
+
+# What bounds a point (`point_bound`): its env steps/s reach this share of the
+# sampling-only ceiling at the same EnvRunner count, or its Learner is busy
+# for at least this share of the wall time.
+CEILING_SHARE = 0.9
+LEARNER_BUSY_SHARE = 0.8
+# The driver's loop sections, grouped into what `point_bound` names.
+DRIVER_PARTS = {
+    "waiting for and receiving fragments": ("sampling",),
+    "sending weights": ("weight sync",),
+    "the buffer (add, replay sample, priorities)": (
+        "buffer add",
+        "replay sample",
+        "priorities",
+    ),
+    "the Learner's updates": ("Learner update",),
+}
+
+
+def point_bound(point: dict, ceiling: Optional[float], mode: str) -> str:
+    """What bounds a `mode` (lockstep or overlapped) point, in words.
+
+    `ceiling`: the sampling-only env steps/s with the same EnvRunners (None
+    where it was not measured). The EnvRunners bound a point that reaches
+    `CEILING_SHARE` of it; the Learner one whose updates take
+    `LEARNER_BUSY_SHARE` of the wall time. Otherwise the driver's time is
+    split among `DRIVER_PARTS`, and the two largest shares of the wall time
+    are named (in lockstep, waiting for fragments is the EnvRunners'
+    sampling, which the Learner waits for)."""
+    rate = point["env steps/s"]
+    if ceiling and rate >= CEILING_SHARE * ceiling:
+        return f"the EnvRunners ({rate / ceiling:.0%} of the sampling-only ceiling)"
+    if point["Learner busy"] >= LEARNER_BUSY_SHARE:
+        return f"the Learner (busy {point['Learner busy']:.0%} of the wall time)"
+    shares = {
+        part: sum(point["sections"].get(label, 0.0) for label in labels) * rate / 1e3
+        for part, labels in DRIVER_PARTS.items()
+    }
+    if mode == "lockstep":
+        waiting = next(iter(DRIVER_PARTS))
+        shares["the EnvRunners' sampling, waited for in lockstep"] = shares.pop(waiting)
+    largest = sorted(shares, key=shares.get, reverse=True)[:2]
+    return "the driver's time, mostly " + " and ".join(
+        f"{part} ({shares[part]:.0%})" for part in largest
+    )
 
 
 def runners_suite(
@@ -564,33 +622,60 @@ def runners_suite(
     steps: int,
     envs_per_runner: int = 1,
     preset: str = "rainbow",
+    modes: Tuple[str, ...] = RUNNER_MODES,
+    training_intensity: Optional[float] = None,
 ) -> None:
+    """Every point of the scaling table, printed as it is measured (a timeout
+    keeps the rows so far), then what bounds each (`point_bound`).
+    `benchmarks/runners_plot.py` draws the table."""
     updates = "replayed from CUDA graphs" if cuda_available() else "eager (CPU)"
-    print(
-        f"{RUNNER_PRESETS[preset]}; {envs_per_runner} sub-env(s) per EnvRunner; "
-        f"Learner updates {updates}"
+    intensity = (
+        "the preset's training_intensity"
+        if training_intensity is None
+        else f"training_intensity={training_intensity:g}"
     )
+    print(
+        f"{RUNNER_PRESETS[preset]}; {intensity}; {envs_per_runner} sub-env(s) "
+        f"per EnvRunner; Learner updates {updates}"
+    )
+    labels = list(peers.loop_section_labels().values())
     print(
         "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
-        "updates/s | Learner busy | staleness mean/max |"
+        "updates/s | Learner busy | staleness mean/max | driver ms per env step: "
+        f"{' / '.join(labels)} |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
+    points: List[Tuple[int, str, str, dict]] = []
     for num_runners in runner_counts:
-        for arm in arms:
-            for mode in RUNNER_MODES:
-                if mode == "ceiling" and arm != arms[0]:
-                    continue  # no updates: the arm does not matter
+        for mode in sorted(modes, key=RUNNER_MODES.index):
+            for arm in arms[:1] if mode == "ceiling" else arms:
                 point = runners_point(
-                    arm, mode, num_runners, steps, envs_per_runner, preset
+                    arm,
+                    mode,
+                    num_runners,
+                    steps,
+                    envs_per_runner,
+                    preset,
+                    training_intensity,
+                )
+                points.append((num_runners, arm, mode, point))
+                sections = " / ".join(
+                    f"{point['sections'][label]:.3f}" for label in labels
                 )
                 print(
                     f"| {num_runners} | {arm if mode != 'ceiling' else '-'} | "
                     f"{mode} | {point['env steps/s']:.1f} | "
                     f"{point['driver CPU s / 1k env steps']:.1f} | "
                     f"{point['updates/s']:.1f} | {point['Learner busy']:.0%} | "
-                    f"{point['staleness mean/max']} |",
+                    f"{point['staleness mean/max']} | {sections} |",
                     flush=True,
                 )
+    ceilings = {n: p["env steps/s"] for n, _, mode, p in points if mode == "ceiling"}
+    print("\nWhat bounds each point:")
+    for num_runners, arm, mode, point in points:
+        if mode != "ceiling":
+            bound = point_bound(point, ceilings.get(num_runners), mode)
+            print(f"- {num_runners} EnvRunners, {arm}, {mode}: {bound}")
 
 
 # -------------------------------------------------------------- report
@@ -670,7 +755,23 @@ def main(argv=None) -> int:
         "batch-1 forward is half of an EnvRunner's time per step on a CPU: "
         "benchmarks/atari_ingest.py)",
     )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=RUNNER_MODES,
+        default=list(RUNNER_MODES),
+        help="the points of --suite runners: ceiling (sampling only), lockstep, "
+        "overlapped",
+    )
+    parser.add_argument(
+        "--training-intensity",
+        type=float,
+        help="replayed per sampled env step in --suite runners (default: the "
+        "preset's; 1 for the scaling where the Learner is not the bound)",
+    )
     args = parser.parse_args(argv)
+    if args.training_intensity is not None and args.training_intensity <= 0:
+        parser.error(f"--training-intensity must be > 0, got {args.training_intensity}")
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
     names = args.arms or list(SUITES[args.suite])
     unknown = set(names) - set(SUITES[args.suite])
@@ -711,7 +812,13 @@ def main(argv=None) -> int:
         if args.suite == "runners":
             print(f"runners: {args.steps} env steps per point; {_machine()}")
             runners_suite(
-                names, args.runners, args.steps, args.envs_per_runner, args.preset
+                names,
+                args.runners,
+                args.steps,
+                args.envs_per_runner,
+                args.preset,
+                tuple(args.modes),
+                args.training_intensity,
             )
             return 0
         load_before = os.getloadavg()

@@ -169,7 +169,7 @@ class RLlibArm(Arm):
         return self.counts[0] - before[0], self.counts[1] - before[1]
 
     def run(self, steps: int) -> Tuple[int, int]:
-        with _loop_sections_into(self.loop_times):
+        with loop_sections_into(self.loop_times):
             return self._read(self.algo.train())
 
     def close(self) -> None:
@@ -217,7 +217,7 @@ def print_loop_sections(name: str, arm: Arm) -> None:
 
 
 @contextlib.contextmanager
-def _loop_sections_into(tally: Dict[str, List[float]]):
+def loop_sections_into(tally: Dict[str, List[float]]):
     """Inside the block, every iteration of our training loop adds its
     section timers' calls and seconds to `tally` ({key: [calls, seconds]}),
     as the loop logs them (an iteration on RLlib's own loop adds nothing)."""
