@@ -184,6 +184,85 @@ def test_noisy_layer_paths_agree_in_values_and_gradients(rows):
         torch.testing.assert_close(got, want)
 
 
+def test_reused_noisy_weights_are_built_once_and_never_stand_in_for_gradients():
+    from rllib_ners.rl_modules.rainbow.noisy_linear import noisy_weights_reused
+
+    torch.manual_seed(0)
+    layer = NoisyLinear(7, 5, sigma0=0.5)
+    x = torch.randn(6, 7)
+    built = []
+    plain_build = layer.noisy_weight_and_bias
+    layer.noisy_weight_and_bias = lambda: built.append(1) or plain_build()
+    with noisy_weights_reused([layer]):
+        with torch.no_grad():
+            first = layer(x)
+        assert not first.requires_grad and len(built) == 1
+        # Gradients on: a weight built without them is built again.
+        second = layer(x)
+        assert second.requires_grad and len(built) == 2
+        with torch.no_grad():
+            third = layer(x)
+        assert len(built) == 2
+        assert torch.equal(first, second.detach()) and torch.equal(first, third)
+    layer(x)  # outside the block: built per pass again
+    assert len(built) == 3 and layer._held_weights is None
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_train_forward_builds_each_online_noisy_weight_once_with_equal_results(
+    monkeypatch, double_q
+):
+    """The online passes on s_t and s_{t+n} share one noisy weight per layer:
+    the same outputs and gradients, bit for bit, as a weight built per pass."""
+    import contextlib
+
+    from rllib_ners.rl_modules.rainbow.torch import rainbow_torch_rl_module
+
+    torch.manual_seed(3)
+    module = _module(noisy=True, num_atoms=5, v_min=-2.0, v_max=2.0, double_q=double_q)
+    module.reset_noise()
+    module.reset_noise(target=True)
+    batch = {Columns.OBS: _obs(9, seed=1), Columns.NEXT_OBS: _obs(9, seed=2)}
+    online = module._noisy_layers()
+    built = []
+    plain_build = NoisyLinear.noisy_weight_and_bias
+
+    def counted(layer):
+        built.append(layer)
+        return plain_build(layer)
+
+    monkeypatch.setattr(NoisyLinear, "noisy_weight_and_bias", counted)
+
+    def one_pass():
+        built.clear()
+        module.zero_grad(set_to_none=True)
+        out = module._forward_train_stateless(batch)
+        out[QF_PREDS].square().sum().backward()
+        grads = {
+            name: p.grad.clone()
+            for name, p in module.named_parameters()
+            if p.grad is not None
+        }
+        online_builds = sum(any(layer is o for o in online) for layer in built)
+        return out, grads, online_builds
+
+    reused, reused_grads, reused_builds = one_pass()
+    monkeypatch.setattr(
+        rainbow_torch_rl_module,
+        "noisy_weights_reused",
+        lambda layers: contextlib.nullcontext(),
+    )
+    per_pass, per_pass_grads, per_pass_builds = one_pass()
+    assert reused_builds == len(online)
+    assert per_pass_builds == len(online) * (2 if double_q else 1)
+    assert set(reused) == set(per_pass)
+    for key in reused:
+        assert torch.equal(reused[key], per_pass[key]), key
+    assert set(reused_grads) == set(per_pass_grads) and reused_grads
+    for name in reused_grads:
+        assert torch.equal(reused_grads[name], per_pass_grads[name]), name
+
+
 def test_forward_train_draws_fresh_noise_and_the_target_its_own():
     module = _module(noisy=True)
     obs = _obs(6)

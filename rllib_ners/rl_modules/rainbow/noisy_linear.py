@@ -12,13 +12,16 @@ Noise is drawn only by `reset_noise()` (or `reset_noise_of(layers)`, one draw
 for several layers), so one draw can serve several forward passes (e.g. the
 online net on `s_t` and `s_{t+n}` in one double-Q update).
 `forward(x, noise=False)` uses the mean weights only (deterministic evaluation).
+Within `noisy_weights_reused(layers)` each layer builds its noisy weight once for
+all its forward passes (the noise and parameters cannot change there).
 No Ray imports: this is plain torch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Sequence
+from typing import Iterator, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -52,6 +55,28 @@ def reset_noise_of(layers: Sequence[NoisyLinear]) -> None:
             layer.eps_out.copy_(eps_out)
 
 
+@contextlib.contextmanager
+def noisy_weights_reused(layers: Sequence[NoisyLinear]) -> Iterator[None]:
+    """Inside the block each of `layers` builds its noisy weight and bias once
+    and uses them in every later forward pass of many rows: for passes with
+    the same noise and parameters, such as a double-Q update's online net on
+    `s_t` (with gradients) and then on `s_{t+n}` (without). The same values
+    (the same tensors), one `mu + sigma * eps` per layer fewer per pass: for
+    the Nature CNN's noisy 3136 x 512 layers, a few ms per update on a CPU.
+
+    The block must not redraw the noise or change the parameters. A weight
+    built without gradients is not used where gradients are on (it is built
+    again)."""
+    for layer in layers:
+        layer._reuse_weights = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer._reuse_weights = False
+            layer._held_weights = None
+
+
 class NoisyLinear(nn.Module):
     """`nn.Linear` with learnable factorised Gaussian weight noise.
 
@@ -80,6 +105,9 @@ class NoisyLinear(nn.Module):
         self.register_buffer("eps_out", torch.zeros(out_features), persistent=False)
         self.reset_parameters()
         self.reset_noise()
+        # Set by `noisy_weights_reused`, for its block only.
+        self._reuse_weights = False
+        self._held_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
 
     def reset_parameters(self) -> None:
         bound = 1.0 / math.sqrt(self.in_features)
@@ -113,8 +141,16 @@ class NoisyLinear(nn.Module):
             bias = self.bias_mu + self.bias_sigma * self.eps_out
             noisy = F.linear(x * self.eps_in, self.weight_sigma) * self.eps_out
             return F.linear(x, self.weight_mu, bias) + noisy
-        weight, bias = self.noisy_weight_and_bias()
+        weight, bias = self._weight_and_bias_for_pass()
         return F.linear(x, weight, bias)
+
+    def _weight_and_bias_for_pass(self):
+        if not self._reuse_weights:
+            return self.noisy_weight_and_bias()
+        held = self._held_weights
+        if held is None or (torch.is_grad_enabled() and not held[0].requires_grad):
+            held = self._held_weights = self.noisy_weight_and_bias()
+        return held
 
     def extra_repr(self) -> str:
         return (

@@ -51,7 +51,10 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import TensorType
 from torch.nn import functional as F
 
-from rllib_ners.rl_modules.rainbow.noisy_linear import reset_noise_of
+from rllib_ners.rl_modules.rainbow.noisy_linear import (
+    noisy_weights_reused,
+    reset_noise_of,
+)
 from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
     NOISY_KEY,
     RAINBOW_MODEL_DEFAULTS,
@@ -139,10 +142,14 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
 
     def reset_noise(self, *, target: bool = False) -> None:
         """Draws fresh noise in the online streams (or, with `target`, the target's)."""
-        if not self.uses_noisy:
-            return
+        if self.uses_noisy:
+            reset_noise_of(self._noisy_layers(target=target))
+
+    def _noisy_layers(self, *, target: bool = False):
+        """The noisy layers of the online streams (or the target's); none
+        without noisy nets."""
         streams = self._target_streams() if target else self._online_streams()
-        reset_noise_of([layer for stream in streams for layer in stream.noisy_layers()])
+        return [layer for stream in streams for layer in stream.noisy_layers()]
 
     # --------------------------------------------------------------- forwards
     @override(RLModule)
@@ -243,17 +250,20 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         only `s_t` is tracked. Same outputs, same gradients (tested), about a
         tenth less time per data-efficient Rainbow update.
         """
-        qf_outs = self.compute_q_values({Columns.OBS: batch[Columns.OBS]})
-        output = {
-            QF_PREDS: qf_outs[QF_PREDS],
-            OBS_ENCODER_OUT: qf_outs[ENCODER_OUT].detach(),
-        }
         next_batch = {Columns.OBS: batch[Columns.NEXT_OBS]}
+        # Both online passes share this update's noise: one noisy weight each.
+        with noisy_weights_reused(self._noisy_layers()):
+            qf_outs = self.compute_q_values({Columns.OBS: batch[Columns.OBS]})
+            output = {
+                QF_PREDS: qf_outs[QF_PREDS],
+                OBS_ENCODER_OUT: qf_outs[ENCODER_OUT].detach(),
+            }
+            with torch.no_grad():
+                if self.uses_double_q:
+                    next_outs = self.compute_q_values(next_batch)
+                    output[QF_NEXT_PREDS] = next_outs[QF_PREDS]
+                    output[NEXT_OBS_ENCODER_OUT] = next_outs[ENCODER_OUT]
         with torch.no_grad():
-            if self.uses_double_q:
-                next_outs = self.compute_q_values(next_batch)
-                output[QF_NEXT_PREDS] = next_outs[QF_PREDS]
-                output[NEXT_OBS_ENCODER_OUT] = next_outs[ENCODER_OUT]
             target_outs = self.forward_target(next_batch)
         output[QF_TARGET_NEXT_PREDS] = target_outs[QF_PREDS]
         if self.num_atoms > 1:
