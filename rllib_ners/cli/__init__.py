@@ -59,7 +59,11 @@ from rllib_ners.cli.evaluate import (
     make_render_env,
     video_writer,
 )
-from rllib_ners.cli.example_runner import run_example
+from rllib_ners.cli.example_runner import (
+    add_overlap_sampling_args,
+    overlap_sampling_settings,
+    run_example,
+)
 from rllib_ners.cli.examples import cmd_examples, example_description
 from rllib_ners.cli.overrides import (
     _apply_config_dict,

@@ -80,6 +80,33 @@ def learner_trains_faster_on_a_gpu(config) -> bool:
     return isinstance(config, DQNConfig) and config.env == ATARI_ENV_NAME
 
 
+def add_overlap_sampling_args(parser: argparse.ArgumentParser) -> None:
+    """`--overlap-sampling` and `--weights-sync-interval`, for the tuned
+    examples whose remote EnvRunners may sample while the Learner updates
+    (`overlap_sampling_settings(args)` turns them into `.training()` kwargs)."""
+    parser.add_argument(
+        "--overlap-sampling",
+        action="store_true",
+        help="remote EnvRunners sample while the Learner updates "
+        "(config.training(overlap_sampling=True))",
+    )
+    parser.add_argument(
+        "--weights-sync-interval",
+        type=int,
+        default=1,
+        help="with --overlap-sampling: the fewest Learner updates between weight "
+        "syncs to the EnvRunners (config.training(weights_sync_interval=K))",
+    )
+
+
+def overlap_sampling_settings(args: argparse.Namespace) -> Dict[str, Any]:
+    """The `.training()` kwargs of `add_overlap_sampling_args`' flags."""
+    return {
+        "overlap_sampling": args.overlap_sampling,
+        "weights_sync_interval": args.weights_sync_interval,
+    }
+
+
 def run_example(
     config,
     args: Optional[argparse.Namespace] = None,

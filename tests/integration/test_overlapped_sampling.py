@@ -24,6 +24,7 @@ from ray.rllib.utils.metrics import (
 
 from rllib_ners import RainbowDQNConfig
 from rllib_ners.algorithms.common.replay_loop import (
+    NUM_WEIGHTS_SYNCS,
     UPDATES_WHILE_SAMPLING_FRACTION,
     WEIGHTS_STALENESS_MAX,
     WEIGHTS_STALENESS_MEAN,
@@ -107,6 +108,33 @@ def test_the_staleness_bound_makes_the_learner_wait(small_dqn):
         assert trained <= 8 * (sampled - LEARNING_STARTS + 4 * FRAGMENT)
     finally:
         algo.stop()
+
+
+def test_weights_are_synced_at_most_every_weights_sync_interval_updates(small_dqn):
+    """One update per 16 sampled env steps: rounds of one or two 8-step
+    fragments make at most one update or two, so with an interval of 1 nearly
+    every such round syncs, and with 3 at most one sync per 3 updates; each
+    fragment's staleness stays within the default bound (twice the interval)."""
+    syncs = {}
+    for interval in (1, 3):
+        algo = small_dqn(
+            **SETTINGS, overlap_sampling=True, weights_sync_interval=interval
+        ).build_algo()
+        try:
+            for _ in range(2):
+                result = algo.train()
+            trained_before = _counts(result)[1]
+            result = algo.train()
+            updates = (_counts(result)[1] - trained_before) // BATCH
+        finally:
+            algo.stop()
+        syncs[interval] = result[NUM_WEIGHTS_SYNCS]
+        assert updates >= 20
+        # (The iteration's first sync can count updates of the one before.)
+        assert 1 <= syncs[interval] <= updates // interval + 1
+        assert result[WEIGHTS_STALENESS_MAX] <= 2 * interval
+    assert syncs[1] >= updates // 3
+    assert syncs[3] < syncs[1]
 
 
 def test_without_overlap_training_is_the_lockstep_loops(small_dqn):

@@ -478,6 +478,25 @@ OVERLAP_CASES = [
         "max_weights_staleness must be None or an int >= 1",
         lambda: _overlapped(max_weights_staleness=2.5),
     ),
+    (
+        "weights_sync_interval must be an int >= 1",
+        lambda: _overlapped(overlap_sampling=True, weights_sync_interval=0),
+    ),
+    (
+        "weights_sync_interval must be an int >= 1",
+        lambda: _overlapped(overlap_sampling=True, weights_sync_interval=True),
+    ),
+    (
+        "weights_sync_interval=4 applies to overlapped sampling.*overlap_sampling=True",
+        lambda: _overlapped(weights_sync_interval=4),
+    ),
+    (
+        "max_weights_staleness=3 must be at least weights_sync_interval=4.*"
+        "max_weights_staleness to 8",
+        lambda: _overlapped(
+            overlap_sampling=True, weights_sync_interval=4, max_weights_staleness=3
+        ),
+    ),
 ]
 
 # The GPU Learner's opt-in settings: types and what they need.

@@ -67,12 +67,39 @@ def test_fragments_carry_the_updates_made_since_their_request():
     sampler.updates_done = 3
     group.finish(1, 4)
     assert sampler.collect(wait=False).staleness == [3]
-    sampler.request()  # runner 1 again, at update 3
+    sampler.weights_version = 3  # the weights were synced after update 3
+    sampler.request()  # runner 1 again, with them
     sampler.updates_done = 5
     group.finish(1, 4)
     group.finish(2, 4)
     assert sorted(sampler.collect(wait=False).staleness) == [2, 5]
     assert group.waits == [0.0, 0.0]
+
+
+def test_a_request_is_stamped_with_the_weights_it_samples_with():
+    """With `weights_sync_interval` > 1 the EnvRunners can be sent a request
+    after updates whose weights they were not sent: its staleness counts from
+    the last sync, not from the update count at the request, and the wait for
+    stale requests counts the same way."""
+    group = ScriptedGroup()
+    sampler = OverlappedSampler(group, timeout_s=5.0)
+    sampler.updates_done = sampler.weights_version = 4  # synced after update 4
+    sampler.request()
+    sampler.updates_done = 7  # 3 updates, not synced
+    group.finish(1, 4)
+    assert sampler.collect(wait=False).staleness == [3]
+    sampler.request()  # runner 1 samples with the weights of update 4
+    sampler.updates_done = 8
+    group.finish(1, 4)
+    group.finish(2, 4)
+    assert sampler.collect(wait=False).staleness == [4, 4]
+    sampler.request()
+    # Both requests sample with update 4's weights: one more update makes
+    # them 5 stale, so a bound of 4 waits for them.
+    assert sampler.wait_for_stale(5).metrics == []
+    group.finish(2, 4)
+    group.finish(1, 4)
+    assert sampler.wait_for_stale(4).staleness == [4, 4]
 
 
 def test_the_learner_waits_for_a_request_that_would_grow_too_stale():

@@ -6,13 +6,16 @@ atoms, noisy nets, dueling, double Q, Adam 6.25e-5 / eps 1.5e-4, a 1M-step
 buffer, learning from 20k agent steps; `--replay ners|per|uniform` picks the
 replay (PER by default, alpha 0.5). With `--num-env-runners=N` and
 `--overlap-sampling` the EnvRunners sample while the Learner updates, the
-replay ratio held at one update per 4 env steps.
+replay ratio held at one update per 4 env steps; `--weights-sync-interval=K`
+then sends them the weights (28 MB) at most every K updates instead of after
+every round with updates.
 
 How to run this script
 ----------------------
 `python tuned_examples/ners_dqn/atari_rainbow.py [--game=MsPacman]
     [--replay=per] [--num-env-runners=8] [--overlap-sampling]
-    [--num-gpus-per-learner=1] [--stop-timesteps=12500000] [--seed=0]`
+    [--weights-sync-interval=1] [--num-gpus-per-learner=1]
+    [--stop-timesteps=12500000] [--seed=0]`
 
 Results to expect
 -----------------
@@ -24,7 +27,11 @@ from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 from rllib_ners.algorithms.rainbow.presets import ATARI_REPLAYS, atari_rainbow
-from rllib_ners.cli import run_example
+from rllib_ners.cli import (
+    add_overlap_sampling_args,
+    overlap_sampling_settings,
+    run_example,
+)
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 
 parser = add_rllib_example_script_args(
@@ -36,16 +43,12 @@ parser.set_defaults(num_env_runners=2)
 parser.add_argument("--game", default="MsPacman", help="an ALE game, e.g. Pong")
 parser.add_argument("--replay", choices=sorted(ATARI_REPLAYS), default="per")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
-parser.add_argument(
-    "--overlap-sampling",
-    action="store_true",
-    help="remote EnvRunners sample while the Learner updates",
-)
+add_overlap_sampling_args(parser)
 args = parser.parse_args()
 
 config = (
     atari_rainbow(args.game, replay=args.replay, total_timesteps=args.stop_timesteps)
-    .training(overlap_sampling=args.overlap_sampling)
+    .training(**overlap_sampling_settings(args))
     .debugging(seed=args.seed)
 )
 

@@ -13,12 +13,13 @@ How to run this script
 ----------------------
 `python tuned_examples/ners_dqn/cartpole_ners_dqn.py [--no-tune]
     [--num-env-runners=0] [--stop-timesteps=60000] [--stop-reward=450] [--seed=0]
-    [--overlap-sampling]`
+    [--overlap-sampling] [--weights-sync-interval=1]`
 
 One update of 32 per 5 env steps whatever the number of EnvRunners (RLlib's
 own ratio would halve with 2 of them). `--overlap-sampling` (with
 `--num-env-runners=2` or more) lets the EnvRunners sample while the Learner
-updates (`config.training(overlap_sampling=True)`).
+updates (`config.training(overlap_sampling=True)`), with the weights sent to
+them at most every `--weights-sync-interval` updates.
 
 `--as-test` makes it fail unless the stop reward is reached (the learning test).
 Use `--no-tune` and `--num-env-runners=0` to debug in one process.
@@ -38,7 +39,11 @@ from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners import NERSDQNConfig
 from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
-from rllib_ners.cli import run_example
+from rllib_ners.cli import (
+    add_overlap_sampling_args,
+    overlap_sampling_settings,
+    run_example,
+)
 
 parser = add_rllib_example_script_args(
     default_reward=450.0,
@@ -46,11 +51,7 @@ parser = add_rllib_example_script_args(
 )
 parser.set_defaults(env="CartPole-v1")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
-parser.add_argument(
-    "--overlap-sampling",
-    action="store_true",
-    help="remote EnvRunners sample while the Learner updates",
-)
+add_overlap_sampling_args(parser)
 args = parser.parse_args()
 
 config = (
@@ -59,7 +60,7 @@ config = (
         replay_buffer_config={"capacity": 50000, "alpha": 0.6, "beta": 0.4},
         # Trained / sampled env steps: one batch of 32 per 5 env steps.
         training_intensity=32 / 5,
-        overlap_sampling=args.overlap_sampling,
+        **overlap_sampling_settings(args),
     )
     .ners()  # the sampler's defaults (docs/ners.md, "Settings")
     .debugging(seed=args.seed)

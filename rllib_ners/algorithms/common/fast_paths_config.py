@@ -20,7 +20,8 @@ in one INFO log line.
 Opt-in, with remote EnvRunners: `overlap_sampling=True`
 (`rllib_ners.algorithms.common.overlapped_sampling`): the EnvRunners keep
 sampling while the Learner updates, the replay ratio still held per env step,
-each sample's weights at most `max_weights_staleness` updates old.
+each sample's weights at most `max_weights_staleness` updates old, the weights
+sent at most every `weights_sync_interval` updates.
 
 Opt-in, for a Learner on a GPU: `cuda_graph_updates=True`
 (`rllib_ners.algorithms.common.cuda_graph_updates`): the loop's gradient
@@ -53,6 +54,7 @@ class FastPathsConfigMixin:
         self.fast_training_loop = True
         self.overlap_sampling = False
         self.max_weights_staleness = None
+        self.weights_sync_interval = 1
         self.cuda_graph_updates = False
         self.act_on_learner_device = False
 
@@ -63,6 +65,7 @@ class FastPathsConfigMixin:
         fast_training_loop=NotProvided,
         overlap_sampling=NotProvided,
         max_weights_staleness=NotProvided,
+        weights_sync_interval=NotProvided,
         cuda_graph_updates=NotProvided,
         act_on_learner_device=NotProvided,
         **kwargs,
@@ -87,8 +90,18 @@ class FastPathsConfigMixin:
                 updates a sample's weights may lag the Learner's when it reaches
                 the buffer; the Learner waits for an older sample before going
                 further. None (default): twice the updates one lockstep round
-                makes (one fragment from every EnvRunner). Reported per
+                makes (one fragment from every EnvRunner), or twice
+                `weights_sync_interval` where that is more. Reported per
                 iteration as `weights_staleness_mean` / `_max`.
+            weights_sync_interval: With `overlap_sampling`: the fewest Learner
+                updates between two syncs of the weights to the EnvRunners
+                (default 1: after every round with updates, as in lockstep).
+                Each sync puts the RLModule's weights into Ray's object store
+                (28 MB for Rainbow's Nature CNN with noisy layers), which
+                bounds a fast Learner fed by many EnvRunners; a larger interval
+                (as Ape-X's `max_weight_sync_delay`) syncs less often, each
+                sample's staleness counted from the weights it sampled with.
+                Reported per iteration as `num_weights_syncs`.
             cuda_graph_updates: Whether a Learner on a CUDA device replays its
                 gradient updates (forward pass, losses, backward pass,
                 optimizer steps) from captured CUDA graphs, one launch per
@@ -115,6 +128,8 @@ class FastPathsConfigMixin:
             self.overlap_sampling = overlap_sampling
         if max_weights_staleness is not NotProvided:
             self.max_weights_staleness = max_weights_staleness
+        if weights_sync_interval is not NotProvided:
+            self.weights_sync_interval = weights_sync_interval
         if cuda_graph_updates is not NotProvided:
             self.cuda_graph_updates = cuda_graph_updates
         if act_on_learner_device is not NotProvided:
@@ -193,6 +208,35 @@ class FastPathsConfigMixin:
                 f"max_weights_staleness must be None or an int >= 1 (Learner "
                 f"updates), got {staleness!r}; set config.training("
                 f"max_weights_staleness=None) for twice one lockstep round's updates.",
+            )
+        interval = self.weights_sync_interval
+        if not (
+            isinstance(interval, int)
+            and not isinstance(interval, bool)
+            and interval >= 1
+        ):
+            raise_config_error(
+                self,
+                f"weights_sync_interval must be an int >= 1 (Learner updates), got "
+                f"{interval!r}; set config.training(weights_sync_interval=1) to "
+                f"sync after every round with updates.",
+            )
+        if interval > 1 and not self.overlap_sampling and not self.in_evaluation:
+            raise_config_error(
+                self,
+                f"weights_sync_interval={interval} applies to overlapped sampling; "
+                f"lockstep sampling syncs the weights after every round, as RLlib's "
+                f"DQN does. Set config.training(overlap_sampling=True) or "
+                f"weights_sync_interval=1.",
+            )
+        if staleness is not None and interval > staleness:
+            raise_config_error(
+                self,
+                f"max_weights_staleness={staleness} must be at least "
+                f"weights_sync_interval={interval}: a request's weights may be "
+                f"{interval - 1} updates old when it is sent, and the Learner would "
+                f"wait for it at nearly every update. Set max_weights_staleness to "
+                f"{2 * interval} or more (or None).",
             )
         # The evaluation config (a copy with the evaluation EnvRunners) does
         # not train.

@@ -10,15 +10,16 @@ as IMPALA and APPO use them): each round takes the fragments that are ready
 that returned their next request at once, so they sample while the Learner
 makes the updates those fragments owe.
 
-Weights: the Learner's weights go to the EnvRunners after every round with
-updates, as in lockstep (RLlib's `sync_weights`, which does not wait); an
-EnvRunner's queued request runs after them, so each request samples with the
-weights the Learner had when it was sent. A request is stamped with the
-Learner's update count at that moment; when its fragment reaches the buffer,
-its staleness is the updates made since. Before an update that would let an
-in-flight request's weights fall more than `max_staleness` updates behind, the
-Learner waits for that request (`wait_for_stale`), which bounds every
-fragment's staleness.
+Weights: the Learner's weights go to the EnvRunners after a round with
+updates (RLlib's `sync_weights`, which does not wait): after every such round,
+as in lockstep, or once `weights_sync_interval` updates were made since the
+last sync. An EnvRunner's queued request runs after them, so each request
+samples with the weights of the last sync before it was sent. A request is
+stamped with the Learner's update count at that sync (`weights_version`);
+when its fragment reaches the buffer, its staleness is the updates made since.
+Before an update that would let an in-flight request's weights fall more than
+`max_staleness` updates behind, the Learner waits for that request
+(`wait_for_stale`), which bounds every fragment's staleness.
 
 Faults: an EnvRunner that dies loses only its request in flight (a fragment is
 returned whole or not at all, so nothing is half stored or stored twice); RLlib
@@ -71,7 +72,8 @@ class OverlappedSampler:
     """One `sample()` request in flight per healthy remote EnvRunner.
 
     `updates_done` is the Learner's update count (the caller advances it);
-    requests are stamped with it when sent."""
+    `weights_version` is its count when the weights were last sent to the
+    EnvRunners (the caller sets it); requests are stamped with it when sent."""
 
     def __init__(
         self,
@@ -90,7 +92,9 @@ class OverlappedSampler:
         self.remote_fn = remote_fn
         self.receive = receive
         self.updates_done = 0
-        # EnvRunner id -> the update count its request in flight was sent at.
+        self.weights_version = 0
+        # EnvRunner id -> the update count of the weights its request in flight
+        # samples with.
         self._in_flight: Dict[int, int] = {}
         # Fragments returned per EnvRunner id.
         self.fragments_returned: Counter = Counter()
@@ -122,7 +126,7 @@ class OverlappedSampler:
             self.remote_fn, tag=SAMPLE_REQUEST_TAG, remote_worker_ids=idle
         )
         for runner_id in idle:
-            self._in_flight[runner_id] = self.updates_done
+            self._in_flight[runner_id] = self.weights_version
 
     def collect(self, *, wait: bool) -> SampledFragments:
         """The fragments of the requests that are ready; with `wait`, waits up

@@ -121,6 +121,8 @@ _DEFER = {DEFER_METRICS: True}
 WEIGHTS_STALENESS_MEAN = "weights_staleness_mean"
 WEIGHTS_STALENESS_MAX = "weights_staleness_max"
 UPDATES_WHILE_SAMPLING_FRACTION = "updates_while_sampling_fraction"
+# Overlapped sampling: weight syncs to the EnvRunners in the iteration.
+NUM_WEIGHTS_SYNCS = "num_weights_syncs"
 # Checkpoint entry: the fraction of an update owed by the env steps sampled.
 UPDATES_OWED_STATE = "replay_updates_owed"
 
@@ -382,9 +384,12 @@ class ReplayLoopMixin:
                     num_updates, sampled_lifetime, times, overlapped
                 )
             self._after_round()
-            if num_updates > 0:
+            if num_updates > 0 and self._weights_sync_due():
                 with times.section(SYNCH_WORKER_WEIGHTS_TIMER):
                     self._sync_weights()
+                if overlapped is not None:
+                    self._overlapped.weights_version = self._overlapped.updates_done
+                    overlapped.weights_syncs += 1
             if round_sampled == 0 or self._iteration_done(start, sampled, trained):
                 break
         self._report_iteration_metrics(times, overlapped)
@@ -497,12 +502,23 @@ class ReplayLoopMixin:
         sampler.updates_done += 1
 
     def _max_weights_staleness(self) -> int:
-        """`config.max_weights_staleness`, or twice one lockstep round's updates."""
+        """`config.max_weights_staleness`, or twice one lockstep round's updates
+        (twice `weights_sync_interval` where that is more)."""
         configured = self.config.max_weights_staleness
         if configured is not None:
             return configured
         _, train_weight = calculate_rr_weights(self.config)
-        return max(2 * train_weight, 1)
+        return max(2 * train_weight, 2 * self.config.weights_sync_interval, 1)
+
+    def _weights_sync_due(self) -> bool:
+        """After a round with updates: whether the weights go to the EnvRunners
+        (always in lockstep; overlapped, once `weights_sync_interval` updates
+        were made since the last sync)."""
+        sampler = self._overlapped
+        if sampler is None:
+            return True
+        since = sampler.updates_done - sampler.weights_version
+        return since >= self.config.weights_sync_interval
 
     @override(ReplayStateMixin)
     def _extra_checkpoint_state(self) -> Dict[str, Any]:
@@ -662,6 +678,7 @@ class _OverlapTally:
         self.staleness: List[int] = []
         self.updates = 0
         self.updates_while_sampling = 0
+        self.weights_syncs = 0
 
     def add(self, fragments: SampledFragments) -> None:
         self.runner_metrics += fragments.metrics
@@ -679,6 +696,7 @@ class _OverlapTally:
                 self.updates_while_sampling / self.updates,
                 window=1,
             )
+        metrics.log_value(NUM_WEIGHTS_SYNCS, self.weights_syncs, window=1)
 
 
 def _priority_rows(results) -> Dict[str, np.ndarray]:
