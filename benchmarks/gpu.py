@@ -54,10 +54,15 @@ runners  Rainbow with the paper's settings (`atari_rainbow`: Nature CNN, one
          (`overlap_sampling=True`), plus `ceiling`: the same EnvRunners
          sampling into the buffer with no updates. The Learner on the GPU where
          there is one. Per point: env steps/s, updates/s, the Learner's busy
-         share of the wall time, the fragments' weight staleness. Each point is
-         its own algorithm (N EnvRunners each), measured one after another
-         over `--steps` env steps after warm-up, not interleaved: rerun it for
-         the spread.
+         share of the wall time, the fragments' weight staleness, the weight
+         syncs and the driver's ms per env step in each loop section; at the
+         end, what bounds each point. `--modes` picks the points,
+         `--training-intensity` overrides the preset's replay ratio,
+         `--weights-sync-interval K [K ...]` the overlapped points' (one each).
+         Each point is its own algorithm (N EnvRunners each), measured over
+         `--steps` env steps after warm-up; `--rounds R` measures each
+         EnvRunner count's points R times, the order reversed every other
+         round. `benchmarks/runners_plot.py` draws the output.
 
 How to run (on the GPU machine, see `../shared/tools/gpu/README.md`)
 --------------------------------------------------------------------
@@ -478,17 +483,20 @@ def runners_point(
     envs_per_runner: int = 1,
     preset: str = "rainbow",
     training_intensity: Optional[float] = None,
+    weights_sync_interval: int = 1,
 ) -> dict:
     """One algorithm with `num_runners` EnvRunners of `envs_per_runner`
     sub-envs each: warmed up past the learning start, then one iteration of
     `steps` env steps timed. `training_intensity`: replayed per sampled env
-    step (None: the preset's)."""
+    step (None: the preset's); `weights_sync_interval`: of overlapped
+    points."""
     from ray.rllib.utils.metrics import (
         ALL_MODULES,
         ENV_RUNNER_RESULTS,
         LEARNER_RESULTS,
         NUM_ENV_STEPS_SAMPLED_LIFETIME,
         NUM_ENV_STEPS_TRAINED_LIFETIME,
+        SYNCH_WORKER_WEIGHTS_TIMER,
     )
 
     from rllib_ners.algorithms.common.replay_loop import (
@@ -511,7 +519,9 @@ def runners_point(
         # A GPU Learner replays its updates from CUDA graphs (3.37x the eager
         # updates' rate for data-efficient Rainbow on the H200, 2026-11-28).
         .training(
-            overlap_sampling=mode != "lockstep", cuda_graph_updates=cuda_available()
+            overlap_sampling=mode != "lockstep",
+            weights_sync_interval=weights_sync_interval if mode != "lockstep" else 1,
+            cuda_graph_updates=cuda_available(),
         )
     )
     if training_intensity is not None:
@@ -562,12 +572,20 @@ def runners_point(
             if WEIGHTS_STALENESS_MEAN in result
             else "-"
         ),
+        # Weight syncs to the EnvRunners, and the driver's ms per sync.
+        "weight syncs": _calls_and_ms_each(sections.get(SYNCH_WORKER_WEIGHTS_TIMER)),
         # The driver's wall time per env step in each loop section (ms).
         "sections": {
             label: 1e3 * sections.get(key, [0, 0.0])[1] / max(env_steps, 1)
             for key, label in peers.loop_section_labels().items()
         },
     }
+
+
+def _calls_and_ms_each(tally: Optional[List[float]]) -> str:
+    """`[calls, seconds]` of a loop section as "calls (ms each)"."""
+    calls, seconds = tally or (0, 0.0)
+    return f"{calls} ({1e3 * seconds / max(calls, 1):.1f} ms)"
 
 
 # What bounds a point (`point_bound`): its env steps/s reach this share of the
@@ -624,31 +642,50 @@ def runners_suite(
     preset: str = "rainbow",
     modes: Tuple[str, ...] = RUNNER_MODES,
     training_intensity: Optional[float] = None,
+    weights_sync_intervals: Tuple[int, ...] = (1,),
+    rounds: int = 1,
 ) -> None:
     """Every point of the scaling table, printed as it is measured (a timeout
-    keeps the rows so far), then what bounds each (`point_bound`).
-    `benchmarks/runners_plot.py` draws the table."""
+    keeps the rows so far), then what bounds each (`point_bound`). Overlapped
+    points run once per `weights_sync_intervals` entry (labelled
+    `overlapped-k<K>` where there are several). With `rounds` > 1 each
+    EnvRunner count's points run that many times, in reverse order every
+    other round; `benchmarks/runners_plot.py` takes each point's median and
+    draws the table."""
     updates = "replayed from CUDA graphs" if cuda_available() else "eager (CPU)"
     intensity = (
         "the preset's training_intensity"
         if training_intensity is None
         else f"training_intensity={training_intensity:g}"
     )
+    intervals = ", ".join(str(k) for k in weights_sync_intervals)
     print(
         f"{RUNNER_PRESETS[preset]}; {intensity}; {envs_per_runner} sub-env(s) "
-        f"per EnvRunner; Learner updates {updates}"
+        f"per EnvRunner; overlapped: weights_sync_interval {intervals}; "
+        f"Learner updates {updates}; {rounds} round(s)"
     )
     labels = list(peers.loop_section_labels().values())
     print(
         "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
-        "updates/s | Learner busy | staleness mean/max | driver ms per env step: "
-        f"{' / '.join(labels)} |"
+        "updates/s | Learner busy | staleness mean/max | weight syncs (ms each) | "
+        f"driver ms per env step: {' / '.join(labels)} |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    specs = []  # (mode, label, arm, weights_sync_interval), in order
+    for mode in sorted(modes, key=RUNNER_MODES.index):
+        for arm in arms[:1] if mode == "ceiling" else arms:
+            if mode != "overlapped":
+                specs.append((mode, mode, arm, 1))
+                continue
+            for interval in weights_sync_intervals:
+                label = (
+                    mode if len(weights_sync_intervals) == 1 else f"{mode}-k{interval}"
+                )
+                specs.append((mode, label, arm, interval))
     points: List[Tuple[int, str, str, dict]] = []
     for num_runners in runner_counts:
-        for mode in sorted(modes, key=RUNNER_MODES.index):
-            for arm in arms[:1] if mode == "ceiling" else arms:
+        for round_index in range(rounds):
+            for mode, label, arm, interval in specs[:: -1 if round_index % 2 else 1]:
                 point = runners_point(
                     arm,
                     mode,
@@ -657,25 +694,31 @@ def runners_suite(
                     envs_per_runner,
                     preset,
                     training_intensity,
+                    interval,
                 )
-                points.append((num_runners, arm, mode, point))
+                points.append((num_runners, arm, label, point))
                 sections = " / ".join(
-                    f"{point['sections'][label]:.3f}" for label in labels
+                    f"{point['sections'][name]:.3f}" for name in labels
                 )
                 print(
                     f"| {num_runners} | {arm if mode != 'ceiling' else '-'} | "
-                    f"{mode} | {point['env steps/s']:.1f} | "
+                    f"{label} | {point['env steps/s']:.1f} | "
                     f"{point['driver CPU s / 1k env steps']:.1f} | "
                     f"{point['updates/s']:.1f} | {point['Learner busy']:.0%} | "
-                    f"{point['staleness mean/max']} | {sections} |",
+                    f"{point['staleness mean/max']} | {point['weight syncs']} | "
+                    f"{sections} |",
                     flush=True,
                 )
-    ceilings = {n: p["env steps/s"] for n, _, mode, p in points if mode == "ceiling"}
+    ceilings: Dict[int, List[float]] = {}
+    for n, _, label, point in points:
+        if label == "ceiling":
+            ceilings.setdefault(n, []).append(point["env steps/s"])
     print("\nWhat bounds each point:")
-    for num_runners, arm, mode, point in points:
-        if mode != "ceiling":
-            bound = point_bound(point, ceilings.get(num_runners), mode)
-            print(f"- {num_runners} EnvRunners, {arm}, {mode}: {bound}")
+    for num_runners, arm, label, point in points:
+        if label != "ceiling":
+            ceiling = statistics.median(ceilings.get(num_runners, [0.0])) or None
+            bound = point_bound(point, ceiling, label.split("-")[0])
+            print(f"- {num_runners} EnvRunners, {arm}, {label}: {bound}")
 
 
 # -------------------------------------------------------------- report
@@ -727,7 +770,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suite", choices=sorted(SUITES), default="sac")
     parser.add_argument("--arms", nargs="+", help="a subset of the suite's arms")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rounds", type=int, help="rounds of each suite's arms (default 3; runners: 1)"
+    )
     parser.add_argument("--steps", type=int, help="env steps per arm and round")
     parser.add_argument(
         "--out", type=Path, default=Path("."), help="folder for the profile's table"
@@ -769,10 +814,21 @@ def main(argv=None) -> int:
         help="replayed per sampled env step in --suite runners (default: the "
         "preset's; 1 for the scaling where the Learner is not the bound)",
     )
+    parser.add_argument(
+        "--weights-sync-interval",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="the overlapped points' weights_sync_interval in --suite runners "
+        "(the fewest Learner updates between weight syncs to the EnvRunners); "
+        "several: one overlapped point per interval",
+    )
     args = parser.parse_args(argv)
     if args.training_intensity is not None and args.training_intensity <= 0:
         parser.error(f"--training-intensity must be > 0, got {args.training_intensity}")
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
+    if args.suite != "runners":
+        args.rounds = args.rounds or 3
     names = args.arms or list(SUITES[args.suite])
     unknown = set(names) - set(SUITES[args.suite])
     if unknown:
@@ -819,6 +875,8 @@ def main(argv=None) -> int:
                 args.preset,
                 tuple(args.modes),
                 args.training_intensity,
+                tuple(args.weights_sync_interval),
+                args.rounds or 1,
             )
             return 0
         load_before = os.getloadavg()

@@ -1,11 +1,13 @@
 """The scaling plot and summary of one `benchmarks/gpu.py --suite runners` output.
 
 Reads the output as printed (a run cut short by its timeout keeps the rows it
-finished), draws env steps/s and the Learner's busy share against the number
-of EnvRunners (each arm lockstep and overlapped, and the sampling-only
-ceiling), and prints a Markdown table: per EnvRunner count, each point's env
-steps/s, overlapped against lockstep, NERS against PER, and the rate against
-the smallest count's.
+finished; a point measured in several rounds counts with its median), draws
+env steps/s and the Learner's busy share against the number of EnvRunners
+(each arm lockstep and overlapped, once per weight sync interval where the run
+had several, and the sampling-only ceiling), and prints a Markdown table: per
+EnvRunner count, each point's env steps/s, overlapped against lockstep, NERS
+against PER, and the first overlapped series' rate against its smallest
+count's.
 
     python benchmarks/runners_plot.py docs/benchmarks/gpu_runners_<date>_1.txt \\
         docs/runners_scaling.png
@@ -17,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-MODES = ("ceiling", "lockstep", "overlapped")
-# Matches a row of the suite's table: EnvRunners, arm, mode, env steps/s,
-# driver CPU, updates/s, Learner busy (the columns after are not drawn).
+# Matches a row of the suite's table: EnvRunners, arm, mode (`overlapped-k16`
+# where the run had several weight sync intervals), env steps/s, driver CPU,
+# updates/s, Learner busy (the columns after are not drawn).
 _ROW = re.compile(
-    r"^\|\s*(\d+)\s*\|\s*([\w-]+)\s*\|\s*(ceiling|lockstep|overlapped)\s*\|"
+    r"^\|\s*(\d+)\s*\|\s*([\w-]+)\s*\|\s*(ceiling|lockstep|overlapped(?:-k\d+)?)\s*\|"
     r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*(\d+)%\s*\|"
 )
 
@@ -39,33 +42,40 @@ class Point(NamedTuple):
 
 
 def read_points(text: str) -> Tuple[List[Point], str]:
-    """The table's points and a title made of the run's header lines."""
-    points = []
+    """The table's points (the median of each point's rounds) and a title
+    made of the run's header lines."""
+    rounds: Dict[Tuple[int, str, str], List[Point]] = {}
     header = []
     for line in text.splitlines():
         match = _ROW.match(line)
         if match:
             runners, arm, mode, rate, _, updates, busy = match.groups()
-            points.append(
-                Point(
-                    int(runners),
-                    arm,
-                    mode,
-                    float(rate),
-                    float(updates),
-                    int(busy) / 100,
-                )
+            point = Point(
+                int(runners), arm, mode, float(rate), float(updates), int(busy) / 100
             )
+            rounds.setdefault((point.runners, arm, mode), []).append(point)
         elif line.startswith("runners: ") or "sub-env(s) per EnvRunner" in line:
             header.append(line.removeprefix("runners: "))
-    if not points:
+    if not rounds:
         raise SystemExit(
             "no rows of `benchmarks/gpu.py --suite runners` found in the input"
         )
+    points = [
+        Point(
+            runners,
+            arm,
+            mode,
+            statistics.median(p.env_steps_per_s for p in measured),
+            statistics.median(p.updates_per_s for p in measured),
+            statistics.median(p.learner_busy for p in measured),
+        )
+        for (runners, arm, mode), measured in rounds.items()
+    ]
     return points, "\n".join(header)
 
 
 def _series(points: List[Point], arm: str, mode: str) -> Dict[int, Point]:
+    """`arm`'s `mode` points by EnvRunner count (the ceiling's for any arm)."""
     return {
         p.runners: p
         for p in points
@@ -77,54 +87,62 @@ def _arms(points: List[Point]) -> List[str]:
     return list(dict.fromkeys(p.arm for p in points if p.mode != "ceiling"))
 
 
+def _overlapped_modes(points: List[Point]) -> List[str]:
+    return list(
+        dict.fromkeys(p.mode for p in points if p.mode.startswith("overlapped"))
+    )
+
+
+def _rate(points: List[Point], arm: str, mode: str, runners: int) -> Optional[float]:
+    point = _series(points, arm, mode).get(runners)
+    return None if point is None else point.env_steps_per_s
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None or not b else a / b
+
+
+def _cell(value: Optional[float], fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
 def summary(points: List[Point]) -> str:
     """A Markdown table: one row per EnvRunner count."""
     arms = _arms(points)
+    overlapped = _overlapped_modes(points)
     counts = sorted({p.runners for p in points})
-    ceiling = _series(points, "-", "ceiling")
     columns = ["EnvRunners", "ceiling"]
     for arm in arms:
-        columns += [
-            f"{arm} lockstep",
-            f"{arm} overlapped",
-            f"{arm} overlapped / lockstep",
-        ]
+        columns.append(f"{arm} lockstep")
+        for mode in overlapped:
+            columns += [f"{arm} {mode}", f"{arm} {mode} / lockstep"]
     if len(arms) > 1:
-        columns.append(f"{arms[1]} / {arms[0]} (overlapped)")
-    first = arms[0] if arms else None
-    columns.append(f"{first} overlapped vs {counts[0]} EnvRunner(s)")
-
-    def rate(series: Dict[int, Point], n: int) -> Optional[float]:
-        point = series.get(n)
-        return None if point is None else point.env_steps_per_s
-
-    def cell(value: Optional[float], fmt: str = "{:.1f}") -> str:
-        return "-" if value is None else fmt.format(value)
-
-    def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
-        return None if a is None or not b else a / b
-
+        columns += [f"{arms[1]} / {arms[0]} ({mode})" for mode in overlapped]
+    first = (arms[0], overlapped[0]) if arms and overlapped else None
+    if first:
+        columns.append(f"{first[0]} {first[1]} vs {counts[0]} EnvRunner(s)")
     rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    base = rate(_series(points, first, "overlapped"), counts[0]) if first else None
     for n in counts:
-        cells = [str(n), cell(rate(ceiling, n))]
+        cells = [str(n), _cell(_rate(points, "-", "ceiling", n))]
         for arm in arms:
-            lock = rate(_series(points, arm, "lockstep"), n)
-            over = rate(_series(points, arm, "overlapped"), n)
-            cells += [cell(lock), cell(over), cell(ratio(over, lock), "{:.2f}x")]
+            lockstep = _rate(points, arm, "lockstep", n)
+            cells.append(_cell(lockstep))
+            for mode in overlapped:
+                rate = _rate(points, arm, mode, n)
+                cells += [_cell(rate), _cell(_ratio(rate, lockstep), "{:.2f}x")]
         if len(arms) > 1:
-            cells.append(
-                cell(
-                    ratio(
-                        rate(_series(points, arms[1], "overlapped"), n),
-                        rate(_series(points, arms[0], "overlapped"), n),
+            cells += [
+                _cell(
+                    _ratio(
+                        _rate(points, arms[1], mode, n), _rate(points, arms[0], mode, n)
                     ),
                     "{:.2f}x",
                 )
-            )
+                for mode in overlapped
+            ]
         if first:
-            over = rate(_series(points, first, "overlapped"), n)
-            cells.append(cell(ratio(over, base), "{:.2f}x"))
+            base = _rate(points, *first, counts[0])
+            cells.append(_cell(_ratio(_rate(points, *first, n), base), "{:.2f}x"))
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -147,16 +165,20 @@ def plot(points: List[Point], title: str, output: Path) -> None:
             marker="s",
             label="sampling only (ceiling)",
         )
-    styles = {"overlapped": "-", "lockstep": ":"}
+    # Lockstep dotted, overlapped solid (dashed, dash-dotted for further
+    # weight sync intervals); one color per arm.
+    line_styles = ["-", "--", "-."]
+    styles = {"lockstep": ":"}
+    for i, mode in enumerate(_overlapped_modes(points)):
+        styles[mode] = line_styles[i % len(line_styles)]
     for i, arm in enumerate(_arms(points)):
         for mode, style in styles.items():
             series = _series(points, arm, mode)
             if not series:
                 continue
             xs = sorted(series)
-            label = f"{arm}, {mode}"
             kwargs = {"color": f"C{i}", "linestyle": style, "marker": "o"}
-            kwargs["label"] = label
+            kwargs["label"] = f"{arm}, {mode}"
             rates.plot(xs, [series[n].env_steps_per_s for n in xs], **kwargs)
             busy.plot(xs, [100 * series[n].learner_busy for n in xs], **kwargs)
     busy.axhline(80, color="grey", linewidth=0.8)
