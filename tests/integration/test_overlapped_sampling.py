@@ -155,9 +155,11 @@ def test_without_overlap_training_is_the_lockstep_loops(small_dqn):
         np.testing.assert_array_equal(weights[0][name], weights[1][name], err_msg=name)
 
 
-@pytest.mark.parametrize("algorithm", ["ners_sac", "td3_ners"])
+@pytest.mark.parametrize(
+    "algorithm, weights_sync_interval", [("ners_sac", 1), ("td3_ners", 4)]
+)
 def test_continuous_control_trains_with_overlapped_sampling(
-    algorithm, small_sac, small_td3
+    algorithm, weights_sync_interval, small_sac, small_td3
 ):
     build = small_sac if algorithm == "ners_sac" else small_td3
     config = build(
@@ -166,6 +168,7 @@ def test_continuous_control_trains_with_overlapped_sampling(
         learning_starts=100,
         min_sample_timesteps_per_iteration=200,
         overlap_sampling=True,
+        weights_sync_interval=weights_sync_interval,
     )
     algo = config.build_algo()
     try:
@@ -179,6 +182,7 @@ def test_continuous_control_trains_with_overlapped_sampling(
         stored = np.flatnonzero(buffer.storage.is_transition)
         assert np.ptp(buffer.get_priorities(stored)) > 0
         assert WEIGHTS_STALENESS_MAX in result
+        assert result[NUM_WEIGHTS_SYNCS] >= 1
     finally:
         algo.stop()
 
