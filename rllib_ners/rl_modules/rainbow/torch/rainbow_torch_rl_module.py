@@ -27,6 +27,7 @@ behaviour.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Dict, Union
 
@@ -252,7 +253,12 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         """
         next_batch = {Columns.OBS: batch[Columns.NEXT_OBS]}
         # Both online passes share this update's noise: one noisy weight each.
-        with noisy_weights_reused(self._noisy_layers()):
+        reused = (
+            noisy_weights_reused(self._noisy_layers())
+            if self.uses_noisy
+            else contextlib.nullcontext()
+        )
+        with reused:
             qf_outs = self.compute_q_values({Columns.OBS: batch[Columns.OBS]})
             output = {
                 QF_PREDS: qf_outs[QF_PREDS],
