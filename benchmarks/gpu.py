@@ -58,7 +58,10 @@ runners  Rainbow with the paper's settings (`atari_rainbow`: Nature CNN, one
          syncs and the driver's ms per env step in each loop section; at the
          end, what bounds each point. `--modes` picks the points,
          `--training-intensity` overrides the preset's replay ratio,
-         `--weights-sync-interval K [K ...]` the overlapped points' (one each).
+         `--weights-sync-interval K [K ...]` the overlapped points' (one each),
+         `--rollout-fragment-length L [L ...]` and `--envs-per-runner E
+         [E ...]` the env steps each `sample()` request carries (every point
+         once per shape: the driver pays a fixed cost per request).
          Each point is its own algorithm (N EnvRunners each), measured over
          `--steps` env steps after warm-up; `--rounds R` measures each
          EnvRunner count's points R times, the order reversed every other
@@ -79,6 +82,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import re
 import statistics
@@ -484,12 +488,14 @@ def runners_point(
     preset: str = "rainbow",
     training_intensity: Optional[float] = None,
     weights_sync_interval: int = 1,
+    rollout_fragment_length: Optional[int] = None,
 ) -> dict:
     """One algorithm with `num_runners` EnvRunners of `envs_per_runner`
     sub-envs each: warmed up past the learning start, then one iteration of
     `steps` env steps timed. `training_intensity`: replayed per sampled env
     step (None: the preset's); `weights_sync_interval`: of overlapped
-    points."""
+    points; `rollout_fragment_length`: env steps per sub-env and `sample()`
+    request (None: the preset's)."""
     from ray.rllib.utils.metrics import (
         ALL_MODULES,
         ENV_RUNNER_RESULTS,
@@ -526,6 +532,8 @@ def runners_point(
     )
     if training_intensity is not None:
         config = config.training(training_intensity=training_intensity)
+    if rollout_fragment_length is not None:
+        config = config.env_runners(rollout_fragment_length=rollout_fragment_length)
     if mode == "lockstep":
         # RLlib's lockstep weights count a local EnvRunner beside the remote
         # ones ((N + 1) / N times the ratio): this intensity keeps the preset's
@@ -564,7 +572,8 @@ def runners_point(
     env_steps = sampled - sampled0
     return {
         "env steps/s": env_steps / wall,
-        "driver CPU s / 1k env steps": 1e3 * cpu / max(env_steps, 1),
+        # The driver process's CPU time (all its threads: Ray's too) per env step.
+        "driver CPU ms per env step": 1e3 * cpu / max(env_steps, 1),
         "updates/s": (trained - trained0) / peers.ATARI_BATCH / wall,
         "Learner busy": busy[0] / wall,
         "staleness mean/max": (
@@ -638,20 +647,24 @@ def runners_suite(
     arms: List[str],
     runner_counts: List[int],
     steps: int,
-    envs_per_runner: int = 1,
+    envs_per_runner: Tuple[int, ...] = (1,),
     preset: str = "rainbow",
     modes: Tuple[str, ...] = RUNNER_MODES,
     training_intensity: Optional[float] = None,
     weights_sync_intervals: Tuple[int, ...] = (1,),
     rounds: int = 1,
+    rollout_fragment_lengths: Tuple[Optional[int], ...] = (None,),
 ) -> None:
     """Every point of the scaling table, printed as it is measured (a timeout
     keeps the rows so far), then what bounds each (`point_bound`). Overlapped
     points run once per `weights_sync_intervals` entry (labelled
-    `overlapped-k<K>` where there are several). With `rounds` > 1 each
-    EnvRunner count's points run that many times, in reverse order every
-    other round; `benchmarks/runners_plot.py` takes each point's median and
-    draws the table."""
+    `overlapped-k<K>` where there are several). Every point runs once per
+    request shape: each `rollout_fragment_lengths` entry (None: the
+    preset's) with each `envs_per_runner` entry, labelled `-f<L>` and `-e<E>`
+    where there are several of either. With `rounds` > 1 each EnvRunner
+    count's points run that many times, in reverse order every other round;
+    `benchmarks/runners_plot.py` takes each point's median and draws the
+    table (of one request shape)."""
     updates = "replayed from CUDA graphs" if cuda_available() else "eager (CPU)"
     intensity = (
         "the preset's training_intensity"
@@ -659,42 +672,55 @@ def runners_suite(
         else f"training_intensity={training_intensity:g}"
     )
     intervals = ", ".join(str(k) for k in weights_sync_intervals)
+    envs = ", ".join(str(e) for e in envs_per_runner)
+    fragments = ", ".join(
+        "the preset's" if length is None else str(length)
+        for length in rollout_fragment_lengths
+    )
     print(
-        f"{RUNNER_PRESETS[preset]}; {intensity}; {envs_per_runner} sub-env(s) "
-        f"per EnvRunner; overlapped: weights_sync_interval {intervals}; "
-        f"Learner updates {updates}; {rounds} round(s)"
+        f"{RUNNER_PRESETS[preset]}; {intensity}; {envs} sub-env(s) "
+        f"per EnvRunner; rollout_fragment_length {fragments}; overlapped: "
+        f"weights_sync_interval {intervals}; Learner updates {updates}; "
+        f"{rounds} round(s)"
     )
     labels = list(peers.loop_section_labels().values())
     print(
-        "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
+        "| EnvRunners | arm | mode | env steps/s | driver CPU ms per env step | "
         "updates/s | Learner busy | staleness mean/max | weight syncs (ms each) | "
         f"driver ms per env step: {' / '.join(labels)} |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    specs = []  # (mode, label, arm, weights_sync_interval), in order
-    for mode in sorted(modes, key=RUNNER_MODES.index):
-        for arm in arms[:1] if mode == "ceiling" else arms:
-            if mode != "overlapped":
-                specs.append((mode, mode, arm, 1))
-                continue
-            for interval in weights_sync_intervals:
-                label = (
-                    mode if len(weights_sync_intervals) == 1 else f"{mode}-k{interval}"
-                )
-                specs.append((mode, label, arm, interval))
+    # (mode, label, arm, weights_sync_interval, fragment length, sub-envs)
+    specs = []
+    for length, envs in itertools.product(rollout_fragment_lengths, envs_per_runner):
+        shape = f"-f{length}" if len(rollout_fragment_lengths) > 1 else ""
+        shape += f"-e{envs}" if len(envs_per_runner) > 1 else ""
+        for mode in sorted(modes, key=RUNNER_MODES.index):
+            for arm in arms[:1] if mode == "ceiling" else arms:
+                if mode != "overlapped":
+                    specs.append((mode, mode + shape, arm, 1, length, envs))
+                    continue
+                for interval in weights_sync_intervals:
+                    label = mode
+                    if len(weights_sync_intervals) > 1:
+                        label += f"-k{interval}"
+                    specs.append((mode, label + shape, arm, interval, length, envs))
     points: List[Tuple[int, str, str, dict]] = []
     for num_runners in runner_counts:
         for round_index in range(rounds):
-            for mode, label, arm, interval in specs[:: -1 if round_index % 2 else 1]:
+            for mode, label, arm, interval, length, envs in specs[
+                :: -1 if round_index % 2 else 1
+            ]:
                 point = runners_point(
                     arm,
                     mode,
                     num_runners,
                     steps,
-                    envs_per_runner,
+                    envs,
                     preset,
                     training_intensity,
                     interval,
+                    length,
                 )
                 points.append((num_runners, arm, label, point))
                 sections = " / ".join(
@@ -703,22 +729,37 @@ def runners_suite(
                 print(
                     f"| {num_runners} | {arm if mode != 'ceiling' else '-'} | "
                     f"{label} | {point['env steps/s']:.1f} | "
-                    f"{point['driver CPU s / 1k env steps']:.1f} | "
+                    f"{point['driver CPU ms per env step']:.3f} | "
                     f"{point['updates/s']:.1f} | {point['Learner busy']:.0%} | "
                     f"{point['staleness mean/max']} | {point['weight syncs']} | "
                     f"{sections} |",
                     flush=True,
                 )
-    ceilings: Dict[int, List[float]] = {}
+    # The sampling-only ceiling of each EnvRunner count and request shape.
+    ceilings: Dict[Tuple[int, str], List[float]] = {}
     for n, _, label, point in points:
-        if label == "ceiling":
-            ceilings.setdefault(n, []).append(point["env steps/s"])
+        mode, shape = _mode_and_shape(label)
+        if mode == "ceiling":
+            ceilings.setdefault((n, shape), []).append(point["env steps/s"])
     print("\nWhat bounds each point:")
     for num_runners, arm, label, point in points:
-        if label != "ceiling":
-            ceiling = statistics.median(ceilings.get(num_runners, [0.0])) or None
-            bound = point_bound(point, ceiling, label.split("-")[0])
+        mode, shape = _mode_and_shape(label)
+        if mode != "ceiling":
+            ceiling = (
+                statistics.median(ceilings.get((num_runners, shape), [0.0])) or None
+            )
+            bound = point_bound(point, ceiling, mode)
             print(f"- {num_runners} EnvRunners, {arm}, {label}: {bound}")
+
+
+def _mode_and_shape(label: str) -> Tuple[str, str]:
+    """A point's label split into its mode and its request shape suffix:
+    "overlapped-k16-f32-e1" -> ("overlapped", "-f32-e1")."""
+    mode = label.split("-")[0]
+    shape = "".join(
+        "-" + part for part in label.split("-")[1:] if part[0] in ("f", "e")
+    )
+    return mode, shape
 
 
 # -------------------------------------------------------------- report
@@ -795,10 +836,18 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--envs-per-runner",
         type=int,
-        default=1,
+        nargs="+",
+        default=[1],
         help="sub-envs per EnvRunner in --suite runners (the Nature CNN's "
         "batch-1 forward is half of an EnvRunner's time per step on a CPU: "
-        "benchmarks/atari_ingest.py)",
+        "benchmarks/atari_ingest.py); several: every point once per value",
+    )
+    parser.add_argument(
+        "--rollout-fragment-length",
+        type=int,
+        nargs="+",
+        help="env steps per sub-env in each sample() request of --suite "
+        "runners (default: the preset's); several: every point once per value",
     )
     parser.add_argument(
         "--modes",
@@ -826,6 +875,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.training_intensity is not None and args.training_intensity <= 0:
         parser.error(f"--training-intensity must be > 0, got {args.training_intensity}")
+    for flag, values in (
+        ("--envs-per-runner", args.envs_per_runner),
+        ("--rollout-fragment-length", args.rollout_fragment_length or []),
+        ("--weights-sync-interval", args.weights_sync_interval),
+    ):
+        if any(value < 1 for value in values):
+            parser.error(f"{flag} takes counts >= 1, got {values}")
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
     if args.suite != "runners":
         args.rounds = args.rounds or 3
@@ -871,12 +927,13 @@ def main(argv=None) -> int:
                 names,
                 args.runners,
                 args.steps,
-                args.envs_per_runner,
+                tuple(args.envs_per_runner),
                 args.preset,
                 tuple(args.modes),
                 args.training_intensity,
                 tuple(args.weights_sync_interval),
                 args.rounds or 1,
+                tuple(args.rollout_fragment_length or [None]),
             )
             return 0
         load_before = os.getloadavg()

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 # Matches a row of the suite's table: EnvRunners, arm, mode (`overlapped-k16`
-# where the run had several weight sync intervals), env steps/s, driver CPU,
-# updates/s, Learner busy (the columns after are not drawn).
+# where the run had several weight sync intervals), the request shape (`-f32`,
+# `-e4` where it had several fragment lengths or sub-env counts), env steps/s,
+# driver CPU, updates/s, Learner busy (the columns after are not drawn).
 _ROW = re.compile(
-    r"^\|\s*(\d+)\s*\|\s*([\w-]+)\s*\|\s*(ceiling|lockstep|overlapped(?:-k\d+)?)\s*\|"
+    r"^\|\s*(\d+)\s*\|\s*([\w-]+)\s*\|\s*(ceiling|lockstep|overlapped(?:-k\d+)?)"
+    r"((?:-[fe]\d+)*)\s*\|"
     r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*(\d+)%\s*\|"
 )
 
@@ -46,10 +48,12 @@ def read_points(text: str) -> Tuple[List[Point], str]:
     made of the run's header lines."""
     rounds: Dict[Tuple[int, str, str], List[Point]] = {}
     header = []
+    shapes = set()
     for line in text.splitlines():
         match = _ROW.match(line)
         if match:
-            runners, arm, mode, rate, _, updates, busy = match.groups()
+            runners, arm, mode, shape, rate, _, updates, busy = match.groups()
+            shapes.add(shape)
             point = Point(
                 int(runners), arm, mode, float(rate), float(updates), int(busy) / 100
             )
@@ -59,6 +63,11 @@ def read_points(text: str) -> Tuple[List[Point], str]:
     if not rounds:
         raise SystemExit(
             "no rows of `benchmarks/gpu.py --suite runners` found in the input"
+        )
+    if len(shapes) > 1:
+        raise SystemExit(
+            f"the input has points of several request shapes ({sorted(shapes)}): "
+            "draw a run of one --rollout-fragment-length and --envs-per-runner"
         )
     points = [
         Point(

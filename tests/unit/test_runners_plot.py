@@ -1,0 +1,57 @@
+"""`benchmarks/runners_plot.py` reads the runners suite's table as printed."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "runners_plot.py"
+_spec = importlib.util.spec_from_file_location("runners_plot", _PATH)
+runners_plot = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(runners_plot)
+
+HEADER = "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
+
+
+def _row(runners, arm, mode, rate, busy=50):
+    return f"| {runners} | {arm} | {mode} | {rate} | 1.0 | 3.0 | {busy}% | - | 0 | 0 |"
+
+
+def test_each_point_is_the_median_of_its_rounds():
+    text = "\n".join(
+        [
+            HEADER,
+            _row(2, "-", "ceiling", 100.0),
+            _row(2, "per", "lockstep", 40.0),
+            _row(2, "per", "overlapped-k16", 50.0),
+            _row(2, "per", "overlapped-k16", 70.0),
+            _row(2, "per", "overlapped-k16", 60.0),
+        ]
+    )
+    points, _ = runners_plot.read_points(text)
+    rates = {(p.arm, p.mode): p.env_steps_per_s for p in points}
+    assert rates == {
+        ("-", "ceiling"): 100.0,
+        ("per", "lockstep"): 40.0,
+        ("per", "overlapped-k16"): 60.0,
+    }
+    assert "| 2 | 100.0 | 40.0 | 60.0 | 1.50x |" in runners_plot.summary(points)
+
+
+def test_rows_of_one_request_shape_are_drawn_with_the_shape_in_the_mode():
+    text = "\n".join(
+        [_row(2, "-", "ceiling-f32", 100.0), _row(2, "per", "lockstep-f32", 40.0)]
+    )
+    points, _ = runners_plot.read_points(text)
+    assert [(p.mode, p.env_steps_per_s) for p in points] == [
+        ("ceiling", 100.0),
+        ("lockstep", 40.0),
+    ]
+
+
+def test_a_run_of_several_request_shapes_is_refused_not_mixed():
+    text = "\n".join(
+        [_row(2, "per", "lockstep-f4", 40.0), _row(2, "per", "lockstep-f32", 80.0)]
+    )
+    with pytest.raises(SystemExit, match="several request shapes"):
+        runners_plot.read_points(text)
