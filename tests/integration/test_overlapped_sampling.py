@@ -11,6 +11,8 @@ under overlapped sampling is in `test_faults.py`; the learning run in
 `tests/learning/test_overlapped_sampling_learning.py`.
 """
 
+import logging
+
 import numpy as np
 import pytest
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -23,6 +25,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import RainbowDQNConfig
+from rllib_ners.algorithms.common import replay_loop
 from rllib_ners.algorithms.common.replay_loop import (
     NUM_WEIGHTS_SYNCS,
     UPDATES_WHILE_SAMPLING_FRACTION,
@@ -59,10 +62,17 @@ def _weights(algo):
 
 
 def test_overlapped_sampling_stores_every_fragment_and_holds_the_replay_ratio(
-    small_dqn,
+    small_dqn, caplog
 ):
     algo = small_dqn(**SETTINGS, overlap_sampling=True, max_weights_staleness=2)
-    algo = algo.build_algo()
+    with caplog.at_level(logging.INFO, logger=replay_loop.__name__):
+        algo = algo.build_algo()
+    # The setup line names the request size, and what makes it larger.
+    assert (
+        f"2 EnvRunner(s), {FRAGMENT} env steps per request "
+        f"(rollout_fragment_length={FRAGMENT} x num_envs_per_env_runner=1). "
+        "Each request costs the driver" in caplog.text
+    )
     try:
         for _ in range(3):
             result = algo.train()

@@ -4,7 +4,9 @@ stale requests, and a restarted EnvRunner asked again."""
 
 from rllib_ners.algorithms.common.overlapped_sampling import (
     SAMPLE_REQUEST_TAG,
+    SMALL_REQUEST_ENV_STEPS,
     OverlappedSampler,
+    request_size_line,
 )
 
 
@@ -138,3 +140,16 @@ def test_held_fragments_are_taken_once():
     sampler.hold(sampler.collect(wait=False))
     assert sampler.take_held().env_steps == 4
     assert sampler.take_held().env_steps == 0
+
+
+def test_the_setup_line_suggests_larger_requests_only_where_they_are_small():
+    small = request_size_line(12, 4, 1)
+    assert small.startswith(
+        "Overlapped sampling keeps one sample() request in flight on each of "
+        "12 EnvRunner(s), 4 env steps per request (rollout_fragment_length=4 x "
+        "num_envs_per_env_runner=1)."
+    )
+    assert "num_envs_per_env_runner=..." in small
+    large = request_size_line(12, SMALL_REQUEST_ENV_STEPS // 4, 4)
+    assert f"{SMALL_REQUEST_ENV_STEPS} env steps per request" in large
+    assert "fixed overhead" not in large

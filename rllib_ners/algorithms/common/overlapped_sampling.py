@@ -36,10 +36,37 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["OverlappedSampler", "SampledFragments"]
+__all__ = ["OverlappedSampler", "SampledFragments", "request_size_line"]
 
 # The tag of our requests among the EnvRunners' async requests.
 SAMPLE_REQUEST_TAG = "rllib_ners_overlapped_sample"
+# Requests of fewer env steps get a hint in the setup log line: each request
+# costs the driver and the EnvRunner a fixed overhead (Ray's actor call, the
+# EnvRunner's metrics), which fragments of a few env steps cannot amortise
+# (docs/scaling.md, "Env steps per request").
+SMALL_REQUEST_ENV_STEPS = 32
+
+
+def request_size_line(
+    num_env_runners: int, rollout_fragment_length: int, num_envs_per_env_runner: int
+) -> str:
+    """The setup log line of overlapped sampling: the env steps each request
+    brings, and where that is few, what makes requests larger."""
+    steps = rollout_fragment_length * num_envs_per_env_runner
+    line = (
+        f"Overlapped sampling keeps one sample() request in flight on each of "
+        f"{num_env_runners} EnvRunner(s), {steps} env steps per request "
+        f"(rollout_fragment_length={rollout_fragment_length} x "
+        f"num_envs_per_env_runner={num_envs_per_env_runner})."
+    )
+    if steps < SMALL_REQUEST_ENV_STEPS:
+        line += (
+            " Each request costs the driver and the EnvRunner a fixed overhead: "
+            "with many EnvRunners, more env steps per request sample faster "
+            "(config.env_runners(num_envs_per_env_runner=..., which also batches "
+            "the EnvRunner's actions, or rollout_fragment_length=...))."
+        )
+    return line
 
 
 def _sample_and_metrics(env_runner) -> Tuple[List, Dict[str, Any]]:

@@ -97,6 +97,7 @@ from rllib_ners.algorithms.common.fragment_shipping import (
 from rllib_ners.algorithms.common.overlapped_sampling import (
     OverlappedSampler,
     SampledFragments,
+    request_size_line,
 )
 from rllib_ners.algorithms.common.replay_checkpoint import ReplayStateMixin
 from rllib_ners.algorithms.common.weight_sharing import (
@@ -285,6 +286,13 @@ class ReplayLoopMixin:
                 }
             self._overlapped = OverlappedSampler(
                 self.env_runner_group, timeout_s=config.sample_timeout_s, **packing
+            )
+            logger.info(
+                request_size_line(
+                    self.env_runner_group.num_remote_env_runners(),
+                    config.get_rollout_fragment_length(),
+                    config.num_envs_per_env_runner,
+                )
             )
         shared = share_weights_with_local_env_runner(self)
         if isinstance(shared, str):
