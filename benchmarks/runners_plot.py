@@ -7,7 +7,9 @@ env steps/s and the Learner's busy share against the number of EnvRunners
 had several, and the sampling-only ceiling), and prints a Markdown table: per
 EnvRunner count, each point's env steps/s, overlapped against lockstep, NERS
 against PER, and the first overlapped series' rate against its smallest
-count's.
+count's. A run of several request shapes (`--rollout-fragment-length`,
+`--envs-per-runner`) is compared shape by shape instead (the ceiling's rate
+and driver CPU, each point's rate against the first shape's), and not drawn.
 
     python benchmarks/runners_plot.py docs/benchmarks/gpu_runners_<date>_1.txt \\
         docs/runners_scaling.png
@@ -41,33 +43,35 @@ class Point(NamedTuple):
     env_steps_per_s: float
     updates_per_s: float
     learner_busy: float  # share of the wall time
+    driver_cpu_ms: float = 0.0  # the driver's CPU ms per env step
+    shape: str = ""  # the request shape's label suffix ("-f8-e4"), if any
 
 
 def read_points(text: str) -> Tuple[List[Point], str]:
     """The table's points (the median of each point's rounds) and a title
     made of the run's header lines."""
-    rounds: Dict[Tuple[int, str, str], List[Point]] = {}
+    rounds: Dict[Tuple[int, str, str, str], List[Point]] = {}
     header = []
-    shapes = set()
     for line in text.splitlines():
         match = _ROW.match(line)
         if match:
-            runners, arm, mode, shape, rate, _, updates, busy = match.groups()
-            shapes.add(shape)
+            runners, arm, mode, shape, rate, cpu, updates, busy = match.groups()
             point = Point(
-                int(runners), arm, mode, float(rate), float(updates), int(busy) / 100
+                int(runners),
+                arm,
+                mode,
+                float(rate),
+                float(updates),
+                int(busy) / 100,
+                float(cpu),
+                shape,
             )
-            rounds.setdefault((point.runners, arm, mode), []).append(point)
+            rounds.setdefault((point.runners, arm, mode, shape), []).append(point)
         elif line.startswith("runners: ") or "sub-env(s) per EnvRunner" in line:
             header.append(line.removeprefix("runners: "))
     if not rounds:
         raise SystemExit(
             "no rows of `benchmarks/gpu.py --suite runners` found in the input"
-        )
-    if len(shapes) > 1:
-        raise SystemExit(
-            f"the input has points of several request shapes ({sorted(shapes)}): "
-            "draw a run of one --rollout-fragment-length and --envs-per-runner"
         )
     points = [
         Point(
@@ -77,10 +81,75 @@ def read_points(text: str) -> Tuple[List[Point], str]:
             statistics.median(p.env_steps_per_s for p in measured),
             statistics.median(p.updates_per_s for p in measured),
             statistics.median(p.learner_busy for p in measured),
+            statistics.median(p.driver_cpu_ms for p in measured),
+            shape,
         )
-        for (runners, arm, mode), measured in rounds.items()
+        for (runners, arm, mode, shape), measured in rounds.items()
     ]
     return points, "\n".join(header)
+
+
+def _shapes(points: List[Point]) -> List[str]:
+    return list(dict.fromkeys(p.shape for p in points))
+
+
+def _steps_per_request(shape: str) -> Optional[int]:
+    """`rollout_fragment_length x sub-envs` of a shape like "-f8-e4" (None
+    where the shape leaves either at its default)."""
+    parts = dict(re.findall(r"-([fe])(\d+)", shape))
+    if "f" not in parts:
+        return None
+    return int(parts["f"]) * int(parts.get("e", 1))
+
+
+def shape_summary(points: List[Point]) -> str:
+    """A Markdown table of a run with several request shapes: per EnvRunner
+    count and shape, the sampling-only ceiling (env steps/s and the driver's
+    CPU ms per env step) and each arm's points, each rate also against the
+    first shape's."""
+    shapes = _shapes(points)
+    series = list(dict.fromkeys((p.arm, p.mode) for p in points if p.mode != "ceiling"))
+    columns = [
+        "EnvRunners",
+        "request shape",
+        "env steps per request",
+        "ceiling env steps/s",
+        "ceiling driver CPU ms per env step",
+        f"ceiling vs {shapes[0].lstrip('-')}",
+    ]
+    for arm, mode in series:
+        columns += [f"{arm} {mode}", f"{arm} {mode} vs {shapes[0].lstrip('-')}"]
+    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    found = {(p.runners, p.arm, p.mode, p.shape): p for p in points}
+    for n in sorted({p.runners for p in points}):
+        for shape in shapes:
+            ceiling = found.get((n, "-", "ceiling", shape))
+            first = found.get((n, "-", "ceiling", shapes[0]))
+            rate = None if ceiling is None else ceiling.env_steps_per_s
+            cells = [
+                str(n),
+                shape.lstrip("-"),
+                _cell(_steps_per_request(shape), "{}"),
+                _cell(rate),
+                _cell(None if ceiling is None else ceiling.driver_cpu_ms, "{:.3f}"),
+                _cell(
+                    _ratio(rate, None if first is None else first.env_steps_per_s),
+                    "{:.2f}x",
+                ),
+            ]
+            for arm, mode in series:
+                point = found.get((n, arm, mode, shape))
+                base = found.get((n, arm, mode, shapes[0]))
+                rate = None if point is None else point.env_steps_per_s
+                cells += [
+                    _cell(rate),
+                    _cell(
+                        _ratio(rate, None if base is None else base.env_steps_per_s),
+                        "{:.2f}x",
+                    ),
+                ]
+            rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def _series(points: List[Point], arm: str, mode: str) -> Dict[int, Point]:
@@ -213,6 +282,14 @@ def main(argv=None) -> int:
     parser.add_argument("figure", type=Path, nargs="?", help="the PNG to write")
     args = parser.parse_args(argv)
     points, title = read_points(args.output.read_text())
+    if len(_shapes(points)) > 1:
+        print(shape_summary(points))
+        if args.figure is not None:
+            raise SystemExit(
+                "the input has points of several request shapes: no figure drawn "
+                "(draw a run of one --rollout-fragment-length and --envs-per-runner)"
+            )
+        return 0
     print(summary(points))
     if args.figure is not None:
         plot(points, title, args.figure)

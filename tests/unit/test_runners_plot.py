@@ -49,9 +49,24 @@ def test_rows_of_one_request_shape_are_drawn_with_the_shape_in_the_mode():
     ]
 
 
-def test_a_run_of_several_request_shapes_is_refused_not_mixed():
+def test_a_run_of_several_request_shapes_is_compared_by_shape_not_drawn(
+    tmp_path, capsys
+):
     text = "\n".join(
-        [_row(2, "per", "lockstep-f4", 40.0), _row(2, "per", "lockstep-f32", 80.0)]
+        [
+            _row(2, "-", "ceiling-f4-e1", 100.0),
+            _row(2, "per", "overlapped-f4-e1", 40.0),
+            _row(2, "-", "ceiling-f8-e4", 250.0),
+            _row(2, "per", "overlapped-f8-e4", 90.0),
+            _row(2, "per", "overlapped-f8-e4", 70.0),
+        ]
     )
+    points, _ = runners_plot.read_points(text)
+    table = runners_plot.shape_summary(points)
+    assert "| 2 | f4-e1 | 4 | 100.0 | 1.000 | 1.00x | 40.0 | 1.00x |" in table
+    assert "| 2 | f8-e4 | 32 | 250.0 | 1.000 | 2.50x | 80.0 | 2.00x |" in table
+    output = tmp_path / "runners.txt"
+    output.write_text(text)
     with pytest.raises(SystemExit, match="several request shapes"):
-        runners_plot.read_points(text)
+        runners_plot.main([str(output), str(tmp_path / "figure.png")])
+    assert not (tmp_path / "figure.png").exists()
