@@ -81,9 +81,11 @@ def learner_trains_faster_on_a_gpu(config) -> bool:
 
 
 def add_overlap_sampling_args(parser: argparse.ArgumentParser) -> None:
-    """`--overlap-sampling` and `--weights-sync-interval`, for the tuned
-    examples whose remote EnvRunners may sample while the Learner updates
-    (`overlap_sampling_settings(args)` turns them into `.training()` kwargs)."""
+    """`--overlap-sampling`, `--weights-sync-interval` and
+    `--rollout-fragment-length`, for the tuned examples whose remote
+    EnvRunners may sample while the Learner updates
+    (`overlap_sampling_settings(args)` turns the first two into `.training()`
+    kwargs; `run_example` applies the fragment length)."""
     parser.add_argument(
         "--overlap-sampling",
         action="store_true",
@@ -96,6 +98,16 @@ def add_overlap_sampling_args(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="with --overlap-sampling: the fewest Learner updates between weight "
         "syncs to the EnvRunners (config.training(weights_sync_interval=K))",
+    )
+    parser.add_argument(
+        "--rollout-fragment-length",
+        type=int,
+        default=None,
+        help="env steps per sub-env in each sample() request (default: the "
+        "example's; config.env_runners(rollout_fragment_length=L)). Each request "
+        "costs the driver a fixed overhead: with --overlap-sampling and many "
+        "EnvRunners, 8 with --num-envs-per-env-runner=4 makes requests of 32 env "
+        "steps (docs/scaling.md)",
     )
 
 
@@ -229,6 +241,7 @@ def _run_example(config, args, stop, success_metric):
 _EXAMPLE_FLAG_MINIMA = {
     "num_env_runners": 0,
     "num_envs_per_env_runner": 1,
+    "rollout_fragment_length": 1,
     "num_learners": 0,
     "num_gpus_per_learner": 0,
     "num_cpus_per_learner": 0,
@@ -296,6 +309,8 @@ def _apply_example_args(config, args) -> None:
         config.env_runners(num_env_runners=args.num_env_runners)
     if args.num_envs_per_env_runner is not None:
         config.env_runners(num_envs_per_env_runner=args.num_envs_per_env_runner)
+    if getattr(args, "rollout_fragment_length", None) is not None:
+        config.env_runners(rollout_fragment_length=args.rollout_fragment_length)
     if config.enable_rl_module_and_learner:
         if args.num_gpus is not None and args.num_gpus > 0:
             raise CLIError(

@@ -760,6 +760,32 @@ def test_atari_example_learner_takes_the_gpu_where_there_is_one(
         assert "GPU:" not in said
 
 
+def test_example_requests_take_the_fragment_length_flag(monkeypatch):
+    """The examples with --overlap-sampling take --rollout-fragment-length
+    (env steps per sub-env in each request), leave the example's own where it
+    is not given, and refuse a length below 1 before Ray starts."""
+    from ray.rllib.examples.utils import add_rllib_example_script_args
+
+    from rllib_ners import RainbowDQNConfig
+    from rllib_ners.cli import add_overlap_sampling_args
+    from rllib_ners.cli.common import CLIError
+    from rllib_ners.cli.example_runner import (
+        _apply_example_args,
+        _check_example_numbers,
+    )
+
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    parser = add_rllib_example_script_args()
+    add_overlap_sampling_args(parser)
+    for flags, expected in (([], 4), (["--rollout-fragment-length=8"], 8)):
+        config = RainbowDQNConfig().env_runners(rollout_fragment_length=4)
+        config.environment("CartPole-v1")
+        _apply_example_args(config, parser.parse_args(flags))
+        assert config.rollout_fragment_length == expected
+    with pytest.raises(CLIError, match="--rollout-fragment-length=0: must be >= 1"):
+        _check_example_numbers(parser.parse_args(["--rollout-fragment-length=0"]))
+
+
 def _write_trial(run_dir, name, buffer, returns, steps_per_iter=100, use_json=False):
     trial = run_dir / name
     trial.mkdir(parents=True)

@@ -116,7 +116,10 @@ def atari_rainbow(
     atoms in [-10, 10], noisy nets with sigma0 = 0.5, importance-sampling beta
     0.4 -> 1 over `total_timesteps` (the paper's 50M frames), the Nature CNN on
     4 stacked 84x84 frames. With many EnvRunners add
-    `.training(overlap_sampling=True)`.
+    `.training(overlap_sampling=True)`, and larger requests than
+    `rollout_fragment_length`'s 4 env steps: each costs the driver a fixed
+    overhead, so `.env_runners(num_envs_per_env_runner=4,
+    rollout_fragment_length=8)` (docs/scaling.md, "Env steps per request").
     """
     from rllib_ners.env.atari_rllib import with_atari
 
