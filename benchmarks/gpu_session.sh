@@ -68,15 +68,21 @@ if [ "$PART" = runners ]; then
   # NERS), the overlapped points syncing weights at most every 64 updates:
   # each sync puts the Nature CNN's 28 MB into the object store (11-15 ms on
   # the 2-core CPU), and at 2,500 env steps/s (625 updates/s) a sync every 16
-  # updates would take over half the driver's time. Then PER overlapped at a
-  # replay ratio of 1, where the Learner is not the bound (the issue's 1 -> 8
-  # EnvRunners target), in the time left.
+  # updates would take over half the driver's time. Each EnvRunner steps 4
+  # sub-envs (one batched action for the 4) in fragments of 8: 32 env steps
+  # per request, where the preset's 4 would make the driver pay its fixed
+  # cost per request (a few ms of CPU on the 2-core machine) 625 times a
+  # second at 2,500 env steps/s (docs/scaling.md, "Env steps per request").
+  # Then PER overlapped at a replay ratio of 1, where the Learner is not the
+  # bound (the issue's 1 -> 8 EnvRunners target), in the time left.
+  SHAPE=(--envs-per-runner 4 --rollout-fragment-length 8)
   timeout "$(allow $((BUDGET - 120)))" python3 benchmarks/gpu.py --suite runners \
-    --runners 1 2 4 8 12 --steps 4000 --weights-sync-interval 64 \
+    --runners 1 2 4 8 12 --steps 4000 --weights-sync-interval 64 "${SHAPE[@]}" \
     >"$OUT/runners.txt" 2>&1
   timeout "$(allow "$BUDGET")" python3 benchmarks/gpu.py --suite runners \
     --runners 1 2 4 8 --arms per --modes overlapped --training-intensity 1 \
-    --weights-sync-interval 64 --steps 4000 >"$OUT/runners_rr1.txt" 2>&1
+    --weights-sync-interval 64 --steps 4000 "${SHAPE[@]}" \
+    >"$OUT/runners_rr1.txt" 2>&1
   echo "session done at ${SECONDS}s of ${BUDGET}s" >>"$OUT/machine.txt"
   exit 0
 fi
