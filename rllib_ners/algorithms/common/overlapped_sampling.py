@@ -28,6 +28,10 @@ round sends the new one a request. (After a restart the sampler forgets which
 requests it believes in flight and asks every EnvRunner again: RLlib refuses a
 second request to one that is still sampling, up to
 `max_requests_in_flight_per_env_runner`.)
+
+Metrics: `OverlapTally` counts an iteration's fragments' staleness, the
+updates made while requests were in flight and the weight syncs, and logs
+them once per iteration under the names below.
 """
 
 from __future__ import annotations
@@ -36,8 +40,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["OverlappedSampler", "SampledFragments", "request_size_line"]
+import numpy as np
 
+__all__ = ["OverlappedSampler", "OverlapTally", "SampledFragments", "request_size_line"]
+
+# Metrics of overlapped sampling, per iteration: the Learner updates between the
+# weights a fragment was sampled with and the Learner's when it reached the
+# buffer, and the share of updates made while EnvRunners were sampling.
+WEIGHTS_STALENESS_MEAN = "weights_staleness_mean"
+WEIGHTS_STALENESS_MAX = "weights_staleness_max"
+UPDATES_WHILE_SAMPLING_FRACTION = "updates_while_sampling_fraction"
+# Overlapped sampling: weight syncs to the EnvRunners in the iteration.
+NUM_WEIGHTS_SYNCS = "num_weights_syncs"
 # The tag of our requests among the EnvRunners' async requests.
 SAMPLE_REQUEST_TAG = "rllib_ners_overlapped_sample"
 # Requests of fewer env steps get a hint in the setup log line: each request
@@ -199,3 +213,33 @@ class OverlappedSampler:
 
     def _oldest_request(self) -> Optional[int]:
         return min(self._in_flight.values(), default=None)
+
+
+class OverlapTally:
+    """One iteration of overlapped sampling: the EnvRunners' metrics, the
+    fragments' staleness and the updates made while they sampled."""
+
+    def __init__(self):
+        self.runner_metrics: List[Dict[str, Any]] = []
+        self.staleness: List[int] = []
+        self.updates = 0
+        self.updates_while_sampling = 0
+        self.weights_syncs = 0
+
+    def add(self, fragments: SampledFragments) -> None:
+        self.runner_metrics += fragments.metrics
+        self.staleness += fragments.staleness
+
+    def log_into(self, metrics) -> None:
+        if self.staleness:
+            metrics.log_value(
+                WEIGHTS_STALENESS_MEAN, float(np.mean(self.staleness)), window=1
+            )
+            metrics.log_value(WEIGHTS_STALENESS_MAX, max(self.staleness), window=1)
+        if self.updates:
+            metrics.log_value(
+                UPDATES_WHILE_SAMPLING_FRACTION,
+                self.updates_while_sampling / self.updates,
+                window=1,
+            )
+        metrics.log_value(NUM_WEIGHTS_SYNCS, self.weights_syncs, window=1)

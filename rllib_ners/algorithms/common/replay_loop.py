@@ -96,7 +96,7 @@ from rllib_ners.algorithms.common.fragment_shipping import (
 )
 from rllib_ners.algorithms.common.overlapped_sampling import (
     OverlappedSampler,
-    SampledFragments,
+    OverlapTally,
     request_size_line,
 )
 from rllib_ners.algorithms.common.replay_checkpoint import ReplayStateMixin
@@ -116,14 +116,6 @@ from rllib_ners.seam.config import custom_learner_connector
 logger = logging.getLogger(__name__)
 
 _DEFER = {DEFER_METRICS: True}
-# Metrics of overlapped sampling, per iteration: the Learner updates between the
-# weights a fragment was sampled with and the Learner's when it reached the
-# buffer, and the share of updates made while EnvRunners were sampling.
-WEIGHTS_STALENESS_MEAN = "weights_staleness_mean"
-WEIGHTS_STALENESS_MAX = "weights_staleness_max"
-UPDATES_WHILE_SAMPLING_FRACTION = "updates_while_sampling_fraction"
-# Overlapped sampling: weight syncs to the EnvRunners in the iteration.
-NUM_WEIGHTS_SYNCS = "num_weights_syncs"
 # Checkpoint entry: the fraction of an update owed by the env steps sampled.
 UPDATES_OWED_STATE = "replay_updates_owed"
 
@@ -375,7 +367,7 @@ class ReplayLoopMixin:
         sampled = trained = 0
         store_weight, updates_per_env_step = self._replay_ratio()
         times = _SectionTimes()
-        overlapped = _OverlapTally() if self._overlapped is not None else None
+        overlapped = OverlapTally() if self._overlapped is not None else None
         while True:
             if overlapped is None:
                 round_sampled = self._sample_round(store_weight, times)
@@ -415,7 +407,7 @@ class ReplayLoopMixin:
                 buffer.add(episodes)
         return round_sampled
 
-    def _overlapped_round(self, tally: _OverlapTally, times: _SectionTimes) -> int:
+    def _overlapped_round(self, tally: OverlapTally, times: _SectionTimes) -> int:
         """Takes the fragments that are ready (waiting for one), stores them and
         sends the EnvRunners that returned their next request, so they sample
         while the Learner updates; returns the env steps stored (with those
@@ -446,7 +438,7 @@ class ReplayLoopMixin:
         num_updates: int,
         sampled_lifetime: int,
         times: _SectionTimes,
-        overlapped: Optional[_OverlapTally] = None,
+        overlapped: Optional[OverlapTally] = None,
     ) -> int:
         """`num_updates` Learner updates on batches replayed from the buffer,
         each followed by its priority update; returns the env steps trained.
@@ -495,7 +487,7 @@ class ReplayLoopMixin:
                 self._deferred_priorities.flush(self.local_replay_buffer)
 
     def _before_overlapped_update(
-        self, tally: _OverlapTally, times: _SectionTimes
+        self, tally: OverlapTally, times: _SectionTimes
     ) -> None:
         sampler = self._overlapped
         with times.section(ENV_RUNNER_SAMPLING_TIMER):
@@ -641,7 +633,7 @@ class ReplayLoopMixin:
         )
 
     def _report_iteration_metrics(
-        self, times: _SectionTimes, overlapped: Optional[_OverlapTally] = None
+        self, times: _SectionTimes, overlapped: Optional[OverlapTally] = None
     ) -> None:
         """The EnvRunners', the Learners' and the buffer's metrics and the
         timers, each once per iteration."""
@@ -675,36 +667,6 @@ class ReplayLoopMixin:
                 self.learner_group,
                 times.seconds[LEARNER_UPDATE_TIMER] / times.calls[LEARNER_UPDATE_TIMER],
             )
-
-
-class _OverlapTally:
-    """One iteration of overlapped sampling: the EnvRunners' metrics, the
-    fragments' staleness and the updates made while they sampled."""
-
-    def __init__(self):
-        self.runner_metrics: List[Dict[str, Any]] = []
-        self.staleness: List[int] = []
-        self.updates = 0
-        self.updates_while_sampling = 0
-        self.weights_syncs = 0
-
-    def add(self, fragments: SampledFragments) -> None:
-        self.runner_metrics += fragments.metrics
-        self.staleness += fragments.staleness
-
-    def log_into(self, metrics) -> None:
-        if self.staleness:
-            metrics.log_value(
-                WEIGHTS_STALENESS_MEAN, float(np.mean(self.staleness)), window=1
-            )
-            metrics.log_value(WEIGHTS_STALENESS_MAX, max(self.staleness), window=1)
-        if self.updates:
-            metrics.log_value(
-                UPDATES_WHILE_SAMPLING_FRACTION,
-                self.updates_while_sampling / self.updates,
-                window=1,
-            )
-        metrics.log_value(NUM_WEIGHTS_SYNCS, self.weights_syncs, window=1)
 
 
 def _priority_rows(results) -> Dict[str, np.ndarray]:
