@@ -690,7 +690,7 @@ def runners_suite(
         f"driver ms per env step: {' / '.join(labels)} |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    # (mode, label, arm, weights_sync_interval, fragment length, sub-envs)
+    # (mode, shape, label, arm, weights_sync_interval, fragment length, sub-envs)
     specs = []
     for length, envs in itertools.product(rollout_fragment_lengths, envs_per_runner):
         shape = f"-f{length}" if len(rollout_fragment_lengths) > 1 else ""
@@ -698,17 +698,19 @@ def runners_suite(
         for mode in sorted(modes, key=RUNNER_MODES.index):
             for arm in arms[:1] if mode == "ceiling" else arms:
                 if mode != "overlapped":
-                    specs.append((mode, mode + shape, arm, 1, length, envs))
+                    specs.append((mode, shape, mode + shape, arm, 1, length, envs))
                     continue
                 for interval in weights_sync_intervals:
                     label = mode
                     if len(weights_sync_intervals) > 1:
                         label += f"-k{interval}"
-                    specs.append((mode, label + shape, arm, interval, length, envs))
-    points: List[Tuple[int, str, str, dict]] = []
+                    label += shape
+                    specs.append((mode, shape, label, arm, interval, length, envs))
+    # (EnvRunners, mode, shape, arm, label, point)
+    points: List[Tuple[int, str, str, str, str, dict]] = []
     for num_runners in runner_counts:
         for round_index in range(rounds):
-            for mode, label, arm, interval, length, envs in specs[
+            for mode, shape, label, arm, interval, length, envs in specs[
                 :: -1 if round_index % 2 else 1
             ]:
                 point = runners_point(
@@ -722,7 +724,7 @@ def runners_suite(
                     interval,
                     length,
                 )
-                points.append((num_runners, arm, label, point))
+                points.append((num_runners, mode, shape, arm, label, point))
                 sections = " / ".join(
                     f"{point['sections'][name]:.3f}" for name in labels
                 )
@@ -737,29 +739,17 @@ def runners_suite(
                 )
     # The sampling-only ceiling of each EnvRunner count and request shape.
     ceilings: Dict[Tuple[int, str], List[float]] = {}
-    for n, _, label, point in points:
-        mode, shape = _mode_and_shape(label)
+    for n, mode, shape, _, _, point in points:
         if mode == "ceiling":
             ceilings.setdefault((n, shape), []).append(point["env steps/s"])
     print("\nWhat bounds each point:")
-    for num_runners, arm, label, point in points:
-        mode, shape = _mode_and_shape(label)
+    for num_runners, mode, shape, arm, label, point in points:
         if mode != "ceiling":
             ceiling = (
                 statistics.median(ceilings.get((num_runners, shape), [0.0])) or None
             )
             bound = point_bound(point, ceiling, mode)
             print(f"- {num_runners} EnvRunners, {arm}, {label}: {bound}")
-
-
-def _mode_and_shape(label: str) -> Tuple[str, str]:
-    """A point's label split into its mode and its request shape suffix:
-    "overlapped-k16-f32-e1" -> ("overlapped", "-f32-e1")."""
-    mode = label.split("-")[0]
-    shape = "".join(
-        "-" + part for part in label.split("-")[1:] if part[0] in ("f", "e")
-    )
-    return mode, shape
 
 
 # -------------------------------------------------------------- report

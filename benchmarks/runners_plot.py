@@ -121,32 +121,30 @@ def shape_summary(points: List[Point]) -> str:
         columns += [f"{arm} {mode}", f"{arm} {mode} vs {shapes[0].lstrip('-')}"]
     rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     found = {(p.runners, p.arm, p.mode, p.shape): p for p in points}
+
+    def rate(n: int, arm: str, mode: str, shape: str) -> Optional[float]:
+        point = found.get((n, arm, mode, shape))
+        return None if point is None else point.env_steps_per_s
+
     for n in sorted({p.runners for p in points}):
         for shape in shapes:
             ceiling = found.get((n, "-", "ceiling", shape))
-            first = found.get((n, "-", "ceiling", shapes[0]))
-            rate = None if ceiling is None else ceiling.env_steps_per_s
+            ceiling_rate = rate(n, "-", "ceiling", shape)
             cells = [
                 str(n),
                 shape.lstrip("-"),
                 _cell(_steps_per_request(shape), "{}"),
-                _cell(rate),
+                _cell(ceiling_rate),
                 _cell(None if ceiling is None else ceiling.driver_cpu_ms, "{:.3f}"),
                 _cell(
-                    _ratio(rate, None if first is None else first.env_steps_per_s),
-                    "{:.2f}x",
+                    _ratio(ceiling_rate, rate(n, "-", "ceiling", shapes[0])), "{:.2f}x"
                 ),
             ]
             for arm, mode in series:
-                point = found.get((n, arm, mode, shape))
-                base = found.get((n, arm, mode, shapes[0]))
-                rate = None if point is None else point.env_steps_per_s
+                point_rate = rate(n, arm, mode, shape)
                 cells += [
-                    _cell(rate),
-                    _cell(
-                        _ratio(rate, None if base is None else base.env_steps_per_s),
-                        "{:.2f}x",
-                    ),
+                    _cell(point_rate),
+                    _cell(_ratio(point_rate, rate(n, arm, mode, shapes[0])), "{:.2f}x"),
                 ]
             rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
