@@ -46,6 +46,48 @@ def _run_main(argv):
     return code, out.getvalue()
 
 
+# Ray's prefix on lines a remote actor prints ("(NERSDQN(...) pid=123) ") and
+# terminal colour codes.
+_ACTOR_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)*\(.*? pid=\d+\)(?:\x1b\[[0-9;]*m)* ?")
+
+
+def tracebacks_in(stderr: str):
+    """Each traceback printed in `stderr`: (from a remote actor, its final
+    exception line)."""
+    found = []
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if "Traceback (most recent call last):" not in line:
+            continue
+        from_actor = _ACTOR_PREFIX.match(line) is not None
+        exception = ""
+        for later in lines[i + 1 :]:
+            body = _ACTOR_PREFIX.sub("", later)
+            if body and not body[0].isspace():
+                exception = body
+                break
+        found.append((from_actor, exception))
+    return found
+
+
+def test_tracebacks_in_tells_an_actor_exit_from_an_error():
+    actor = "\x1b[36m(NERSDQN(env=CartPole-v1) pid=31605)\x1b[0m "
+    stderr = (
+        f"{actor}Exception ignored in: <function LearnerGroup.__del__>\n"
+        f"{actor}Traceback (most recent call last):\n"
+        f'{actor}  File "learner_group.py", line 711, in __del__\n'
+        f"{actor}    def __del__(self):\n"
+        f"{actor}SystemExit: 1\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 3, in main\n'
+        "ValueError: bad\n"
+    )
+    assert tracebacks_in(stderr) == [
+        (True, "SystemExit: 1"),
+        (False, "ValueError: bad"),
+    ]
+
+
 def _assert_one_line_error(code, err, expected):
     assert code != 0
     lines = [line for line in err.splitlines() if line.strip()]
@@ -1060,7 +1102,15 @@ def test_end_to_end_train_plot_evaluate_in_subprocesses(ray_cluster, tmp_path):
             command, cwd=REPO, capture_output=True, text=True, timeout=300
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "Traceback" not in done.stderr
+        # No traceback, except where Ray stopped a finished trial's actor while
+        # it ran a `__del__`: Ray's exit, raised as SystemExit in whatever
+        # Python code the actor was running at that moment (a rare race).
+        errors = [
+            exception
+            for from_actor, exception in tracebacks_in(done.stderr)
+            if not (from_actor and exception.startswith("SystemExit"))
+        ]
+        assert not errors, done.stderr
         return done.stdout
 
     storage = tmp_path / "runs"
