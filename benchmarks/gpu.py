@@ -441,6 +441,9 @@ def profile_suite(name: str, steps: int, out_dir: Path) -> None:
         f"{_blocked_ms(events, SYNCS) / env_steps:.3f} ms, "
         f"{_blocked_ms(events, COPIES) / env_steps:.3f} ms |"
     )
+    # The host's time per section of our training loop (slowed by the profiler,
+    # the same for every section): which section the GPU's waits fall in.
+    peers.print_loop_sections(name, arm)
     table = events.table(sort_by="self_cpu_time_total", row_limit=40)
     path = out_dir / f"profile_{name.replace('-', '_')}.txt"
     path.write_text(table)

@@ -44,9 +44,14 @@ allow() {
 } >"$OUT/machine.txt" 2>&1
 
 if [ "$PART" = main ]; then
-  # The eager SAC arm was profiled on 2026-11-28: the two graph arms.
-  timeout "$(allow 90)" python3 benchmarks/gpu.py --suite profile --steps 100 \
-    --arms per-gpu-graph atari-per-gpu-graph --out "$OUT" >"$OUT/profile.txt" 2>&1
+  # The eager SAC arm was profiled on 2026-11-28: the two graph arms, each in
+  # its own process (on 2026-11-28 SAC's failed capture broke every later CUDA
+  # random draw of its process), data-efficient Rainbow first: what its 5.7 ms
+  # of host time per env step is made of decides the 250 env steps/s target.
+  timeout "$(allow 50)" python3 benchmarks/gpu.py --suite profile --steps 100 \
+    --arms atari-per-gpu-graph --out "$OUT" >"$OUT/profile_atari.txt" 2>&1
+  timeout "$(allow 45)" python3 benchmarks/gpu.py --suite profile --steps 100 \
+    --arms per-gpu-graph --out "$OUT" >"$OUT/profile.txt" 2>&1
   # The README's main job, GPU hidden first: each run starts Ray and CUDA
   # (about a minute on the GPU machine), so one round.
   timeout "$(allow "$BUDGET")" python3 benchmarks/gpu.py --suite main --rounds 1 \
