@@ -17,6 +17,9 @@ sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
          per-gpu-graph            per-gpu with `cuda_graph_updates=True`: its
                                   updates replayed from CUDA graphs
          ners-gpu-graph           ners-gpu with `cuda_graph_updates=True`
+         per-gpu-graph-act        per-gpu-graph, the EnvRunner acting on the GPU
+                                  (`act_on_learner_device=True`), its passes
+                                  replayed from a CUDA graph
          per-cpu                  the same PER config, a CPU Learner
          floor-gpu                the bare SAC update on the GPU, eager
          floor-gpu-graph          the same update captured in a CUDA graph
@@ -26,7 +29,8 @@ atari    MsPacman, data-efficient Rainbow (one update of 32 per env step).
          per-gpu / ners-gpu       PER- / NERS-Rainbow, a GPU Learner
          per-gpu-graph            per-gpu with `cuda_graph_updates=True`
          per-gpu-graph-act        per-gpu-graph, the EnvRunner acting on the GPU
-                                  (`act_on_learner_device=True`)
+                                  (`act_on_learner_device=True`), its passes
+                                  replayed from a CUDA graph
          per-gpu-graph-hostframes per-gpu-graph with the frame stacks built on
                                   the host and copied (no `device_frames`)
          uniform-gpu-graph        per-gpu-graph with uniform replay (alpha 0),
@@ -241,7 +245,10 @@ def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
             config = sac_config(
                 peers.SAC_ENV, replay=kind, learning_starts=peers.SAC_LEARNING_STARTS
             )
-            config = config.training(cuda_graph_updates=name.endswith("-graph"))
+            config = config.training(
+                cuda_graph_updates="-graph" in name,
+                act_on_learner_device=name.endswith("-act"),
+            )
             arms[name] = RLlibArm(
                 _on_learner_device(config, device), steps, peers.SAC_BATCH
             )

@@ -83,6 +83,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ResultDict
 
+from rllib_ners.env.acting_graphs import ActingGraph
 from rllib_ners.env.frame_stacking import FrameStackingConnector
 from rllib_ners.env.sampling_metrics import PendingSamplingMetrics
 from rllib_ners.env.sampling_steps import (
@@ -234,6 +235,9 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         self._env_actions: Optional[EnvActions] = None
         # Frames per RLModule input (Atari's frame stacking), else 1.
         self._frames_per_stack = frames_per_stack(self.config)
+        # Set where the module acts on a GPU from captured graphs
+        # (`rllib_ners.env.acting_graphs`); None: the passes run eagerly.
+        self.acting_graph: Optional[ActingGraph] = None
 
     @property
     def uses_fast_sampling(self) -> bool:
@@ -449,11 +453,19 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
             return actions, actions, {}
         start = time.perf_counter()
         with torch.no_grad():
-            if explore:
-                out = exploration_pass(self.module, {Columns.OBS: obs}, t=t)
+            if explore and self.acting_graph is not None:
+                # The graph's own tensors, which its next replay overwrites:
+                # copied to the host now.
+                out = {
+                    key: value.to("cpu", copy=True) if torch.is_tensor(value) else value
+                    for key, value in self.acting_graph.explore(obs, t).items()
+                }
             else:
-                out = inference_pass(self.module, {Columns.OBS: obs})
-            out = actions_from_module_output(self.module, out, explore)
+                if explore:
+                    out = exploration_pass(self.module, {Columns.OBS: obs}, t=t)
+                else:
+                    out = inference_pass(self.module, {Columns.OBS: obs})
+                out = actions_from_module_output(self.module, out, explore)
         extra = {
             key: value.cpu().numpy() if torch.is_tensor(value) else value
             for key, value in out.items()

@@ -349,7 +349,8 @@ class UpdateGraphs:
     `make_graph`: `CudaUpdateGraph` (the default) or `EagerStandInGraph`.
     `fingerprint`: the Python-side values and objects a graph bakes in (see the
     module docstring), compared before each replay. `name` names the owner in
-    the log lines."""
+    the log lines, `noun` and `plural` what one call makes ("update", or
+    "acting pass" for `rllib_ners.env.acting_graphs`)."""
 
     def __init__(
         self,
@@ -358,6 +359,8 @@ class UpdateGraphs:
         warmup_updates: int = 3,
         make_graph: Callable[[], Any] = CudaUpdateGraph,
         name: str = "Learner",
+        noun: str = "update",
+        plural: Optional[str] = None,
     ):
         if warmup_updates < 1:
             raise ValueError(
@@ -368,6 +371,8 @@ class UpdateGraphs:
         self.warmup_updates = warmup_updates
         self.make_graph = make_graph
         self.name = name
+        self.noun = noun
+        self.plural = plural or f"{noun}s"
         self.disabled_because: Optional[str] = None
         self.num_captures = 0
         self.num_replays = 0
@@ -385,8 +390,9 @@ class UpdateGraphs:
             self.disabled_because = reason
             logger.log(
                 level,
-                "%s: updates run eagerly instead of from CUDA graphs: %s.",
+                "%s: %s run eagerly instead of from CUDA graphs: %s.",
                 self.name,
+                self.plural,
                 reason,
             )
         self._entries.clear()
@@ -439,7 +445,7 @@ class UpdateGraphs:
         except Exception as error:  # noqa: BLE001 - any failure: eager from now on
             _synchronize_device()
             self.disable(
-                f"capturing the update failed: {capture_failure(error)}",
+                f"capturing the {self.noun} failed: {capture_failure(error)}",
                 level=logging.WARNING,
             )
             return update(inputs)

@@ -484,7 +484,7 @@ def test_the_local_env_runner_acts_on_the_learners_gpu():
     """`act_on_learner_device=True`: the local EnvRunner's module lives on the
     Learner's device with the Learner's own parameter tensors (no copy), and
     Atari data-efficient Rainbow samples and trains with it (graph-captured
-    updates too)."""
+    updates and acting passes too)."""
     config = _on_device(_atari_rainbow("per"), 0).training(
         act_on_learner_device=True, cuda_graph_updates=True
     )
@@ -498,5 +498,44 @@ def test_the_local_env_runner_acts_on_the_learners_gpu():
             assert param.data_ptr() == learning[name].data_ptr(), name
         result = _train_until_updated(algo)
         assert result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME] > 0
+        # On a GPU its exploration passes replayed from a captured graph, which
+        # from the same random state takes the eager pass's actions.
+        acting = runner.acting_graph
+        assert (acting is not None) == (DEVICE == "cuda")
+        if acting is not None:
+            assert acting.graphs.disabled_because is None
+            assert acting.num_replays > 0
+            eager, replayed = _eager_and_replayed_actions(runner)
+            assert torch.equal(eager, replayed), (eager, replayed)
     finally:
         algo.stop()
+
+
+def _eager_and_replayed_actions(runner, steps: int = 20):
+    """The actions of `steps` exploration passes on random frame stacks, made
+    eagerly and then replayed from the runner's acting graph, each series from
+    the same CUDA random state (the noisy nets' draws)."""
+    from rllib_ners.env.sampling_steps import actions_from_module_output
+    from rllib_ners.seam.rl_module import exploration_pass
+
+    frames = torch.Generator().manual_seed(0)
+    observations = [
+        torch.randint(0, 256, (1, 84, 84, 4), dtype=torch.uint8, generator=frames).to(
+            DEVICE
+        )
+        for _ in range(steps)
+    ]
+    module, state = runner.module, torch.cuda.get_rng_state()
+    with torch.no_grad():
+        eager = [
+            actions_from_module_output(
+                module, exploration_pass(module, {"obs": obs}, t=0), explore=True
+            )["actions"].clone()
+            for obs in observations
+        ]
+        torch.cuda.set_rng_state(state)
+        replayed = [
+            runner.acting_graph.explore(obs, 0)["actions"].clone()
+            for obs in observations
+        ]
+    return torch.cat(eager), torch.cat(replayed)

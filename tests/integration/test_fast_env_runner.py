@@ -331,3 +331,44 @@ def test_the_fast_loop_toggles_no_module_modes(one_torch_thread):
         torch.nn.Module.train = original
     assert not runner.module.training
     assert calls == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["atari", "pendulum"])
+def test_acting_from_captured_graphs_samples_the_same_episodes(env, one_torch_thread):
+    """An EnvRunner whose exploration passes replay from captured graphs
+    (`act_on_learner_device` with `cuda_graph_updates` on a GPU; here the
+    eager stand-in graph, which runs the same schedule) samples the same
+    episodes as one acting eagerly: Rainbow's noisy nets on stacked Atari
+    frames, and SAC's squashed Gaussian with its log-probabilities and
+    distribution inputs kept as extra model outputs (copied out of the graph's
+    tensors before the next replay overwrites them)."""
+    from rllib_ners import NERSSACConfig
+    from rllib_ners.env.acting_graphs import ActingGraph
+    from rllib_ners.utils.update_graphs import EagerStandInGraph
+
+    if env == "atari":
+        pytest.importorskip("ale_py")
+        config = _atari(2)
+        plan = [("t", 40), ("t", 250), ("i", 5), ("t", 9)]
+    else:
+        config = (
+            NERSSACConfig()
+            .environment("Pendulum-v1")
+            .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+            .debugging(seed=5)
+        )
+        plan = [("t", 40), ("e", 1), ("t", 9)]
+    config = config.env_runners(env_runner_cls=FastSingleAgentEnvRunner)
+    _, theirs = _run(FastSingleAgentEnvRunner, config, plan)
+
+    class GraphActingRunner(FastSingleAgentEnvRunner):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.acting_graph = ActingGraph(self.module, make_graph=EagerStandInGraph)
+
+    runner, ours = _run(GraphActingRunner, config, plan)
+    assert runner.uses_fast_sampling
+    assert_same_outputs(plan, ours, theirs)
+    assert runner.acting_graph.num_replays > 30
+    assert runner.acting_graph.graphs.disabled_because is None

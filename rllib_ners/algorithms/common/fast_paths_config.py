@@ -28,7 +28,8 @@ Opt-in, for a Learner on a GPU: `cuda_graph_updates=True`
 updates replayed from captured CUDA graphs, equal to the eager updates within
 float tolerance; `act_on_learner_device=True`
 (`rllib_ners.algorithms.common.weight_sharing`): the local EnvRunner acts on
-the GPU with the Learner's own parameters.
+the GPU with the Learner's own parameters (with both: from captured CUDA
+graphs, `rllib_ners.env.acting_graphs`).
 """
 
 from __future__ import annotations
@@ -119,7 +120,12 @@ class FastPathsConfigMixin:
                 which act faster on the CPU). Needs the fast EnvRunner's
                 sampling; otherwise the EnvRunner acts on the CPU and says why
                 in one log line. Random draws when acting then come from the
-                GPU's generator.
+                GPU's generator. With `cuda_graph_updates=True` as well, its
+                exploration passes replay from captured CUDA graphs too (one
+                launch per env step; `rllib_ners.env.acting_graphs`) where the
+                module's exploration allows (noisy-net Rainbow, SAC, TD3; not
+                epsilon-greedy exploration, whose epsilon the host computes
+                every step), said in one log line.
         """
         super().training(**kwargs)
         if fast_training_loop is not NotProvided:

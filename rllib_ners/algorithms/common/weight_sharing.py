@@ -39,6 +39,7 @@ from typing import List, Optional, Tuple, Union
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
+from rllib_ners.env.acting_graphs import ActingGraph, acting_graph_blocker
 from rllib_ners.seam.env_runner import set_runner_device, set_runner_weights_seq_no
 from rllib_ners.seam.learner import weights_seq_no
 from rllib_ners.seam.torch_modules import persistent_buffers
@@ -146,7 +147,11 @@ def share_weights_with_local_env_runner(
     if not isinstance(acting, torch.nn.Module):
         return "the RLModule is not a torch module"
     if getattr(algo.config, "act_on_learner_device", False):
-        _act_on_learner_device(runner, learner)
+        _act_on_learner_device(
+            runner,
+            learner,
+            graphs=getattr(algo.config, "cuda_graph_updates", False),
+        )
     param_pairs = _matching_tensors(
         acting.named_parameters(), dict(learning.named_parameters()), "parameter"
     )
@@ -175,9 +180,12 @@ def share_weights_with_local_env_runner(
     return weights
 
 
-def _act_on_learner_device(runner, learner) -> None:
+def _act_on_learner_device(runner, learner, *, graphs: bool) -> None:
     """Moves the local EnvRunner's module to the Learner's device where its
-    sampling loop feeds the module there (else says why, once)."""
+    sampling loop feeds the module there (else says why, once); with `graphs`
+    (`cuda_graph_updates=True`) its exploration passes replay from CUDA graphs
+    where the module allows (`rllib_ners.env.acting_graphs`), said in one log
+    line either way."""
     device = learner.device
     if device.type == "cpu":
         return  # already where the Learner is
@@ -190,6 +198,21 @@ def _act_on_learner_device(runner, learner) -> None:
         return
     set_runner_device(runner, device)
     logger.info("The local EnvRunner acts on the Learner's %s.", device)
+    if not graphs:
+        return
+    reason = acting_graph_blocker(runner.module)
+    if reason is not None:
+        logger.info(
+            "cuda_graph_updates=True, but the local EnvRunner's exploration "
+            "passes run eagerly: %s.",
+            reason,
+        )
+        return
+    runner.acting_graph = ActingGraph(runner.module)
+    logger.info(
+        "The local EnvRunner's exploration passes replay from CUDA graphs "
+        "(cuda_graph_updates=True)."
+    )
 
 
 def _matching_tensors(named_acting, learning_by_name, kind: str):

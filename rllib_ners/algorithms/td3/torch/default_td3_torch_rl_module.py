@@ -96,6 +96,12 @@ class DefaultTD3TorchRLModule(TorchRLModule, DefaultTD3RLModule):
         noise = torch.randn_like(actions) * self.exploration_noise
         return {Columns.ACTIONS: (actions + noise).clamp(ACTION_LOW, ACTION_HIGH)}
 
+    def exploration_graph_key(self, t: Optional[int]) -> str:
+        """The Python-side decision `_forward_exploration` makes from `t`, for
+        a captured acting pass (`rllib_ners.env.acting_graphs`): uniform random
+        actions or the policy's with noise."""
+        return "random" if t is not None and t < self.random_timesteps else "policy"
+
     @override(RLModule)
     def _forward_train(self, batch: Dict[str, Any], **kwargs) -> Dict[str, Any]:
         """Each critic's `Q(s, a)` for the batch's actions (what a critic loss

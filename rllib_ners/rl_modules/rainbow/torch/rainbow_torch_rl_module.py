@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Dict, Union
+from typing import Dict, Optional, Union
 
 import torch
 from ray.rllib.algorithms.dqn.default_dqn_rl_module import (
@@ -171,6 +171,13 @@ class RainbowTorchRLModule(DefaultDQNTorchRLModule):
         self.reset_noise()
         qf_outs = self.compute_q_values(batch)
         return {Columns.ACTIONS: torch.argmax(qf_outs[QF_PREDS], dim=-1)}
+
+    def exploration_graph_key(self, t: Optional[int]) -> Optional[str]:
+        """The Python-side decision `_forward_exploration` makes from `t`, for
+        a captured acting pass (`rllib_ners.env.acting_graphs`): noisy nets
+        make none; epsilon-greedy exploration reads its epsilon on the host
+        from `t` at every step (None: not capturable)."""
+        return "noisy" if self.uses_noisy else None
 
     def _epsilon_greedy(
         self, batch: Dict[str, TensorType], t: int

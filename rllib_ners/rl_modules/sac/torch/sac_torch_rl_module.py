@@ -16,7 +16,7 @@ bounds. Exploration and training use RLlib's distribution unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import gymnasium as gym
 import torch
@@ -102,6 +102,13 @@ class SACTorchRLModule(DefaultSACTorchRLModule):
     def get_train_action_dist_cls(self):
         """RLlib's (the greedy action plays no part in training)."""
         return super().get_inference_action_dist_cls()
+
+    def exploration_graph_key(self, t: Optional[int]) -> Optional[str]:
+        """The Python-side decision exploring makes from `t`, for a captured
+        acting pass (`rllib_ners.env.acting_graphs`): none with Box actions
+        (the squashed Gaussian's draw reads nothing on the host); discrete
+        actions are drawn eagerly (None)."""
+        return "policy" if isinstance(self.action_space, gym.spaces.Box) else None
 
     @override(DefaultSACTorchRLModule)
     def _forward_inference(self, batch: Dict[str, Any]) -> Dict[str, Any]:
