@@ -168,10 +168,13 @@ def test_deferred_priority_writes_train_as_rllibs_step_with_uniform_replay(
     monkeypatch.setattr(
         FastPrioritizedEpisodeReplayBuffer, "update_priorities_at", recorded
     )
+    # 8 updates per round of 4 env steps, from env step 100 to 450: 700 each.
+    short = {"learning_starts": 100, "min_sample_timesteps_per_iteration": 150}
     uniform = small_dqn(
         RainbowDQNConfig(),
         replay_buffer_config={**PER, "alpha": 0.0},
-        training_intensity=64,  # 8 updates per round of 4 env steps
+        training_intensity=64,
+        **short,
     )
     writes.append([])
     deferred = _train(uniform, defer_priorities=True)
@@ -185,7 +188,7 @@ def test_deferred_priority_writes_train_as_rllibs_step_with_uniform_replay(
         np.testing.assert_array_equal(values, plain_values)
 
     prioritized = small_dqn(
-        RainbowDQNConfig(), replay_buffer_config=PER, training_intensity=64
+        RainbowDQNConfig(), replay_buffer_config=PER, training_intensity=64, **short
     )
     deferred, at_once = (
         _train(prioritized, defer_priorities=True),
