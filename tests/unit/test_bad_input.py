@@ -664,7 +664,48 @@ def test_act_on_learner_device_says_why_the_cpu_acts(caplog):
     runner = SimpleNamespace(uses_fast_sampling=False, module=torch.nn.Linear(2, 2))
     learner = SimpleNamespace(device=torch.device("cuda"))
     with caplog.at_level(logging.INFO, logger=weight_sharing.__name__):
-        weight_sharing._act_on_learner_device(runner, learner)
+        weight_sharing._act_on_learner_device(runner, learner, graphs=True)
     assert runner.module.weight.device.type == "cpu"
+    assert not hasattr(runner, "acting_graph")  # no graphs for CPU acting
     (said,) = [r.getMessage() for r in caplog.records]
     assert "acts on the CPU" in said and "connector pipelines" in said
+
+
+def test_act_on_learner_device_with_graphs_says_how_the_gpu_acts(caplog, monkeypatch):
+    """With `cuda_graph_updates=True` the fast EnvRunner acting on the GPU
+    replays its exploration passes from graphs where the module says how its
+    exploration depends on the timestep, else acts eagerly; one line says
+    which. (The move to the GPU is skipped: no CUDA here.)"""
+    import logging
+    from types import SimpleNamespace
+
+    import torch
+
+    from rllib_ners.algorithms.common import weight_sharing
+
+    monkeypatch.setattr(weight_sharing, "set_runner_device", lambda *args: None)
+    learner = SimpleNamespace(device=torch.device("cuda"))
+
+    class Explores(torch.nn.Linear):
+        def exploration_graph_key(self, t):
+            return "policy"
+
+    for module, expected in (
+        (Explores(2, 2), "replay from CUDA graphs"),
+        (torch.nn.Linear(2, 2), "run eagerly: Linear does not say"),
+    ):
+        runner = SimpleNamespace(uses_fast_sampling=True, module=module)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=weight_sharing.__name__):
+            weight_sharing._act_on_learner_device(runner, learner, graphs=True)
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 2 and "acts on the Learner's cuda" in said[0]
+        assert expected in said[1], said
+        installed = getattr(runner, "acting_graph", None)
+        assert (installed is not None) == isinstance(module, Explores)
+        # Without graphs: no acting graph, no second line.
+        runner = SimpleNamespace(uses_fast_sampling=True, module=module)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=weight_sharing.__name__):
+            weight_sharing._act_on_learner_device(runner, learner, graphs=False)
+        assert len(caplog.records) == 1 and not hasattr(runner, "acting_graph")
