@@ -480,12 +480,22 @@ def test_uniform_replay_writes_a_rounds_priorities_after_its_updates():
         algo.stop()
 
 
-def test_the_local_env_runner_acts_on_the_learners_gpu():
+# name -> () -> config of a local Learner whose local EnvRunner acts on its GPU.
+ACTING_CASES = {
+    "atari_data_efficient_rainbow": lambda: _atari_rainbow("per"),
+    "sac": lambda: build_small_sac("per", rollout_fragment_length=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTING_CASES))
+def test_the_local_env_runner_acts_on_the_learners_gpu_from_graphs(name):
     """`act_on_learner_device=True`: the local EnvRunner's module lives on the
     Learner's device with the Learner's own parameter tensors (no copy), and
-    Atari data-efficient Rainbow samples and trains with it (graph-captured
-    updates and acting passes too)."""
-    config = _on_device(_atari_rainbow("per"), 0).training(
+    Atari data-efficient Rainbow (noisy nets) and SAC (a squashed Gaussian)
+    sample and train with it, their updates and, on a GPU, their exploration
+    passes replayed from captured graphs; from the same random state the
+    replayed passes take the eager passes' actions."""
+    config = _on_device(ACTING_CASES[name](), 0).training(
         act_on_learner_device=True, cuda_graph_updates=True
     )
     algo = config.build_algo()
@@ -493,37 +503,34 @@ def test_the_local_env_runner_acts_on_the_learners_gpu():
         learner = local_learner(algo)
         runner = algo.env_runner_group.local_env_runner
         learning = dict(learner.module[DEFAULT_MODULE_ID].named_parameters())
-        for name, param in runner.module.named_parameters():
-            assert param.device.type == DEVICE, name
-            assert param.data_ptr() == learning[name].data_ptr(), name
+        for param_name, param in runner.module.named_parameters():
+            assert param.device.type == DEVICE, param_name
+            assert param.data_ptr() == learning[param_name].data_ptr(), param_name
         result = _train_until_updated(algo)
         assert result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME] > 0
-        # On a GPU its exploration passes replayed from a captured graph, which
-        # from the same random state takes the eager pass's actions.
         acting = runner.acting_graph
         assert (acting is not None) == (DEVICE == "cuda")
         if acting is not None:
             assert acting.graphs.disabled_because is None
             assert acting.num_replays > 0
             eager, replayed = _eager_and_replayed_actions(runner)
-            assert torch.equal(eager, replayed), (eager, replayed)
+            torch.testing.assert_close(replayed, eager, rtol=RTOL, atol=ATOL)
     finally:
         algo.stop()
 
 
 def _eager_and_replayed_actions(runner, steps: int = 20):
-    """The actions of `steps` exploration passes on random frame stacks, made
-    eagerly and then replayed from the runner's acting graph, each series from
-    the same CUDA random state (the noisy nets' draws)."""
+    """The actions of `steps` exploration passes on random observations of the
+    runner's env, made eagerly and then replayed from the runner's acting
+    graph, each series from the same CUDA random state (the noisy nets' or
+    the Gaussian's draws)."""
     from rllib_ners.env.sampling_steps import actions_from_module_output
     from rllib_ners.seam.rl_module import exploration_pass
 
-    frames = torch.Generator().manual_seed(0)
+    space = runner.module.observation_space
+    space.seed(0)
     observations = [
-        torch.randint(0, 256, (1, 84, 84, 4), dtype=torch.uint8, generator=frames).to(
-            DEVICE
-        )
-        for _ in range(steps)
+        torch.as_tensor(np.stack([space.sample()])).to(DEVICE) for _ in range(steps)
     ]
     module, state = runner.module, torch.cuda.get_rng_state()
     with torch.no_grad():
