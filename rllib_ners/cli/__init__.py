@@ -60,7 +60,9 @@ from rllib_ners.cli.evaluate import (
     video_writer,
 )
 from rllib_ners.cli.example_runner import (
+    add_gpu_learner_args,
     add_overlap_sampling_args,
+    gpu_learner_settings,
     overlap_sampling_settings,
     run_example,
 )

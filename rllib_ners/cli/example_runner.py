@@ -119,6 +119,34 @@ def overlap_sampling_settings(args: argparse.Namespace) -> Dict[str, Any]:
     }
 
 
+def add_gpu_learner_args(parser: argparse.ArgumentParser) -> None:
+    """`--cuda-graph-updates` and `--act-on-learner-device`, for the tuned
+    examples whose Learner may run on a GPU (`gpu_learner_settings(args)`
+    turns them into `.training()` kwargs). Both opt-in, as in the config."""
+    parser.add_argument(
+        "--cuda-graph-updates",
+        action="store_true",
+        help="a Learner on a GPU replays its updates from captured CUDA graphs, "
+        "one launch each (config.training(cuda_graph_updates=True)); a Learner "
+        "it cannot serve updates eagerly and says why",
+    )
+    parser.add_argument(
+        "--act-on-learner-device",
+        action="store_true",
+        help="with --num-env-runners=0 and a GPU Learner: the local EnvRunner acts "
+        "on the GPU with the Learner's own weights, with --cuda-graph-updates "
+        "from a captured graph too (config.training(act_on_learner_device=True))",
+    )
+
+
+def gpu_learner_settings(args: argparse.Namespace) -> Dict[str, Any]:
+    """The `.training()` kwargs of `add_gpu_learner_args`' flags."""
+    return {
+        "cuda_graph_updates": args.cuda_graph_updates,
+        "act_on_learner_device": args.act_on_learner_device,
+    }
+
+
 def run_example(
     config,
     args: Optional[argparse.Namespace] = None,

@@ -828,6 +828,37 @@ def test_example_requests_take_the_fragment_length_flag(monkeypatch):
         _check_example_numbers(parser.parse_args(["--rollout-fragment-length=0"]))
 
 
+# The tuned examples whose Learner may run on a GPU.
+GPU_EXAMPLES = [
+    "tuned_examples/ners_dqn/atari_rainbow.py",
+    "tuned_examples/ners_dqn/ms_pacman_ners_rainbow_100k.py",
+    "tuned_examples/ners_dqn/pong_ners_rainbow.py",
+    "tuned_examples/ners_sac/halfcheetah_ners_sac.py",
+    "tuned_examples/ners_sac/hopper_ners_sac.py",
+    "tuned_examples/td3/hopper_td3.py",
+]
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ([], (False, False)),
+        (["--cuda-graph-updates"], (True, False)),
+        (["--cuda-graph-updates", "--act-on-learner-device"], (True, True)),
+    ],
+)
+def test_gpu_examples_take_the_cuda_graph_and_acting_flags(flags, expected):
+    """`--cuda-graph-updates` and `--act-on-learner-device` reach each GPU
+    example's config (`cuda_graph_updates`, `act_on_learner_device`); both off
+    unless given, as in the config."""
+    from rllib_ners.cli.overrides import load_python_example
+
+    for example in GPU_EXAMPLES:
+        config = load_python_example(REPO / example, flags)[0]
+        settings = (config.cuda_graph_updates, config.act_on_learner_device)
+        assert settings == expected, example
+
+
 def _write_trial(run_dir, name, buffer, returns, steps_per_iter=100, use_json=False):
     trial = run_dir / name
     trial.mkdir(parents=True)

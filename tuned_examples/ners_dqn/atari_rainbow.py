@@ -18,7 +18,7 @@ How to run this script
 `python tuned_examples/ners_dqn/atari_rainbow.py [--game=MsPacman]
     [--replay=per] [--num-env-runners=8] [--overlap-sampling]
     [--weights-sync-interval=1] [--num-envs-per-env-runner=4]
-    [--rollout-fragment-length=8] [--num-gpus-per-learner=1]
+    [--rollout-fragment-length=8] [--num-gpus-per-learner=1] [--cuda-graph-updates]
     [--stop-timesteps=12500000] [--seed=0]`
 
 Results to expect
@@ -32,7 +32,9 @@ from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 from rllib_ners.algorithms.rainbow.presets import ATARI_REPLAYS, atari_rainbow
 from rllib_ners.cli import (
+    add_gpu_learner_args,
     add_overlap_sampling_args,
+    gpu_learner_settings,
     overlap_sampling_settings,
     run_example,
 )
@@ -48,11 +50,12 @@ parser.add_argument("--game", default="MsPacman", help="an ALE game, e.g. Pong")
 parser.add_argument("--replay", choices=sorted(ATARI_REPLAYS), default="per")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
 add_overlap_sampling_args(parser)
+add_gpu_learner_args(parser)
 args = parser.parse_args()
 
 config = (
     atari_rainbow(args.game, replay=args.replay, total_timesteps=args.stop_timesteps)
-    .training(**overlap_sampling_settings(args))
+    .training(**overlap_sampling_settings(args), **gpu_learner_settings(args))
     .debugging(seed=args.seed)
 )
 

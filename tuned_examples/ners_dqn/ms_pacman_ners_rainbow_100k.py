@@ -24,7 +24,13 @@ clipped).
 How to run this script
 ----------------------
 `python tuned_examples/ners_dqn/ms_pacman_ners_rainbow_100k.py [--replay=ners]
-    [--no-tune] [--num-env-runners=0] [--stop-timesteps=100000] [--seed=0]`
+    [--no-tune] [--num-env-runners=0] [--stop-timesteps=100000] [--seed=0]
+    [--cuda-graph-updates [--act-on-learner-device]]`
+
+On a GPU machine the Learner takes the GPU by itself; `--cuda-graph-updates`
+replays its updates from CUDA graphs (one launch each instead of a few
+hundred), and `--act-on-learner-device` makes the local EnvRunner act on that
+GPU, from a graph too (docs/performance.md, "With a GPU Learner").
 
 Use `--no-tune --num-env-runners=0` to debug in one process. `--torch-threads`
 (default 2) is what the Algorithm's process may use: acting and learning
@@ -53,7 +59,7 @@ from rllib_ners.algorithms.rainbow.presets import (
     ATARI_REPLAYS,
     atari_data_efficient_rainbow,
 )
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_gpu_learner_args, gpu_learner_settings, run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 
 parser = add_rllib_example_script_args(
@@ -72,11 +78,16 @@ parser.add_argument(
     help="torch threads of the Algorithm's process (acting and learning alternate "
     "there with --num-env-runners=0, so it may use every core)",
 )
+add_gpu_learner_args(parser)
 args = parser.parse_args()
 
-config = atari_data_efficient_rainbow(
-    args.game, replay=args.replay, total_timesteps=args.stop_timesteps
-).debugging(seed=args.seed)
+config = (
+    atari_data_efficient_rainbow(
+        args.game, replay=args.replay, total_timesteps=args.stop_timesteps
+    )
+    .training(**gpu_learner_settings(args))
+    .debugging(seed=args.seed)
+)
 config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":

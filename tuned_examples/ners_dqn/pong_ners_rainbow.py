@@ -13,7 +13,8 @@ preprocessing, frame stacking, replay and the Rainbow module all work.
 How to run this script
 ----------------------
 `python tuned_examples/ners_dqn/pong_ners_rainbow.py [--replay=ners]
-    [--no-tune] [--num-env-runners=0] [--stop-timesteps=500000] [--seed=0]`
+    [--no-tune] [--num-env-runners=0] [--stop-timesteps=500000] [--seed=0]
+    [--cuda-graph-updates [--act-on-learner-device]]`
 
 Results to expect
 -----------------
@@ -30,7 +31,7 @@ from rllib_ners.algorithms.rainbow.presets import (
     ATARI_REPLAYS,
     atari_data_efficient_rainbow,
 )
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_gpu_learner_args, gpu_learner_settings, run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 
 parser = add_rllib_example_script_args(
@@ -48,11 +49,16 @@ parser.add_argument(
     help="torch threads of the Algorithm's process (acting and learning alternate "
     "there with --num-env-runners=0, so it may use every core)",
 )
+add_gpu_learner_args(parser)
 args = parser.parse_args()
 
-config = atari_data_efficient_rainbow(
-    "Pong", replay=args.replay, total_timesteps=args.stop_timesteps
-).debugging(seed=args.seed)
+config = (
+    atari_data_efficient_rainbow(
+        "Pong", replay=args.replay, total_timesteps=args.stop_timesteps
+    )
+    .training(**gpu_learner_settings(args))
+    .debugging(seed=args.seed)
+)
 config = with_learner_threads(config, args.torch_threads)
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ How to run this script
 ----------------------
 `python tuned_examples/ners_sac/halfcheetah_ners_sac.py [--no-tune]
     [--num-env-runners=0] [--replay ners|per|uniform] [--stop-timesteps=1000000]
-    [--seed=0]`
+    [--seed=0] [--num-gpus-per-learner=1 --cuda-graph-updates
+    [--act-on-learner-device]]`
 
 Results to expect
 -----------------
@@ -26,7 +27,7 @@ with NERS, PER and uniform replay side by side (docs/results.md). A GPU Learner
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners.algorithms.ners_sac.presets import SAC_REPLAYS, mujoco_sac
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_gpu_learner_args, gpu_learner_settings, run_example
 
 parser = add_rllib_example_script_args(
     default_reward=10000.0, default_timesteps=1_000_000
@@ -34,9 +35,14 @@ parser = add_rllib_example_script_args(
 parser.set_defaults(env="HalfCheetah-v5")
 parser.add_argument("--replay", choices=sorted(SAC_REPLAYS), default="ners")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_gpu_learner_args(parser)
 args = parser.parse_args()
 
-config = mujoco_sac(args.env, replay=args.replay).debugging(seed=args.seed)
+config = (
+    mujoco_sac(args.env, replay=args.replay)
+    .training(**gpu_learner_settings(args))
+    .debugging(seed=args.seed)
+)
 
 if __name__ == "__main__":
     run_example(config, args)

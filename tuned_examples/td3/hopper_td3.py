@@ -11,7 +11,8 @@ How to run this script
 ----------------------
 `python tuned_examples/td3/hopper_td3.py [--no-tune] [--num-env-runners=0]
     [--replay uniform|per|lap|pal|ners] [--ddpg] [--stop-timesteps=1000000]
-    [--seed=0]`
+    [--seed=0] [--num-gpus-per-learner=1 --cuda-graph-updates
+    [--act-on-learner-device]]`
 
 Results to expect
 -----------------
@@ -24,7 +25,7 @@ the first 100k steps with uniform, PER, LAP and NERS replay side by side
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners.algorithms.td3.presets import TD3_REPLAYS, mujoco_td3
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_gpu_learner_args, gpu_learner_settings, run_example
 
 parser = add_rllib_example_script_args(
     default_reward=3500.0, default_timesteps=1_000_000
@@ -33,10 +34,13 @@ parser.set_defaults(env="Hopper-v5")
 parser.add_argument("--replay", choices=sorted(TD3_REPLAYS), default="uniform")
 parser.add_argument("--ddpg", action="store_true", help="DDPG instead of TD3")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_gpu_learner_args(parser)
 args = parser.parse_args()
 
-config = mujoco_td3(args.env, replay=args.replay, ddpg=args.ddpg).debugging(
-    seed=args.seed
+config = (
+    mujoco_td3(args.env, replay=args.replay, ddpg=args.ddpg)
+    .training(**gpu_learner_settings(args))
+    .debugging(seed=args.seed)
 )
 
 if __name__ == "__main__":
