@@ -26,10 +26,11 @@ The graph reads the module's tensors where they were at its capture. The
 Learner's optimizers update the shared parameters in place, so the pass sees
 every update; where a parameter or buffer was replaced (its memory moved), the
 graphs are dropped and the pass runs eagerly from then on, said once in the
-log. Random draws come from the default CUDA generator's current offset, as
-eager ones do: the replayed pass equals the eager one within the GPU's float
-tolerance (the `gpu` suite compares them); on the CPU `EagerStandInGraph` runs
-the same schedule for tests.
+log (the tensors' places are the graphs' `UpdateGraphs` fingerprint). Random
+draws come from the default CUDA generator's current offset, as eager ones do:
+the replayed pass equals the eager one within the GPU's float tolerance (the
+`gpu` suite compares them); on the CPU `EagerStandInGraph` runs the same
+schedule for tests.
 """
 
 from __future__ import annotations
@@ -81,16 +82,18 @@ class ActingGraph:
         # logs none.
         self.metrics = None
         self.graphs = UpdateGraphs(
-            # The tensors' places are checked here (`_tensors_moved`), with a
-            # reason of their own.
-            fingerprint=lambda: None,
+            # Where the module's tensors are: a graph reads them there.
+            fingerprint=self._tensor_places,
+            fingerprint_change=(
+                "a parameter or buffer of the module was replaced since the "
+                "capture (the graph would read its old memory)"
+            ),
             warmup_updates=WARMUP_PASSES,
             make_graph=make_graph,
             name=f"{type(module).__name__} acting",
             noun="acting pass",
             plural="acting passes",
         )
-        self._tensor_places: tuple = ()
         self._said_eager = False
 
     def explore(self, obs: torch.Tensor, t: Optional[int]) -> Dict[str, Any]:
@@ -109,13 +112,6 @@ class ActingGraph:
                     t,
                 )
             return self._pass(obs, t)
-        if self.graphs.num_captures == 0:
-            self._tensor_places = self._places()  # what a capture reads
-        elif self.graphs.disabled_because is None and self._tensors_moved():
-            self.graphs.disable(
-                "a parameter or buffer of the module was replaced since the "
-                "capture (the graph would read its old memory)"
-            )
         return self.graphs.run(
             key,
             {DEFAULT_MODULE_ID: {Columns.OBS: obs}},
@@ -131,9 +127,6 @@ class ActingGraph:
         out = exploration_pass(self.module, {Columns.OBS: obs}, t=t)
         return actions_from_module_output(self.module, out, explore=True)
 
-    def _places(self):
+    def _tensor_places(self) -> tuple:
         tensors = itertools.chain(self.module.parameters(), self.module.buffers())
         return tuple(tensor.data_ptr() for tensor in tensors)
-
-    def _tensors_moved(self) -> bool:
-        return self._places() != self._tensor_places

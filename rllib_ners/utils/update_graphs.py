@@ -348,7 +348,8 @@ class UpdateGraphs:
 
     `make_graph`: `CudaUpdateGraph` (the default) or `EagerStandInGraph`.
     `fingerprint`: the Python-side values and objects a graph bakes in (see the
-    module docstring), compared before each replay. `name` names the owner in
+    module docstring), compared before each replay; `fingerprint_change` says
+    in the log what a change of it means. `name` names the owner in
     the log lines, `noun` and `plural` what one call makes ("update", or
     "acting pass" for `rllib_ners.env.acting_graphs`)."""
 
@@ -361,6 +362,10 @@ class UpdateGraphs:
         name: str = "Learner",
         noun: str = "update",
         plural: Optional[str] = None,
+        fingerprint_change: str = (
+            "what the graphs baked in changed since their capture (a learning "
+            "rate schedule, or an optimizer state replaced)"
+        ),
     ):
         if warmup_updates < 1:
             raise ValueError(
@@ -368,6 +373,7 @@ class UpdateGraphs:
                 f"exist before a capture), got {warmup_updates}."
             )
         self.fingerprint = fingerprint
+        self.fingerprint_change = fingerprint_change
         self.warmup_updates = warmup_updates
         self.make_graph = make_graph
         self.name = name
@@ -414,10 +420,7 @@ class UpdateGraphs:
         if entry.graph is None:
             return self._capture(entry, inputs, update, owner)
         if self.fingerprint() != entry.fingerprint:
-            self.disable(
-                "what the graphs baked in changed since their capture (a learning "
-                "rate schedule, or an optimizer state replaced)"
-            )
+            self.disable(self.fingerprint_change)
             return update(inputs)
         with torch.no_grad():
             copy_into(entry.static_inputs, inputs)
