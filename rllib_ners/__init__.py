@@ -14,7 +14,13 @@ from rllib_ners.algorithms.ners_dqn import (
     enable_ners,
 )
 from rllib_ners.algorithms.ners_sac import NERSSAC, NERSSACConfig
-from rllib_ners.algorithms.rainbow import RainbowDQN, RainbowDQNConfig
+from rllib_ners.algorithms.rainbow import (
+    NoisyLinear,
+    RainbowCatalog,
+    RainbowDQN,
+    RainbowDQNConfig,
+    RainbowTorchRLModule,
+)
 from rllib_ners.algorithms.td3 import DDPG, TD3, DDPGConfig, TD3Config
 from rllib_ners.env.atari_rllib import register_atari_env, with_atari
 from rllib_ners.ners import NERSScorer, NERSSettings
@@ -24,7 +30,6 @@ from rllib_ners.replay_buffers import (
     NERSEpisodeReplayBuffer,
     with_replay_buffer,
 )
-from rllib_ners.rl_modules import NoisyLinear, RainbowCatalog, RainbowTorchRLModule
 from rllib_ners.seam.ray_runtime import run_after_every_ray_init
 
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """The image CNNs of this package: the Nature-DQN CNN, the data-efficient CNN and
 a small CNN for small images.
 
-Rainbow's encoder (`rl_modules/rainbow`), ACER's trunk and the NERS scorer's image
+Rainbow's encoder (`algorithms/rainbow`), ACER's trunk and the NERS scorer's image
 encoder (the NERS reference's feature net is the data-efficient CNN) are all a
 `ConvStack`. It takes channels-last `[B, H, W, C]` images, RLlib's layout (frame
 stacks on the last axis); uint8 pixels are scaled to [0, 1] inside, so replay can

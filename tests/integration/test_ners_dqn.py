@@ -15,11 +15,11 @@ from rllib_ners import (
 )
 from rllib_ners.algorithms.common.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
-from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
-from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
     NEXT_OBS_ENCODER_OUT,
     OBS_ENCODER_OUT,
 )
+from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

@@ -27,7 +27,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rllib_ners.algorithms.common.deferred_updates import DEFER_METRICS
 from rllib_ners.algorithms.ners_sac.presets import sac_config
-from rllib_ners.rl_modules.sac import SACTorchRLModule
+from rllib_ners.algorithms.ners_sac.torch.sac_torch_rl_module import SACTorchRLModule
 
 BATCH = 64
 LOSS_KEYS = ("qf_loss", "qf_twin_loss", "policy_loss", "alpha_loss")

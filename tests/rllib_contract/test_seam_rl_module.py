@@ -103,7 +103,9 @@ def test_raise_catalog_error_raises_what_the_catalog_raised(module):
 @pytest.mark.parametrize("which", ["rainbow", "acer"])
 def test_our_modules_raise_their_catalog_errors(which):
     if which == "rainbow":
-        from rllib_ners.rl_modules.rainbow import RainbowTorchRLModule as Module
+        from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
+            RainbowTorchRLModule as Module,
+        )
     else:
         from rllib_ners.algorithms.acer.torch.default_acer_torch_rl_module import (
             DefaultACERTorchRLModule as Module,
@@ -203,7 +205,7 @@ def test_dqn_module_routes_q_values_through_qf_forward_helper():
     def fail(what_changed: str) -> str:
         return (
             f"RLlib changed: {what_changed}. Adapt "
-            f"rllib_ners/rl_modules/rainbow/torch/rainbow_torch_rl_module.py."
+            f"rllib_ners/algorithms/rainbow/torch/rainbow_torch_rl_module.py."
         )
 
     helper = getattr(DefaultDQNTorchRLModule, "_qf_forward_helper", None)

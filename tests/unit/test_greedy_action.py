@@ -54,7 +54,9 @@ def test_discrete_actions_stay_integers():
 
 
 def _sac_module(**model_config):
-    from rllib_ners.rl_modules.sac import SACTorchRLModule
+    from rllib_ners.algorithms.ners_sac.torch.sac_torch_rl_module import (
+        SACTorchRLModule,
+    )
 
     torch.manual_seed(0)
     return SACTorchRLModule(

@@ -37,7 +37,7 @@ from rllib_ners import (
     RainbowTorchRLModule,
 )
 from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
-from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
     NEXT_OBS_ENCODER_OUT,
     OBS_ENCODER_OUT,
 )
@@ -185,7 +185,7 @@ def test_noisy_layer_paths_agree_in_values_and_gradients(rows):
 
 
 def test_reused_noisy_weights_are_built_once_and_never_stand_in_for_gradients():
-    from rllib_ners.rl_modules.rainbow.noisy_linear import noisy_weights_reused
+    from rllib_ners.algorithms.rainbow.noisy_linear import noisy_weights_reused
 
     torch.manual_seed(0)
     layer = NoisyLinear(7, 5, sigma0=0.5)
@@ -216,7 +216,7 @@ def test_train_forward_builds_each_online_noisy_weight_once_with_equal_results(
     the same outputs and gradients, bit for bit, as a weight built per pass."""
     import contextlib
 
-    from rllib_ners.rl_modules.rainbow.torch import rainbow_torch_rl_module
+    from rllib_ners.algorithms.rainbow.torch import rainbow_torch_rl_module
 
     torch.manual_seed(3)
     module = _module(noisy=True, num_atoms=5, v_min=-2.0, v_max=2.0, double_q=double_q)
@@ -525,7 +525,7 @@ def test_train_forward_equals_rllibs_concatenated_pass_in_values_and_gradients(
 
 
 def test_one_noise_draw_serves_all_layers_with_independent_entries():
-    from rllib_ners.rl_modules.rainbow.noisy_linear import reset_noise_of
+    from rllib_ners.algorithms.rainbow.noisy_linear import reset_noise_of
 
     layers = [NoisyLinear(6, 4), NoisyLinear(4, 3), NoisyLinear(3, 2)]
     torch.manual_seed(3)
@@ -729,7 +729,7 @@ def test_image_encoders_output_shapes_and_scale_uint8(kind, features):
 def test_fast_encoder_paths_equal_plain_conv2d_in_values_and_gradients(kind):
     """Patch products (data-efficient) and the folded 1/255 scale (both) compute
     exactly `net(obs / 255)` through conv2d, forward and backward."""
-    from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
+    from rllib_ners.algorithms.rainbow.torch.rainbow_networks import (
         RainbowCNNEncoder,
     )
 
@@ -753,7 +753,7 @@ def test_fast_encoder_paths_equal_plain_conv2d_in_values_and_gradients(kind):
 def test_encoders_convolve_only_what_they_read(kind, height, width):
     """The fast path crops the rows/columns no convolution reads (75 x 75 of
     84 x 84 for the data-efficient CNN); the Nature CNN reads all of 84 x 84."""
-    from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
+    from rllib_ners.algorithms.rainbow.torch.rainbow_networks import (
         RainbowCNNEncoder,
     )
     from rllib_ners.utils.torch_ops import conv_input_extent

@@ -16,8 +16,8 @@ from ray.rllib.core.models.base import Encoder
 from ray.rllib.core.models.catalog import Catalog
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.rl_modules.rainbow.rainbow_catalog import resolve_cnn_encoder
-from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
+from rllib_ners.algorithms.rainbow.rainbow_catalog import resolve_cnn_encoder
+from rllib_ners.algorithms.rainbow.torch.rainbow_networks import (
     QStream,
     RainbowCNNEncoder,
     cnn_output_dim,

@@ -143,7 +143,7 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
                 f"NERSSAC supports framework 'torch' only, got "
                 f"{self.framework_str!r}. Use config.framework('torch')."
             )
-        from rllib_ners.rl_modules.sac.torch.sac_torch_rl_module import (
+        from rllib_ners.algorithms.ners_sac.torch.sac_torch_rl_module import (
             SACTorchRLModule,
         )
 

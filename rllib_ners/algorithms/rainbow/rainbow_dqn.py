@@ -142,7 +142,7 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
                 f"Rainbow DQN supports framework 'torch' only, got "
                 f"{self.framework_str!r}. Use config.framework('torch')."
             )
-        from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+        from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
             RainbowTorchRLModule,
         )
 
@@ -245,7 +245,7 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
             DEFAULT_ADAM_EPSILON,
             RainbowDQNTorchLearner,
         )
-        from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+        from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
             RainbowTorchRLModule,
         )
 

@@ -34,7 +34,7 @@ from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearner
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
 )
-from rllib_ners.rl_modules.rainbow.torch.rainbow_torch_rl_module import (
+from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
     NEXT_OBS_ENCODER_OUT,
     OBS_ENCODER_OUT,
 )

@@ -50,7 +50,7 @@ from rllib_ners.algorithms.common.distributed import (
 )
 from rllib_ners.algorithms.common.gradient_step import gradients_of
 from rllib_ners.algorithms.common.update_step import plain_gradient_step_blocker
-from rllib_ners.rl_modules.sac.torch.sac_torch_rl_module import SACTorchRLModule
+from rllib_ners.algorithms.ners_sac.torch.sac_torch_rl_module import SACTorchRLModule
 from rllib_ners.seam.learner import (
     learner_parameters,
     losses_per_optimizer,

@@ -24,13 +24,13 @@ from ray.rllib.core.models.base import Encoder, Model
 from ray.rllib.core.models.catalog import Catalog
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.networks.conv_stack import fitting_cnn_kind
-from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import (
+from rllib_ners.algorithms.rainbow.torch.rainbow_networks import (
     CNN_LAYERS,
     QStream,
     RainbowCNNEncoder,
     cnn_output_dim,
 )
+from rllib_ners.networks.conv_stack import fitting_cnn_kind
 from rllib_ners.seam.rl_module import (
     catalog_model_config,
     clear_encoder_config,

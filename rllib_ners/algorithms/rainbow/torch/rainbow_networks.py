@@ -22,13 +22,13 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 from torch.nn import functional as F
 
+from rllib_ners.algorithms.rainbow.noisy_linear import NoisyLinear
 from rllib_ners.networks.conv_stack import (  # noqa: F401 - re-exported
     CNN_LAYERS,
     ConvStack,
     cnn_output_dim,
     cnn_output_hw,
 )
-from rllib_ners.rl_modules.rainbow.noisy_linear import NoisyLinear
 
 
 class RainbowCNNEncoder(ConvStack):

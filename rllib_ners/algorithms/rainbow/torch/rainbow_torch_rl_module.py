@@ -52,16 +52,16 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import TensorType
 from torch.nn import functional as F
 
-from rllib_ners.rl_modules.rainbow.noisy_linear import (
+from rllib_ners.algorithms.rainbow.noisy_linear import (
     noisy_weights_reused,
     reset_noise_of,
 )
-from rllib_ners.rl_modules.rainbow.rainbow_catalog import (
+from rllib_ners.algorithms.rainbow.rainbow_catalog import (
     NOISY_KEY,
     RAINBOW_MODEL_DEFAULTS,
     RainbowCatalog,
 )
-from rllib_ners.rl_modules.rainbow.torch.rainbow_networks import QStream
+from rllib_ners.algorithms.rainbow.torch.rainbow_networks import QStream
 from rllib_ners.seam.rl_module import advance_schedule, raise_catalog_error
 from rllib_ners.utils.torch_ops import (
     EpsilonGreedyChoice,

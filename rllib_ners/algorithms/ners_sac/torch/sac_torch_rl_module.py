@@ -29,8 +29,8 @@ from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGa
 from ray.rllib.core.models.base import ENCODER_OUT, Encoder, Model
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.rl_modules.sac.sac_catalog import SACConcatCriticCatalog
-from rllib_ners.rl_modules.sac.torch.squashed_mean_gaussian import (
+from rllib_ners.algorithms.ners_sac.sac_catalog import SACConcatCriticCatalog
+from rllib_ners.algorithms.ners_sac.torch.squashed_mean_gaussian import (
     TorchSquashedMeanGaussian,
 )
 from rllib_ners.seam.rl_module import raise_catalog_error
@@ -48,7 +48,7 @@ class SACTorchRLModule(DefaultSACTorchRLModule):
     ```python
     from ray.rllib.algorithms.sac import SACConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-    from rllib_ners.rl_modules.sac import SACTorchRLModule
+    from rllib_ners.algorithms.ners_sac import SACTorchRLModule
 
     config = (
         SACConfig()

@@ -1,1 +1,0 @@
-"""Torch parts of the Rainbow RLModule."""
