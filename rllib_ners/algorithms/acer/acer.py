@@ -165,7 +165,6 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         self._replay_keys_set_by_user = set()
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
-        self._init_ners_config()
         # .env_runners(): "auto" acts for `sequence_length` steps per env, with
         # RLlib's EnvRunner minus its per-step connector pipelines (the same
         # episodes; see rllib_ners.env.fast_env_runner).
@@ -403,9 +402,6 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                 f"and two rounds of fresh rollouts ({rollout} steps each). Set it to "
                 f"at least {needed}.",
             )
-        self._validate_ners_replay(
-            "ACER", uses_ners_replay=self.uses_ners_replay, buffer_config=buffer_config
-        )
 
 
 class ACER(ReplayStateMixin, Algorithm):

@@ -46,9 +46,11 @@ logger = logging.getLogger(__name__)
 
 class FastPathsConfigMixin:
     """`fast_training_loop` and the fast EnvRunner default (list it before the
-    AlgorithmConfig class)."""
+    AlgorithmConfig class). It sets itself up: `__init__` sets the defaults
+    and `validate()` checks them after the parent config's checks."""
 
-    def _init_fast_paths(self) -> None:
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class)
         from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
 
         self.env_runner_cls = FastSingleAgentEnvRunner
@@ -142,7 +144,9 @@ class FastPathsConfigMixin:
             self.act_on_learner_device = act_on_learner_device
         return self
 
-    def _validate_fast_paths(self) -> None:
+    @override(AlgorithmConfig)
+    def validate(self) -> None:
+        super().validate()
         from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
 
         if not isinstance(self.fast_training_loop, bool):

@@ -1,27 +1,37 @@
 """`.ners(...)`: the NERS sampler's settings on an AlgorithmConfig.
 
-Shared by `NERSDQNConfig` and `ACERConfig` (whose NERS settings only matter with
-the NERS replay buffer). The values live in `config.ners_config` as a plain dict
-(Tune can search over it) and are validated as `rllib_ners.NERSSettings`.
+`NERSConfigMixin` serves every config that can replay with NERS (`NERSDQNConfig`,
+`NERSSACConfig`, `TD3Config` / `DDPGConfig`, `ACERConfig`). It sets itself up:
+its `__init__` sets the defaults and its `validate()` checks them after the
+parent config's checks, so a config lists the mixin and calls nothing. The
+values live in `config.ners_config` as a plain dict (Tune can search over it)
+and are validated as `rllib_ners.NERSSettings`.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ray.rllib.algorithms.algorithm_config import NotProvided
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.utils.annotations import override
 
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.seam.config import raise_config_error
 
 
 class NERSConfigMixin:
-    """Adds `ners()`, `uses_ners_replay` and `_validate_ners()` to an
-    `AlgorithmConfig` subclass."""
+    """Adds `ners()` and `uses_ners_replay` to an `AlgorithmConfig` subclass
+    (list it before the RLlib config class), and checks the NERS settings in
+    `validate()`: with the NERS buffer, its `alpha` must be > 0 and the settings
+    valid; without it, `.ners(...)` settings (which would do nothing) raise."""
 
     # The buffer a config of this class replays from when its
     # `replay_buffer_config` names no type.
     default_replay_buffer_type = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class)
+        self.ners_config = NERSSettings().to_dict()
 
     @property
     def uses_ners_replay(self) -> bool:
@@ -44,8 +54,18 @@ class NERSConfigMixin:
             buffer_class, NERSEpisodeReplayBuffer
         )
 
-    def _init_ners_config(self) -> None:
-        self.ners_config = NERSSettings().to_dict()
+    @override(AlgorithmConfig)
+    def validate(self) -> None:
+        super().validate()
+        if self.uses_ners_replay:
+            self._validate_ners_replay()
+        elif self.ners_config != NERSSettings().to_dict():
+            raise_config_error(
+                self,
+                "config.ners(...) settings have no effect without the NERS replay "
+                "buffer; set replay_buffer_config['type'] to "
+                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call.",
+            )
 
     def ners(
         self,
@@ -131,32 +151,20 @@ class NERSConfigMixin:
                 self.ners_config[name] = value
         return self
 
-    def _validate_ners_replay(
-        self, who: str, *, uses_ners_replay: bool, buffer_config: dict
-    ) -> None:
-        """For configs whose replay may or may not be NERS (ACER, NERS-SAC):
-        with the NERS buffer, its alpha must be > 0 and the NERS settings valid;
-        without it, `.ners(...)` settings (which would do nothing) raise."""
-        if uses_ners_replay:
-            if not buffer_config.get("alpha", 1.0) > 0:
-                raise_config_error(
-                    self,
-                    f"NERS replay with replay_buffer_config['alpha']="
-                    f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
-                    f"the learned scores; set alpha > 0 (e.g. 0.6).",
-                )
-            self._validate_ners(who)
-        elif self.ners_config != NERSSettings().to_dict():
+    def _validate_ners_replay(self) -> None:
+        """Raises config errors (`raise_config_error`) for bad NERS settings and
+        set-ups of a config that replays from the NERS buffer."""
+        who = getattr(self.algo_class, "__name__", type(self).__name__)
+        buffer_config = self.replay_buffer_config or {}
+        # alpha = 0 is a valid buffer setting (uniform replay) that makes NERS
+        # pointless; values out of range are the buffer settings' check.
+        if buffer_config.get("alpha", 1.0) == 0:
             raise_config_error(
                 self,
-                "config.ners(...) settings have no effect without the NERS replay "
-                "buffer; set replay_buffer_config['type'] to "
-                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call.",
+                f"NERS replay with replay_buffer_config['alpha']="
+                f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
+                f"the learned scores; set alpha > 0 (e.g. 0.6).",
             )
-
-    def _validate_ners(self, who: str) -> None:
-        """Raises config errors (`raise_config_error`) for bad NERS settings and
-        set-ups."""
         try:
             NERSSettings.from_dict(self.ners_config)
         except ValueError as error:

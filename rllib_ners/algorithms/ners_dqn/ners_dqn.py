@@ -78,7 +78,6 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or NERSDQN)
-        self._init_ners_config()
         self.replay_buffer_config = {
             "type": NERS_BUFFER_TYPE,
             "capacity": 50000,
@@ -100,7 +99,6 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
                 type=buffer_type_to_string(self.replay_buffer_config["type"]),
             )
         _check_ners_buffer(self.replay_buffer_config, "NERSDQNConfig")
-        self._validate_ners("NERSDQN")
 
     @override(DQNConfig)
     def get_default_learner_class(self):

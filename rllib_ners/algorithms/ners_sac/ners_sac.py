@@ -24,8 +24,6 @@ Our PER and uniform buffers (`FastPrioritizedEpisodeReplayBuffer`) plug in as
 
 from __future__ import annotations
 
-from typing import Any, Dict
-
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.algorithms.sac.sac import SAC, SACConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -52,13 +50,43 @@ from rllib_ners.seam.config import raise_config_error
 
 # A buffer name `SACConfig.validate()` accepts; it stands in for ours while
 # RLlib's own checks run.
-_RLLIB_ACCEPTED_TYPE = "PrioritizedEpisodeReplayBuffer"
+RLLIB_ACCEPTED_BUFFER_TYPE = "PrioritizedEpisodeReplayBuffer"
 # The critics' regression loss: RLlib's Huber loss (delta 1; LAP's loss too),
 # the SAC paper's squared error, or PAL (LAP's loss for uniform replay).
 CRITIC_LOSSES = ("huber", "mse", "pal")
 
 
-class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
+class SACConfigTakingOurBuffers(SACConfig):
+    """RLlib's `SACConfig` whose `validate()` takes this package's buffers.
+
+    RLlib 2.60's `SACConfig.validate()` accepts only the names of RLlib's four
+    episode buffers as `replay_buffer_config["type"]` (its "the replay buffer
+    must be of type `EpisodeReplayBuffer`" check), with no switch for it. So
+    the type is checked here to name one of our buffers, and while RLlib's
+    checks run (on everything else, as they are) the config holds one of
+    RLlib's names in its place.
+    """
+
+    @override(SACConfig)
+    def validate(self) -> None:
+        buffer_config = our_replay_buffer_config(
+            self,
+            who="NERSSAC",
+            example=f"{{'type': '{NERS_BUFFER_TYPE}', 'capacity': 1000000}}",
+            replays="replays from",
+            use=f"'{NERS_BUFFER_TYPE}' (NERS) or '{FAST_BUFFER_TYPE}' (alpha > 0: "
+            f"prioritised; alpha=0: uniform), or RLlib's SACConfig for RLlib's "
+            f"own buffers",
+        )
+        self.replay_buffer_config = dict(buffer_config, type=RLLIB_ACCEPTED_BUFFER_TYPE)
+        try:
+            with rllib_validation(self):
+                super().validate()
+        finally:
+            self.replay_buffer_config = buffer_config
+
+
+class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfigTakingOurBuffers):
     """SAC config with the NERS sampler; `.ners(...)` holds the sampler's settings.
 
     Defaults are `SACConfig`'s, except the replay buffer: the NERS buffer
@@ -95,7 +123,6 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or NERSSAC)
-        self._init_ners_config()
         self.replay_buffer_config = {
             "type": NERS_BUFFER_TYPE,
             "capacity": int(1e6),
@@ -106,7 +133,6 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         self.store_buffer_in_checkpoints = True
         self.critic_loss = "huber"
         self.pal_alpha = 0.4
-        self._init_fast_paths()
 
     @override(SACConfig)
     def training(
@@ -159,16 +185,7 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
 
     @override(SACConfig)
     def validate(self) -> None:
-        buffer_config = self._our_replay_buffer_config()
-        # RLlib's SACConfig.validate() accepts only RLlib's own buffer names
-        # (and has no switch for that check): let it see one while it checks
-        # everything else; ours was checked above and is checked again below.
-        self.replay_buffer_config = dict(buffer_config, type=_RLLIB_ACCEPTED_TYPE)
-        try:
-            with rllib_validation(self):
-                super().validate()
-        finally:
-            self.replay_buffer_config = buffer_config
+        super().validate()
         if not self.enable_rl_module_and_learner:
             raise_config_error(
                 self,
@@ -202,25 +219,6 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfig):
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)
-        self._validate_fast_paths()
-        self._validate_ners_replay(
-            "NERSSAC",
-            uses_ners_replay=self.uses_ners_replay,
-            buffer_config=buffer_config,
-        )
-
-    def _our_replay_buffer_config(self) -> Dict[str, Any]:
-        """`replay_buffer_config` with `type` as a dotted string, after checking
-        that it names one of this package's buffers."""
-        return our_replay_buffer_config(
-            self,
-            who="NERSSAC",
-            example=f"{{'type': '{NERS_BUFFER_TYPE}', 'capacity': 1000000}}",
-            replays="replays from",
-            use=f"'{NERS_BUFFER_TYPE}' (NERS) or '{FAST_BUFFER_TYPE}' (alpha > 0: "
-            f"prioritised; alpha=0: uniform), or RLlib's SACConfig for RLlib's "
-            f"own buffers",
-        )
 
 
 class NERSSAC(NERSSamplerRoundsMixin, ReplayLoopMixin, ReplayStateMixin, SAC):

@@ -124,7 +124,6 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
         # None: the streams' hidden layers come from model_config
         # `head_fcnet_hiddens` (RLlib's default). A list sets them (old-stack name).
         self.hiddens = None
-        self._init_fast_paths()
 
     @override(ModelConfigIncludesHook)
     def extra_model_config_includes(self) -> Dict[str, Any]:
@@ -167,7 +166,6 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
             super().validate()
         check_learning_rates(self, ("lr",))
         self._validate_rainbow_settings()
-        self._validate_fast_paths()
 
     def _validate_rainbow_settings(self) -> None:
         """Raises for DQN settings the new stack (still) cannot honour."""

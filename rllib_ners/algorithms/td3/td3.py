@@ -97,7 +97,6 @@ class TD3Config(
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TD3)
-        self._init_ners_config()
         # TD3's own settings.
         self.twin_q = True
         self.policy_delay = 2
@@ -130,7 +129,6 @@ class TD3Config(
         self.grad_clip = None
         self.min_sample_timesteps_per_iteration = 100
         self.min_time_s_per_iteration = 1
-        self._init_fast_paths()
 
     @override(AlgorithmConfig)
     def training(
@@ -293,10 +291,6 @@ class TD3Config(
         self.replay_buffer_config = buffer_config
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, who)
-        self._validate_fast_paths()
-        self._validate_ners_replay(
-            who, uses_ners_replay=self.uses_ners_replay, buffer_config=buffer_config
-        )
         if self.uses_ners_replay and self.ners_config.get("encoder") == "module":
             raise_config_error(
                 self,

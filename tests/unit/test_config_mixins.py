@@ -1,0 +1,76 @@
+"""The config mixins set themselves up: a config that lists them calls nothing.
+
+`NERSConfigMixin` and `FastPathsConfigMixin` set their defaults in `__init__`
+and check them in `validate()`; these tests build a config class that only
+lists them (no call to any of their methods) and expect the defaults and the
+checks, on RLlib's stock `DQNConfig`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from ray.rllib.algorithms.dqn import DQNConfig
+
+from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
+from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
+from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
+from rllib_ners.ners.settings import NERSSettings
+
+NERS_BUFFER = "rllib_ners.NERSEpisodeReplayBuffer"
+
+
+class ListsTheMixinsOnly(NERSConfigMixin, FastPathsConfigMixin, DQNConfig):
+    """A config author's class: the mixins listed, nothing called."""
+
+
+def _config(**buffer):
+    config = ListsTheMixinsOnly().environment("CartPole-v1")
+    if buffer:
+        config.training(replay_buffer_config=buffer)
+    return config
+
+
+def test_the_mixins_set_their_defaults():
+    config = ListsTheMixinsOnly()
+    assert config.ners_config == NERSSettings().to_dict()
+    assert config.env_runner_cls is FastSingleAgentEnvRunner
+    assert config.fast_training_loop is True
+    assert config.overlap_sampling is False
+    assert config.weights_sync_interval == 1
+    assert config.max_weights_staleness is None
+    assert config.cuda_graph_updates is False
+    assert config.act_on_learner_device is False
+    # RLlib's own defaults are still set (the mixins call the parent first).
+    assert config.gamma == DQNConfig().gamma
+
+
+def test_a_valid_config_validates():
+    _config(type=NERS_BUFFER, capacity=1000, alpha=0.6, beta=0.4).validate()
+
+
+@pytest.mark.parametrize(
+    "setting, value, message",
+    [
+        ("fast_training_loop", "yes", "fast_training_loop must be True or False"),
+        ("overlap_sampling", 1, "overlap_sampling must be True or False"),
+        ("weights_sync_interval", 0, "weights_sync_interval must be an int >= 1"),
+        ("max_weights_staleness", 0, "max_weights_staleness must be None or an int"),
+        ("cuda_graph_updates", None, "cuda_graph_updates must be True or False"),
+    ],
+)
+def test_validate_runs_the_fast_paths_checks(setting, value, message):
+    config = _config().training(**{setting: value})
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+
+
+def test_validate_runs_the_ners_checks():
+    ners_replay = _config(type=NERS_BUFFER, capacity=1000, alpha=0.6, beta=0.4)
+    with pytest.raises(ValueError, match="objective"):
+        ners_replay.ners(objective="nonsense").validate()
+    uniform_ners = _config(type=NERS_BUFFER, capacity=1000, alpha=0.0, beta=0.4)
+    with pytest.raises(ValueError, match=r"replay_buffer_config\['alpha'\]=0.0"):
+        uniform_ners.validate()
+    # Without the NERS buffer, .ners() settings would do nothing: refused.
+    with pytest.raises(ValueError, match="have no effect without the NERS replay"):
+        _config().ners(lr=3e-4).validate()
