@@ -102,7 +102,7 @@ def ners_dqn_replay_update(algo, env_steps):
 
 def ners_sampler_step(algo):
     """One REINFORCE step on I_train drawn from the buffer; returns its slots."""
-    batch = algo._ners_update.sampler_training_batch(algo.local_replay_buffer)
+    batch = algo.ners_sampler_update.sampler_training_batch(algo.local_replay_buffer)
     learner = local_learner(algo)
     learner.ners_reinforce(batch, replay_reward=1.0)
     return batch["indices"]

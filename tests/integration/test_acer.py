@@ -130,7 +130,7 @@ def test_two_learners_keep_modules_average_policies_and_samplers_identical(small
                     np.testing.assert_array_equal(
                         first[part][key], second[part][key], err_msg=key
                     )
-        assert algo._ners_update.num_updates >= 1
+        assert algo.ners_sampler_update.num_updates >= 1
         algo.local_replay_buffer.check_invariants()
     finally:
         algo.stop()

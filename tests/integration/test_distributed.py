@@ -93,7 +93,7 @@ def test_remote_learner_holds_the_sampler_and_runs_reinforce(ray_session, small_
         assert not [o for o in gc.get_objects() if type(o) is NERSScorer]
         assert algo.env_runner_group.num_healthy_remote_workers() == 2
 
-        num_updates = algo._ners_update.num_updates
+        num_updates = algo.ners_sampler_update.num_updates
         assert num_updates >= 1
         assert result["ners"]["num_sampler_updates_lifetime"] == num_updates
         assert before["reinforce_steps"] == []
@@ -132,8 +132,8 @@ def test_two_learners_keep_modules_and_samplers_identical(ray_session, small_dqn
             assert first["reinforce_steps"] == second["reinforce_steps"]
             if first["reinforce_steps"]:
                 _assert_same_arrays(first["adam_exp_avg"], second["adam_exp_avg"])
-        assert first["reinforce_steps"] == [algo._ners_update.num_updates]
-        assert algo._ners_update.num_updates >= 1
+        assert first["reinforce_steps"] == [algo.ners_sampler_update.num_updates]
+        assert algo.ners_sampler_update.num_updates >= 1
         assert any(
             not np.array_equal(initial_scorer[k], first["scorer"][k])
             for k in initial_scorer
@@ -163,7 +163,7 @@ def test_sac_remote_env_runners_and_remote_learner(ray_session, small_sac):
         assert local_learner(algo) is None
         assert after["pid"] != os.getpid()
         assert algo.env_runner_group.num_healthy_remote_workers() == 2
-        num_updates = algo._ners_update.num_updates
+        num_updates = algo.ners_sampler_update.num_updates
         assert num_updates >= 1
         assert result["ners"]["num_sampler_updates_lifetime"] == num_updates
         assert before[0]["reinforce_steps"] == []
@@ -199,8 +199,8 @@ def test_sac_two_learners_keep_modules_samplers_and_temperature_identical(
             assert first["log_alpha"] == second["log_alpha"]
             assert first["reinforce_steps"] == second["reinforce_steps"]
         assert first["log_alpha"] != 0.0  # the temperature did train
-        assert first["reinforce_steps"] == [algo._ners_update.num_updates]
-        assert algo._ners_update.num_updates >= 1
+        assert first["reinforce_steps"] == [algo.ners_sampler_update.num_updates]
+        assert algo.ners_sampler_update.num_updates >= 1
         algo.local_replay_buffer.check_invariants()
     finally:
         algo.stop()
@@ -239,7 +239,7 @@ def test_two_learners_send_whole_batch_scores_in_sample_order(ray_session, small
     try:
         # Freeze the sampler (no REINFORCE) so that one copy of its weights
         # reproduces every score of the run.
-        algo._ners_update.maybe_update = lambda algorithm: None
+        algo.ners_sampler_update.maybe_update = lambda algorithm: None
         algo.train()
         state = [r.get() for r in algo.learner_group.foreach_learner(_scorer_state)][0]
         env = gym.make("CartPole-v1")

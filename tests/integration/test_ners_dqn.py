@@ -155,8 +155,8 @@ def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path, small_dqn):
             for k in opt_a:
                 assert torch.equal(opt_a[k]["exp_avg"], opt_b[k]["exp_avg"])
             assert (
-                algo._ners_update.baseline.get_state()
-                == restored._ners_update.baseline.get_state()
+                algo.ners_sampler_update.baseline.get_state()
+                == restored.ners_sampler_update.baseline.get_state()
             )
             old, new = algo.local_replay_buffer, restored.local_replay_buffer
             assert len(old) == len(new) > 0
@@ -193,7 +193,8 @@ def test_eval_return_mode_uses_evaluation_episodes_and_counts_their_steps(small_
         assert ners["num_eval_env_steps_lifetime"] > 0
         assert ners["num_sampler_updates_lifetime"] >= 1
         assert (
-            algo._ners_update.num_eval_env_steps == ners["num_eval_env_steps_lifetime"]
+            algo.ners_sampler_update.num_eval_env_steps
+            == ners["num_eval_env_steps_lifetime"]
         )
     finally:
         algo.stop()

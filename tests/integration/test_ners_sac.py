@@ -56,7 +56,9 @@ def test_train_reports_ners_metrics_and_moves_the_sampler(small_sac):
             result = algo.train()
         ners = result["ners"]
         assert ners["num_sampler_updates_lifetime"] >= 1
-        assert algo._ners_update.num_updates == ners["num_sampler_updates_lifetime"]
+        assert (
+            algo.ners_sampler_update.num_updates == ners["num_sampler_updates_lifetime"]
+        )
         for key in NERS_DIAGNOSTICS_KEYS:
             assert key in ners, key
         assert any(not torch.equal(a, b) for a, b in zip(before, _scorer_params(algo)))
@@ -91,7 +93,7 @@ def test_our_fast_buffer_plugs_in_as_the_buffer_type(replay, small_sac):
         result = algo.train()
         buffer = algo.local_replay_buffer
         assert type(buffer) is FastPrioritizedEpisodeReplayBuffer
-        assert algo.uses_replay_loop and algo._ners_update is None
+        assert algo.uses_replay_loop and algo.ners_sampler_update is None
         assert _learner(algo).ners_scorer is None
         assert "ners" not in result
         buffer.check_invariants()
@@ -245,7 +247,7 @@ def test_module_encoder_mode_scores_with_sacs_policy_encoder(small_sac):
         encoded = learner._module_encode(obs)
         assert encoded.shape == (3, 32)
         assert not encoded.requires_grad
-        assert algo._ners_update.num_updates >= 1
+        assert algo.ners_sampler_update.num_updates >= 1
         assert module.pi_encoder is not None
     finally:
         algo.stop()

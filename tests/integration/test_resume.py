@@ -92,9 +92,11 @@ def test_restore_brings_back_buffer_sampler_baseline_and_rngs(trained_and_restor
     np.testing.assert_array_equal(old_tree.leaves, new_tree.leaves)
     assert old.sampler.sum_tree.total() == new.sampler.sum_tree.total()
     assert_same_state(
-        algo._ners_update.get_state(), restored._ners_update.get_state(), "baseline"
+        algo.ners_sampler_update.get_state(),
+        restored.ners_sampler_update.get_state(),
+        "baseline",
     )
-    assert algo._ners_update.baseline.value is not None
+    assert algo.ners_sampler_update.baseline.value is not None
     # Sampler networks, their Adam moments, the RLModule and its optimizer, and
     # when the target network was last synced.
     assert_same_state(case.learner_state(algo), case.learner_state(restored))

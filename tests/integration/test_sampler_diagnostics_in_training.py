@@ -74,7 +74,7 @@ def _check_every_key_every_iteration(algo, iterations=2):
         assert ners["scored_priority_max_over_min"] >= 1.0
         assert -1.0 <= ners["priority_td_spearman"] <= 1.0
     assert "priority_entropy" not in ners
-    state = algo._ners_update.get_state()["diagnostics"]
+    state = algo.ners_sampler_update.get_state()["diagnostics"]
     assert state["probe_slots"] is not None and state["probe_previous"] is not None
     return ners
 

@@ -72,7 +72,6 @@ from rllib_ners.algorithms.common.training_ops import (
     sync_env_runner_weights,
 )
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
-from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
 from rllib_ners.seam.config import raise_config_error
@@ -420,7 +419,9 @@ class ACER(ReplayStateMixin, Algorithm):
         buffer = self.local_replay_buffer
         self._updates_priorities = self.config.uses_ners_replay or buffer.alpha > 0
         if self.config.uses_ners_replay:
-            self._ners_update = NERSSamplerUpdate.from_config(self.config, n_step=1)
+            self.ners_sampler_update = NERSSamplerUpdate.from_config(
+                self.config, n_step=1
+            )
         self._num_on_policy_updates = 0
         self._num_off_policy_updates = 0
 
@@ -434,15 +435,16 @@ class ACER(ReplayStateMixin, Algorithm):
         ):
             self._learn(buffer)
         self.metrics.aggregate([buffer.get_metrics()], key=REPLAY_BUFFER_RESULTS)
-        if self._ners_update is not None:
-            self._ners_update.maybe_update(self)
+        if self.ners_sampler_update is not None:
+            self.ners_sampler_update.maybe_update(self)
 
     @override(Algorithm)
     def step(self):
         """One iteration; with the NERS buffer, plus the sampler diagnostics in
         `result["ners"]`."""
         result = super().step()
-        add_ners_diagnostics(self, result)
+        if self.ners_sampler_update is not None:
+            self.ners_sampler_update.report(self, result)
         return result
 
     def _learn(self, buffer) -> None:

@@ -5,11 +5,11 @@ RLlib 2.60 builds an algorithm's replay buffer from `replay_buffer_config` but
 classes on every trial), (2) never seeds the buffer, and (3) never puts the
 buffer into checkpoints, whatever `store_buffer_in_checkpoints` says.
 `ReplayStateMixin` fixes all three for our algorithms (Rainbow DQN, NERS-DQN,
-ACER), lets a run move between RLlib's buffers and ours on a checkpoint (each
-takes the other's state, see `rllib_states`), and adds what exact resume also
-needs: this process's global RNGs, the NERS sampler update's state
-(`self._ners_update`, when the algorithm has one) and any extra state an
-algorithm lists in `_extra_checkpoint_state()`.
+NERS-SAC, TD3 / DDPG, ACER), lets a run move between RLlib's buffers and ours
+on a checkpoint (each takes the other's state, see `rllib_states`), and adds
+what exact resume also needs: this process's global RNGs, the NERS sampler
+update's state (`self.ners_sampler_update`, when the algorithm has one) and any
+extra state an algorithm lists in `_extra_checkpoint_state()`.
 """
 
 from __future__ import annotations
@@ -297,7 +297,9 @@ class ReplayStateMixin(LocalReplayBufferHook):
     # goes straight to or comes straight from disk, so our buffers hand out and
     # adopt their arrays without copying them (peak memory +1x storage, not +2x).
     _checkpoint_io = False
-    _ners_update = None
+    # The NERS sampler's update at episode ends (`NERSSamplerUpdate`), set in
+    # `setup()` by an algorithm that replays with NERS; None otherwise.
+    ners_sampler_update = None
 
     @override(Algorithm)
     def save_to_path(self, *args, **kwargs):
@@ -360,8 +362,8 @@ class ReplayStateMixin(LocalReplayBufferHook):
         def wanted(name: str) -> bool:
             return includes_component(self, name, components, not_components)
 
-        if self._ners_update is not None and wanted(NERS_UPDATE_STATE):
-            state[NERS_UPDATE_STATE] = self._ners_update.get_state()
+        if self.ners_sampler_update is not None and wanted(NERS_UPDATE_STATE):
+            state[NERS_UPDATE_STATE] = self.ners_sampler_update.get_state()
         if (
             self.config.store_buffer_in_checkpoints
             and self.local_replay_buffer is not None
@@ -380,8 +382,8 @@ class ReplayStateMixin(LocalReplayBufferHook):
     @override(Algorithm)
     def set_state(self, state) -> None:
         super().set_state(state)
-        if NERS_UPDATE_STATE in state and self._ners_update is not None:
-            self._ners_update.set_state(state[NERS_UPDATE_STATE])
+        if NERS_UPDATE_STATE in state and self.ners_sampler_update is not None:
+            self.ners_sampler_update.set_state(state[NERS_UPDATE_STATE])
         if BUFFER_STATE in state and self.local_replay_buffer is not None:
             if _is_fast_buffer(self.local_replay_buffer):
                 self.local_replay_buffer.set_state(

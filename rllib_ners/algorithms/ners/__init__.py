@@ -1,11 +1,18 @@
-"""The NERS sampler's glue to RLlib, shared by every algorithm that replays with it.
+"""The NERS sampler's glue to RLlib, shared by every algorithm that replays with it
+(NERS-DQN, NERS-SAC, TD3 / DDPG, ACER, and a stock DQN through `enable_ners`).
 
-An algorithm plugs NERS in with four pieces (NERS-DQN and ACER do; SAC is next):
-- `ners_config.NERSConfigMixin`: `config.ners(...)` and its validation;
+- `ners_config.NERSConfigMixin`: `config.ners(...)`, its defaults and its checks
+  in `validate()`;
 - `torch.ners_torch_learner.NERSTorchLearnerMixin`: the scorer networks on the
   Learner, batch scoring and the REINFORCE step;
-- `sampler_update.NERSSamplerUpdate`: replay reward and the REINFORCE step at
-  episode ends, run by the Algorithm;
-- `ners_learner`: the metric keys under `result["ners"]`.
+- `sampler_update.NERSSamplerUpdate`: the sampler's step at episode ends (replay
+  reward, I_train, the REINFORCE step on every Learner) and its per-iteration
+  report under `result["ners"]`, held by the Algorithm as
+  `ners_sampler_update`; `sampler_rounds.NERSSamplerRoundsMixin` runs it after
+  every round of the replay loop, ACER after its training step, `NERSCallback`
+  once per iteration of a stock DQN;
+- `sampler_diagnostics`: what that report measures (sampler spread, probe drift);
+- `ners_learner`: the metric keys under `result["ners"]`;
+- `presets`: the NERS settings the tuned examples and the study share.
 The Ray-free parts (scorer networks, settings) live in `rllib_ners.ners`.
 """

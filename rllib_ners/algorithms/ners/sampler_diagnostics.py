@@ -1,7 +1,8 @@
 """Per-iteration diagnostics of the NERS sampler under `result["ners"]`.
 
-Every training iteration (NERS-DQN and ACER from `step()`, the stock-DQN route
-from `NERSCallback.on_train_result`), `SamplerDiagnostics.compute()`:
+Every training iteration (through `NERSSamplerUpdate.report()`: from `step()`
+in NERS-DQN, NERS-SAC, TD3 and ACER, from `NERSCallback.on_train_result` on
+the stock-DQN route), `SamplerDiagnostics.compute()`:
 
 - reads the leaves, "scored" flags and cached TD errors of the stored
   transitions (a uniform random subset of `diagnostics_sample_size` of them when
@@ -25,7 +26,6 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
-from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
 from rllib_ners.ners.diagnostics import (
     DIAGNOSTICS_SAMPLE_SIZE,
@@ -51,7 +51,7 @@ def _score_probe_on_learner(learner, *, batch) -> np.ndarray:
     tensors = sampler_tensors(batch, learner.device)
     with torch.no_grad():
         features = learner.ners_scorer.featurize_batch(
-            tensors, encode=learner._encode_fn()
+            tensors, encode=learner.ners_state_encoder()
         )
         log_scores = learned_log_score(
             learner.ners_scorer.logits(features),
@@ -171,14 +171,3 @@ class SamplerDiagnostics:
         for name in self._PROBE_ARRAYS:
             value = state[name]
             setattr(self, name, None if value is None else np.array(value))
-
-
-def add_ners_diagnostics(algorithm, result: Dict[str, Any]) -> None:
-    """Adds the sampler diagnostics and the lifetime counters to
-    `result["ners"]` (when the algorithm runs a NERS sampler update)."""
-    update = getattr(algorithm, "_ners_update", None)
-    if update is None or not isinstance(result, dict):
-        return
-    ners = result.setdefault(NERS_RESULTS, {})
-    ners.update(update.diagnostics.compute(algorithm))
-    ners.update(update.lifetime_counters())

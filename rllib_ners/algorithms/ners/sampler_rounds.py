@@ -15,7 +15,6 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
-from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 
 
@@ -26,17 +25,18 @@ class NERSSamplerRoundsMixin:
     def setup(self, config: AlgorithmConfig) -> None:
         super().setup(config)
         if self.config.uses_ners_replay:
-            self._ners_update = NERSSamplerUpdate.from_config(self.config)
+            self.ners_sampler_update = NERSSamplerUpdate.from_config(self.config)
 
     @override(ReplayLoopMixin)
     def _after_round(self) -> None:
-        if self._ners_update is not None:
-            self._ners_update.maybe_update(self)
+        if self.ners_sampler_update is not None:
+            self.ners_sampler_update.maybe_update(self)
 
     @override(Algorithm)
     def step(self):
         """One iteration; with the NERS buffer, plus the sampler diagnostics in
         `result["ners"]`."""
         result = super().step()
-        add_ners_diagnostics(self, result)
+        if self.ners_sampler_update is not None:
+            self.ners_sampler_update.report(self, result)
         return result

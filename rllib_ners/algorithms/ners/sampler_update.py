@@ -148,7 +148,7 @@ class NERSSamplerUpdate:
         self.baseline = ReplayRewardBaseline(settings.baseline, settings.baseline_decay)
         self.num_updates = 0
         self.num_eval_env_steps = 0
-        # Per-iteration diagnostics (`sampler_diagnostics.add_ners_diagnostics`).
+        # Per-iteration diagnostics (`report()`).
         self.diagnostics = SamplerDiagnostics(
             sample_size=settings.diagnostics_sample_size,
             n_step=n_step,
@@ -191,13 +191,23 @@ class NERSSamplerUpdate:
             )
         # I_all is emptied at every episode end, whether or not a step was taken.
         buffer.reset_sampled_set()
-        # The lifetime counters are not logged here: `add_ners_diagnostics` puts
+        # The lifetime counters are not logged here: `report()` puts
         # `lifetime_counters()` in every iteration's result.
         for key, value in metrics.items():
             algorithm.metrics.log_value(
                 (NERS_RESULTS, key), value, window=NERS_METRICS_WINDOW
             )
         return metrics
+
+    def report(self, algorithm, result: Dict[str, Any]) -> None:
+        """Adds the sampler diagnostics and the lifetime counters to
+        `result["ners"]`; every algorithm that replays with NERS calls it once
+        per iteration."""
+        if not isinstance(result, dict):
+            return
+        ners = result.setdefault(NERS_RESULTS, {})
+        ners.update(self.diagnostics.compute(algorithm))
+        ners.update(self.lifetime_counters())
 
     def lifetime_counters(self) -> Dict[str, int]:
         """The counters that `result["ners"]` carries every iteration, whether or

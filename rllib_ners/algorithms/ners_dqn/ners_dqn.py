@@ -33,8 +33,8 @@ from rllib_ners.algorithms.common.replay_checkpoint import (
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.ners_learner import (
     LEARNER_CONFIG_NERS_KEY,
+    NERS_RESULTS,
 )
-from rllib_ners.algorithms.ners.sampler_diagnostics import add_ners_diagnostics
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
@@ -123,20 +123,24 @@ class NERSCallback(RLlibCallback):
 
     Stock DQN has no per-training-step hook, so the sampler is updated once per
     training iteration, from the episodes finished during it; the sampler
-    diagnostics are added to `result["ners"]` then too.
+    diagnostics are added to `result["ners"]` then too. The callback holds the
+    sampler update (`sampler_update`; RLlib builds one callback object per
+    algorithm); a stock DQN's checkpoints do not include its state.
     """
+
+    sampler_update = None
 
     @override(RLlibCallback)
     def on_algorithm_init(self, *, algorithm, **kwargs) -> None:
         _check_ners_buffer(algorithm.config.replay_buffer_config, "NERSCallback")
-        algorithm._ners_update = NERSSamplerUpdate.from_config(algorithm.config)
+        self.sampler_update = NERSSamplerUpdate.from_config(algorithm.config)
 
     @override(RLlibCallback)
     def on_train_result(self, *, algorithm, result, **kwargs) -> None:
-        metrics = algorithm._ners_update.maybe_update(algorithm)
+        metrics = self.sampler_update.maybe_update(algorithm)
         if metrics:
-            result.setdefault("ners", {}).update(metrics)
-        add_ners_diagnostics(algorithm, result)
+            result.setdefault(NERS_RESULTS, {}).update(metrics)
+        self.sampler_update.report(algorithm, result)
 
 
 def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:

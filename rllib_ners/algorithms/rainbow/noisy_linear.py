@@ -68,13 +68,12 @@ def noisy_weights_reused(layers: Sequence[NoisyLinear]) -> Iterator[None]:
     built without gradients is not used where gradients are on (it is built
     again)."""
     for layer in layers:
-        layer._reuse_weights = True
+        layer.reuse_weights(True)
     try:
         yield
     finally:
         for layer in layers:
-            layer._reuse_weights = False
-            layer._held_weights = None
+            layer.reuse_weights(False)
 
 
 class NoisyLinear(nn.Module):
@@ -108,6 +107,15 @@ class NoisyLinear(nn.Module):
         # Set by `noisy_weights_reused`, for its block only.
         self._reuse_weights = False
         self._held_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+
+    def reuse_weights(self, reuse: bool) -> None:
+        """Whether later passes of many rows reuse one noisy weight and bias
+        (built at the first of them) instead of building their own; switching
+        it off drops the held weights. Use `noisy_weights_reused`, which
+        switches it on for one block."""
+        self._reuse_weights = reuse
+        if not reuse:
+            self._held_weights = None
 
     def reset_parameters(self) -> None:
         bound = 1.0 / math.sqrt(self.in_features)

@@ -128,7 +128,9 @@ class NERSTorchLearnerMixin:
         with torch.no_grad():
             return module.encoder({Columns.OBS: obs})[ENCODER_OUT].detach()
 
-    def _encode_fn(self) -> Optional[Callable]:
+    def ners_state_encoder(self) -> Optional[Callable]:
+        """The encoder NERS's features take the states through: the
+        RLModule's own (`encoder="module"`), or None for the scorer's own."""
         return self._module_encode if self.ners_settings.encoder == "module" else None
 
     def ners_score(
@@ -181,7 +183,10 @@ class NERSTorchLearnerMixin:
             if self.ners_encoding_cache is not None and encoding_keys is not None:
                 encoded = self._cached_encodings(columns, encoding_keys)
             features = self.ners_scorer.featurize_batch(
-                columns, encode=self._encode_fn(), encoded=encoded, scalars=scalars
+                columns,
+                encode=self.ners_state_encoder(),
+                encoded=encoded,
+                scalars=scalars,
             )
             logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
             return priority_base(
@@ -296,7 +301,9 @@ class NERSTorchLearnerMixin:
     def _sampler_logits(self, columns: Dict[str, Any]) -> torch.Tensor:
         """Score logits of numpy columns, with gradients (their own context)."""
         tensors = sampler_tensors(columns, self.device)
-        features = self.ners_scorer.featurize_batch(tensors, encode=self._encode_fn())
+        features = self.ners_scorer.featurize_batch(
+            tensors, encode=self.ners_state_encoder()
+        )
         return self.ners_scorer.logits(features)
 
     @override(TorchLearner)
