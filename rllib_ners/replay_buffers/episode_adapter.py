@@ -5,14 +5,12 @@ dicts for the `writer` (`read_chunk`, kept Ray-free in `packed_fragments`,
 which joins the same fields for shipping), sizes the `RingStorage` from the
 first one, and turns sampled numpy batches back into lists of
 `SingleAgentEpisode`, as RLlib's `PrioritizedEpisodeReplayBuffer.sample()`
-returns them (`sample_episodes` serves the buffer's `sample()`). Also holds
-the metaclass that lets the buffer class pass RLlib's `type` check.
+returns them (`sample_episodes` serves the buffer's `sample()`).
 """
 
 from __future__ import annotations
 
 import os
-from abc import ABCMeta
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -44,22 +42,6 @@ from rllib_ners.replay_buffers.priority_sampler import check_beta
 from rllib_ners.replay_buffers.ring_storage import RingStorage
 from rllib_ners.seam.episodes import OneStepEpisodeBuilder
 from rllib_ners.utils.checks import check_positive_int
-
-
-class EpisodeReplayBufferMeta(ABCMeta):
-    """Lets a buffer *class* pass RLlib 2.60's substring test on its `type`.
-
-    `Algorithm._create_local_replay_buffer_if_necessary` evaluates
-    `"EpisodeReplayBuffer" in replay_buffer_config["type"]`, which raises a
-    TypeError for a class object. Users may pass the class, and Ray Tune turns
-    a dotted `type` string back into the class on every trial (RLlib's
-    `AlgorithmConfig.update_from_dict`), so stock DQN under Tune hits it too.
-    Answering `in` on the class with its dotted path keeps both working.
-    """
-
-    def __contains__(cls, item) -> bool:
-        return isinstance(item, str) and item in f"{cls.__module__}.{cls.__qualname__}"
-
 
 # ------------------------------------------------------------ episodes -> chunks
 # What a buffer of one kind names when handed the other kind's episodes.

@@ -69,6 +69,10 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     FastPrioritizedEpisodeReplayBuffer,
 )
 from rllib_ners.replay_buffers.priority_sampler import MIN_PRIORITY
+from rllib_ners.replay_buffers.ring_replay_buffer import (
+    RLLIB_STORAGE_CAPACITY,
+    RLlibTypeString,
+)
 from rllib_ners.seam.replay import log_add_metrics, log_sample_metrics
 from rllib_ners.utils.checks import is_positive_int
 
@@ -123,16 +127,15 @@ class _ModuleReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
 
 
 class FastMultiAgentPrioritizedEpisodeReplayBuffer(
-    MultiAgentPrioritizedEpisodeReplayBuffer,
-    metaclass=episode_adapter.EpisodeReplayBufferMeta,
+    MultiAgentPrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
 ):
     """Prioritised multi-agent replay: one fast buffer and priority tree per module.
 
     A subclass of RLlib's `MultiAgentPrioritizedEpisodeReplayBuffer`, so that
     stock multi-agent DQN and SAC treat it as theirs and route each module's
-    TD errors to `update_priorities(td_errors, module_id)`; none of the
-    parent's storage is used. As in RLlib, `sample()` and
-    `update_priorities()` alternate (per module).
+    TD errors to `update_priorities(td_errors, module_id)` (what else RLlib
+    forces: `ring_replay_buffer.RingReplayBuffer`). As in RLlib, `sample()`
+    and `update_priorities()` alternate (per module).
 
     ```python
     from ray.rllib.algorithms.dqn import DQNConfig
@@ -206,17 +209,15 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             min(capacity, _PROBE_CAPACITY) if is_positive_int(capacity) else capacity
         )
         FastPrioritizedEpisodeReplayBuffer(probe_capacity, **self._module_settings)
-        capacity = int(capacity)
         self._module_buffers: Dict[ModuleID, _ModuleReplayBuffer] = {}
-        # Deliberately skip RLlib's multi-agent `__init__`s: they build Python
-        # segment trees and index lists none of which we use.
-        EpisodeReplayBuffer.__init__(
-            self,
-            capacity,
+        super().__init__(
+            RLLIB_STORAGE_CAPACITY,
             batch_size_B=batch_size_B,
             batch_length_T=batch_length_T,
+            alpha=alpha,
             metrics_num_episodes_for_smoothing=metrics_num_episodes_for_smoothing,
         )
+        self.capacity = int(capacity)
         self._owners = AgentEpisodeOwners()
         self._num_env_steps_added = 0
         self._num_agent_steps_added = 0
@@ -510,7 +511,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
     @episodes.setter
     @override(EpisodeReplayBuffer)
     def episodes(self, value) -> None:
-        # RLlib's `EpisodeReplayBuffer.__init__` starts with an empty deque.
+        # Takes the empty deque RLlib's `__init__` assigns.
         if len(value):
             raise ValueError(f"{type(self).__name__}.episodes cannot be assigned.")
 

@@ -76,8 +76,8 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
     """Prioritised episode replay with ring storage and vectorised trees.
 
     A subclass of RLlib's `PrioritizedEpisodeReplayBuffer` so that stock DQN and
-    SAC route their TD errors to `update_priorities()`, but none of the parent's
-    storage is used: the parent's Python-list segment trees are never allocated.
+    SAC route their TD errors to `update_priorities()` (what else RLlib forces:
+    `ring_replay_buffer.RingReplayBuffer`).
 
     ```python
     from ray.rllib.algorithms.dqn import DQNConfig

@@ -34,6 +34,7 @@ priorities passed to `update_priorities` belong to the items of the last sample.
 from __future__ import annotations
 
 import logging
+from abc import ABCMeta
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
@@ -84,17 +85,48 @@ SETTINGS = (
 
 _NO_SLOTS = np.zeros(0, dtype=np.int64)
 
+# The capacity RLlib's `__init__` sizes its (unused) storage by, the smallest
+# it takes (see `RingReplayBuffer`).
+RLLIB_STORAGE_CAPACITY = 1
 
-class RingReplayBuffer(
-    PrioritizedEpisodeReplayBuffer, metaclass=episode_adapter.EpisodeReplayBufferMeta
-):
+
+class RLlibTypeString(ABCMeta):
+    """The metaclass of our buffer classes: `item in cls` answers as `item in
+    "<module>.<qualname>"` does (see `RingReplayBuffer` for why)."""
+
+    def __contains__(cls, item) -> bool:
+        return isinstance(item, str) and item in f"{cls.__module__}.{cls.__qualname__}"
+
+
+class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString):
     """The parts of the prioritized episode buffer and the mechanics on them
     (see the module docstring); the settings are
     `FastPrioritizedEpisodeReplayBuffer`'s.
 
-    A subclass of RLlib's `PrioritizedEpisodeReplayBuffer` so that stock DQN and
-    SAC route their TD errors to `update_priorities()`, but none of the parent's
-    storage is used: the parent's Python-list segment trees are never allocated.
+    What RLlib 2.60 forces on this buffer and on
+    `FastMultiAgentPrioritizedEpisodeReplayBuffer`, and why:
+
+    - The base class. Stock DQN and SAC send TD errors to
+      `update_priorities()` only on instances of RLlib's
+      `PrioritizedEpisodeReplayBuffer` (in RLlib's
+      `update_priorities_in_episode_replay_buffer`), so ours subclasses it
+      (the multi-agent buffer subclasses its multi-agent counterpart) and
+      overrides every public method: ours keeps its data in its own parts.
+    - The parent's `__init__`. It sets the settings, `metrics` and
+      `sampled_timesteps` we use, and also allocates RLlib's storage, which
+      no method of ours reads: two Python-list segment trees and a deque of
+      2 * 2**ceil(log2(capacity)) nodes each (at capacity 1e6 about 150 MiB
+      and 0.3 s). So it runs with `RLLIB_STORAGE_CAPACITY`, the smallest
+      capacity, and `capacity` is set to ours afterwards.
+    - `episodes` and `episode_id_to_index` are views of the ring storage;
+      their setters take the empty values the parent's `__init__` assigns.
+    - The metaclass `RLlibTypeString`. `Algorithm.setup()` evaluates
+      `"EpisodeReplayBuffer" in replay_buffer_config["type"]` (in
+      `_create_local_replay_buffer_if_necessary`), a TypeError for a class.
+      RLlib's configs accept a class as `type`, and `AlgorithmConfig.
+      update_from_dict` (how Ray Tune rebuilds each trial's config) turns a
+      dotted `type` string into the class, so a stock DQN under Tune meets
+      it too. Answering `in` as the dotted path keeps both working.
     """
 
     def __init__(
@@ -127,18 +159,14 @@ class RingReplayBuffer(
             min_priority=min_priority,
         )
         self._storage = RingStorage(capacity)
-        # Deliberately skip PrioritizedEpisodeReplayBuffer.__init__: it allocates
-        # two Python-list segment trees of 2 * 2**ceil(log2(capacity)) nodes and a
-        # deque of all leaf ids, none of which we use. Of what
-        # EpisodeReplayBuffer.__init__ sets we use the settings, `metrics` and
-        # `sampled_timesteps`; its episode index and step counters stay unused.
-        EpisodeReplayBuffer.__init__(
-            self,
-            capacity,
+        super().__init__(
+            RLLIB_STORAGE_CAPACITY,
             batch_size_B=batch_size_B,
             batch_length_T=batch_length_T,
+            alpha=self._sampler.alpha,
             metrics_num_episodes_for_smoothing=metrics_num_episodes_for_smoothing,
         )
+        self.capacity = capacity
         # One generator for every random draw: sample slots, n per item, and the
         # NERS buffer's sampler-training draw.
         self.rng = np.random.default_rng(seed)
@@ -170,8 +198,8 @@ class RingReplayBuffer(
     @episodes.setter
     @override(EpisodeReplayBuffer)
     def episodes(self, value) -> None:
-        # RLlib's `EpisodeReplayBuffer.__init__` starts with an empty deque;
-        # anything else would be silently lost here.
+        # Takes the empty deque RLlib's `__init__` assigns; anything else would
+        # be silently lost here.
         if len(value):
             raise ValueError(
                 f"{type(self).__name__}.episodes is a view of the stored data and "

@@ -1,10 +1,11 @@
 """Contract of `rllib_ners.seam.replay`: RLlib's replay-buffer internals we use,
-and the RLlib buffer API our buffers answer without running RLlib's
-`__init__`s."""
+and the RLlib buffer API our buffers answer over RLlib's `__init__`s, which
+they run at the smallest capacity (`ring_replay_buffer.RingReplayBuffer`)."""
 
 from __future__ import annotations
 
 import inspect
+from collections import deque
 
 import gymnasium as gym
 import numpy as np
@@ -149,9 +150,9 @@ def test_the_metric_hooks_take_the_arguments_we_pass():
 # ---------------------------------------------- our buffers as RLlib's buffers
 def test_our_buffer_answers_every_public_method_of_rllibs_prioritized_buffer():
     """We subclass RLlib's `PrioritizedEpisodeReplayBuffer` (DQN routes TD errors
-    only to instances of it) without running its `__init__`: our storage is
-    different. A public method RLlib adds or changes would then read state that
-    we never set; every one must work on our buffer."""
+    only to instances of it) over storage of our own: a public method RLlib adds
+    or changes would read RLlib's storage, which ours never fills; every one
+    must work on our buffer."""
     from ray.rllib.utils.replay_buffers.utils import (
         update_priorities_in_episode_replay_buffer,
     )
@@ -171,8 +172,7 @@ def test_our_buffer_answers_every_public_method_of_rllibs_prioritized_buffer():
 
 
 def test_our_multi_agent_buffer_answers_every_public_method_of_rllibs():
-    """The same for the multi-agent buffer, which skips the `__init__`s of
-    RLlib's multi-agent buffers."""
+    """The same for the multi-agent buffer and RLlib's multi-agent buffers."""
     from rllib_ners import FastMultiAgentPrioritizedEpisodeReplayBuffer
 
     _check_public_methods(
@@ -209,28 +209,145 @@ def _check_public_methods(rllib_class, buffer) -> None:
     )
 
 
-@pytest.mark.parametrize("which", ["single", "multi"])
-def test_our_buffers_use_no_attribute_rllibs_init_would_set(which):
-    """Our buffers skip RLlib's prioritized `__init__`s; they keep their own
-    state under names RLlib's buffers do not use, so no method of RLlib's
-    reads our state by accident (nor ours RLlib's leftovers)."""
+def _buffer_pair(which: str):
+    """Ours, used (added to, sampled, priorities updated, state restored), and
+    RLlib's as RLlib's `__init__` leaves it for ours (same settings, capacity
+    `RLLIB_STORAGE_CAPACITY`)."""
+    from multi_agent_episodes import collect_multi_agent_cartpole
+
     from rllib_ners import (
         FastMultiAgentPrioritizedEpisodeReplayBuffer,
         FastPrioritizedEpisodeReplayBuffer,
     )
+    from rllib_ners.replay_buffers.ring_replay_buffer import RLLIB_STORAGE_CAPACITY
 
+    settings = {
+        "batch_size_B": 8,
+        "batch_length_T": 1,
+        "alpha": 0.6,
+        "metrics_num_episodes_for_smoothing": 7,
+    }
     if which == "single":
-        ours = FastPrioritizedEpisodeReplayBuffer(100)
-        rllib = PrioritizedEpisodeReplayBuffer(100)
+        ours = FastPrioritizedEpisodeReplayBuffer(100, seed=0, **settings)
+        rllib = PrioritizedEpisodeReplayBuffer(RLLIB_STORAGE_CAPACITY, **settings)
+        ours.add([_episode(0, 10), _episode(1, 5)])
+        ours.sample(num_items=4)
+        ours.update_priorities(np.arange(1.0, 5.0))
     else:
-        ours = FastMultiAgentPrioritizedEpisodeReplayBuffer(100)
-        rllib = MultiAgentPrioritizedEpisodeReplayBuffer(100)
+        ours = FastMultiAgentPrioritizedEpisodeReplayBuffer(100, seed=0, **settings)
+        rllib = MultiAgentPrioritizedEpisodeReplayBuffer(
+            RLLIB_STORAGE_CAPACITY, **settings
+        )
+        ours.add(collect_multi_agent_cartpole(40, cut_every=7))
+        ours.sample(num_items=4)
+        for module_id in ours.get_module_ids():
+            ours.update_priorities(np.arange(1.0, 5.0), module_id=module_id)
+    ours.set_state(ours.get_state())
+    ours.get_metrics()
+    return ours, rllib
+
+
+def _comparable(value):
+    """`value` as plain data (RLlib's segment trees by their leaves and nodes)."""
+    if isinstance(value, dict):
+        return {key: _comparable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, type(deque()))):
+        return [_comparable(item) for item in value]
+    if hasattr(value, "operation") and hasattr(value, "value"):
+        return ("segment tree", value.capacity, list(value.value))
+    return value
+
+
+@pytest.mark.parametrize("which", ["single", "multi"])
+def test_rllibs_init_runs_on_our_buffers_and_its_storage_stays_untouched(which):
+    """Our buffers run RLlib's `__init__` with capacity `RLLIB_STORAGE_CAPACITY`
+    (`RingReplayBuffer` says why): the public attributes it sets hold our
+    settings, and every private one stays as RLlib's `__init__` left it, also
+    after the buffer is used, so no method of ours writes RLlib's storage (the
+    names our buffers write `test_private_names` keeps apart from RLlib's)."""
+    ours, rllib = _buffer_pair(which)
+    assert ours.capacity == 100
+    assert (ours.batch_size_B, ours.batch_length_T) == (8, 1)
+    assert isinstance(ours.metrics, MetricsLogger)
+    assert isinstance(ours.rng, np.random.Generator)
+    assert ours.sampled_timesteps == 4
+    assert ours._metrics_num_episodes_for_smoothing == 7
+    assert ours._alpha == 0.6
     rllib_private = {name for name in vars(rllib) if name.startswith("_")}
-    # What EpisodeReplayBuffer.__init__ (which ours runs) sets itself.
-    shared = {"_num_episodes_evicted", "_metrics_num_episodes_for_smoothing"}
-    ours_private = {name for name in vars(ours) if name.startswith("_")}
-    clashes = sorted((ours_private & rllib_private) - shared)
-    assert not clashes, (
-        f"RLlib changed: {type(rllib).__name__} now sets {clashes}. Rename ours "
-        f"in rllib_ners/replay_buffers/ ({type(ours).__name__})."
+    assert rllib_private <= set(vars(ours)), (
+        f"RLlib's __init__ did not run on {type(ours).__name__}: "
+        f"{sorted(rllib_private - set(vars(ours)))} missing"
     )
+    changed = sorted(
+        name
+        for name in rllib_private
+        if _comparable(vars(ours)[name]) != _comparable(vars(rllib)[name])
+    )
+    assert not changed, (
+        f"{type(ours).__name__} changed the state RLlib's __init__ set: {changed}. "
+        f"Ours keeps its state under names of its own: rename ours in "
+        f"rllib_ners/replay_buffers/."
+    )
+
+
+# ------------------------------------------------------- RLlib's config path
+def _build_through_rllibs_config_path(config):
+    """The local replay buffer `Algorithm.setup()` builds for `config`."""
+    from types import SimpleNamespace
+
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    algorithm = SimpleNamespace(config=config)
+    return Algorithm._create_local_replay_buffer_if_necessary(algorithm, config)
+
+
+@pytest.mark.parametrize("as_class", [False, True], ids=["dotted", "class"])
+@pytest.mark.parametrize("which", ["single", "multi"])
+def test_rllibs_config_path_builds_our_buffers_by_dotted_string_and_class(
+    which, as_class
+):
+    """`Algorithm.setup()` builds the buffer of `replay_buffer_config` whether
+    its `type` is our dotted string or our class (what `update_from_dict`, and
+    so Ray Tune, turns the string into), and RLlib's `"EpisodeReplayBuffer" in
+    type` test passes it `metrics_num_episodes_for_smoothing` either way."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    import rllib_ners
+
+    name = {
+        "single": "FastPrioritizedEpisodeReplayBuffer",
+        "multi": "FastMultiAgentPrioritizedEpisodeReplayBuffer",
+    }[which]
+    buffer_class = getattr(rllib_ners, name)
+    config = DQNConfig().training(
+        replay_buffer_config={"type": f"rllib_ners.{name}", "capacity": 64}
+    )
+    config = config.reporting(metrics_num_episodes_for_smoothing=7)
+    if as_class:
+        config = DQNConfig().update_from_dict(config.to_dict())
+        assert config.replay_buffer_config["type"] is buffer_class
+    buffer = _build_through_rllibs_config_path(config)
+    assert type(buffer) is buffer_class
+    assert buffer.capacity == 64
+    assert buffer._metrics_num_episodes_for_smoothing == 7
+
+
+def test_rllibs_config_path_still_fails_for_a_buffer_class_of_its_own():
+    """Why our buffer classes have the metaclass `RLlibTypeString`
+    (`ring_replay_buffer.RingReplayBuffer`): RLlib's substring test on `type`
+    raises for a class without it, RLlib's own buffer classes included."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    config = DQNConfig().training(
+        replay_buffer_config={"type": PrioritizedEpisodeReplayBuffer, "capacity": 64}
+    )
+    try:
+        _build_through_rllibs_config_path(config)
+    except TypeError as error:
+        assert "not iterable" in str(error)
+    else:
+        pytest.fail(
+            "RLlib changed: it builds a buffer given as a class now. The metaclass "
+            "RLlibTypeString in rllib_ners/replay_buffers/ring_replay_buffer.py "
+            "can go (and this paragraph of RingReplayBuffer's docstring)."
+        )

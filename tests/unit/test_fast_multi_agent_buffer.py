@@ -133,3 +133,30 @@ def test_metrics_after_eviction_count_each_agents_evicted_steps(episodes, monkey
         assert evicted == total("module_to_num_steps_evicted", f"p{agent_id}")
         added = total("agent_to_num_steps_added", agent_id)
         assert evicted == added - restored.get_num_timesteps(f"p{agent_id}")
+
+
+def test_rllibs_segment_trees_are_built_at_the_smallest_capacity(monkeypatch):
+    """RLlib's multi-agent `__init__` runs on our buffer, but its segment trees
+    get `RLLIB_STORAGE_CAPACITY` (and its per-module ones are never built:
+    `test_seam_replay`)."""
+    from ray.rllib.utils.replay_buffers import (
+        multi_agent_prioritized_episode_buffer,
+        prioritized_episode_buffer,
+    )
+
+    from rllib_ners.replay_buffers.ring_replay_buffer import RLLIB_STORAGE_CAPACITY
+
+    tree_sizes = []
+    for module in (prioritized_episode_buffer, multi_agent_prioritized_episode_buffer):
+        for name in ("SumSegmentTree", "MinSegmentTree"):
+            tree_class = getattr(module, name)
+
+            def recording(capacity, *args, _tree_class=tree_class, **kwargs):
+                tree_sizes.append(capacity)
+                return _tree_class(capacity, *args, **kwargs)
+
+            monkeypatch.setattr(module, name, recording)
+    buffer = FastMultiAgentPrioritizedEpisodeReplayBuffer(2**20)
+    assert buffer.capacity == 2**20
+    # RLlib sizes each tree 2 * 2**ceil(log2(capacity)).
+    assert tree_sizes and set(tree_sizes) == {2 * RLLIB_STORAGE_CAPACITY}

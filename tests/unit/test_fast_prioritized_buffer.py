@@ -779,11 +779,28 @@ def test_sample_and_add_reject_bad_arguments():
     assert len(buf) == 19
 
 
-def test_subclass_without_parent_segment_trees():
-    buf = FastPrioritizedEpisodeReplayBuffer(1000)
+def test_rllibs_segment_trees_are_built_at_the_smallest_capacity(monkeypatch):
+    """RLlib's `__init__` runs on our buffer, but RLlib's Python-list segment
+    trees (hundreds of MiB at a large capacity, unused by ours) are built for
+    `RLLIB_STORAGE_CAPACITY` (see `RingReplayBuffer`)."""
+    from ray.rllib.utils.replay_buffers import prioritized_episode_buffer
+
+    from rllib_ners.replay_buffers.ring_replay_buffer import RLLIB_STORAGE_CAPACITY
+
+    tree_sizes = []
+    for name in ("SumSegmentTree", "MinSegmentTree"):
+        tree_class = getattr(prioritized_episode_buffer, name)
+
+        def recording(capacity, *args, _tree_class=tree_class, **kwargs):
+            tree_sizes.append(capacity)
+            return _tree_class(capacity, *args, **kwargs)
+
+        monkeypatch.setattr(prioritized_episode_buffer, name, recording)
+    buf = FastPrioritizedEpisodeReplayBuffer(2**20)
     assert isinstance(buf, PrioritizedEpisodeReplayBuffer)
-    assert not hasattr(buf, "_sum_segment")
-    assert not hasattr(buf, "_min_segment")
+    assert buf.capacity == 2**20
+    # RLlib sizes each tree 2 * 2**ceil(log2(capacity)).
+    assert tree_sizes == [2 * RLLIB_STORAGE_CAPACITY] * 2
 
 
 def test_sampled_episodes_get_distinct_uuid4_ids_as_rllibs_do():
