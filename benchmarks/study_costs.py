@@ -1,4 +1,4 @@
-"""What the study's arms cost, measured side by side in one process.
+"""What the study's arms and the replay methods cost, side by side in one process.
 
 `rllib-ners study report` gives each arm's throughput from its runs' CPU time.
 The runs of a long study are made hours apart, on whatever CPU model the machine
@@ -22,11 +22,41 @@ replayed batches, the REINFORCE steps). An arm's cost is everything its
 `train()` does, `ners_reference`'s replay-reward episodes included; the study's
 own greedy evaluations are not part of it (the report leaves them out too).
 
+That is `--suite study` (the default). Two more suites time the replay methods
+on configs of their own, the arms taking turns the same way:
+
+iterations  (`--task cartpole|ms_pacman`) every arm trains `--steps` env steps,
+    one training iteration each in turn; per arm env steps per second and per
+    CPU second over the iterations after learning began, as ratios to PER,
+    and for NERS with its own image encoder the share of scored observations
+    whose encoding came from the Learner's encoding cache (it falls as the
+    buffer fills: `--learning-starts 50000` measures with a half-full 100k
+    buffer). cartpole: RLlib's CartPole DQN example (`ners_vs_per.py`'s
+    settings); arms ners, per, uniform, rllib-per (RLlib's own prioritised
+    buffer) and rainbow-per (`RainbowDQNConfig` with our PER buffer, which
+    replays through the same columnar path as NERS-DQN: ners / rainbow-per is
+    the sampler's cost alone). ms_pacman: data-efficient Rainbow (one update of
+    32 per env step); arms ners, per, uniform and ners-module (NERS with
+    `encoder="module"`: the agent's CNN features, no CNN of its own).
+updates  (`--algorithm td3|sac`) what one replayed update costs per replay
+    method on Hopper-v5 (`td3_config` / `mujoco_sac`, one update of 256 per
+    env step): every arm's buffer holds the same transitions at its learning
+    start (checked, and printed); then each round every arm trains `--updates`
+    env steps, and the table gives the median µs per update of the training
+    loop's replay sample, Learner update and priority update, and their sum's
+    ratio to PER's. Arms per / lap / pal (LAP's loss on uniform replay) /
+    uniform / per-foreach (PER with the targets' Polyak update as per-tensor
+    multi-tensor ops: `PolyakTargets.flat_on_cpu = False` during its turns).
+
 How to run
 ----------
     pip install torch==2.13.0 -e ".[study,mujoco,atari,bench]"
     python benchmarks/study_costs.py --tasks hopper_100k --at 10000 50000
     python benchmarks/study_costs.py --tasks ms_pacman_100k --rounds 3
+    python benchmarks/study_costs.py --suite iterations --task cartpole --steps 10000
+    python benchmarks/study_costs.py --suite iterations --task ms_pacman \
+        --steps 4000 --arms ners ners-module per
+    python benchmarks/study_costs.py --suite updates --algorithm sac --rounds 7
 """
 
 from __future__ import annotations
@@ -35,7 +65,14 @@ import argparse
 import os
 from typing import Dict, List, Sequence
 
-from peers import RLlibArm, _time_sampler_parts, cpu_model, measure
+from harness import (
+    cpu_model,
+    measure,
+    ratio,
+    time_sampler_parts,
+)
+from peers import RLlibArm
+from replay_suites import TASK_ARMS, UPDATE_ARMS, iterations_suite, updates_suite
 
 # The arms the studies run per agent: SAC and the DQN family in the
 # paper-settings study (results/ners_paper_settings/PLAN.md), TD3 in the TD3/LAP
@@ -46,8 +83,10 @@ DEFAULT_ARMS = {
     "td3": ("uniform", "per", "lap", "ners"),
 }
 TUNING_SEED = 0
+SUITES = ("study", "iterations", "updates")
 
 
+# ------------------------------------------------------ --suite study
 class StudyArm(RLlibArm):
     """One study arm on one task; a chunk is one `train()` of `steps` env steps."""
 
@@ -64,7 +103,7 @@ class StudyArm(RLlibArm):
         restarts the sampler parts' tallies: they cover the next rounds only."""
         if self.algo is None:
             self.algo = self.config.build_algo()
-            self.sampler_times = _time_sampler_parts(self.algo)
+            self.sampler_times = time_sampler_parts(self.algo)
         while self.counts[0] < env_steps:
             self._read(self.algo.train())
         for tally in self.sampler_times.values():
@@ -119,8 +158,8 @@ def table(
                     f"{rate['wall']:.1f}",
                     f"{rate['cpu']:.1f}",
                     f"{rate['updates']:.1f}",
-                    f"{rate['wall'] / ref['wall']:.2f}x",
-                    f"{rate['cpu'] / ref['cpu']:.2f}x",
+                    ratio(rate["wall"], ref["wall"]),
+                    ratio(rate["cpu"], ref["cpu"]),
                     parts or "-",
                 ]
             )
@@ -129,58 +168,13 @@ def table(
     return lines
 
 
-def main(argv=None) -> int:
-    from rllib_ners.study.declarations import ARMS, TASKS, load_declarations
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tasks", nargs="+", default=["hopper_100k"])
-    parser.add_argument(
-        "--arms",
-        nargs="+",
-        help="study arms (default: the studies' arms for the task's agent: "
-        + "; ".join(f"{k}: {' '.join(v)}" for k, v in DEFAULT_ARMS.items())
-        + ")",
-    )
-    parser.add_argument(
-        "--at",
-        nargs="+",
-        type=int,
-        default=[10_000],
-        help="env steps of the run at which to measure (ascending)",
-    )
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=1000, help="env steps per chunk")
-    parser.add_argument(
-        "--declarations",
-        type=str,
-        action="append",
-        default=[],
-        metavar="FILE.py",
-        help="a Python file declaring more tasks and arms (as `rllib-ners study`)",
-    )
-    args = parser.parse_args(argv)
-    for path in args.declarations:
-        load_declarations(path)
-    unknown = [name for name in args.tasks if name not in TASKS]
-    unknown += [name for name in args.arms or () if name not in ARMS]
-    if unknown:
-        parser.error(
-            f"unknown tasks or arms: {', '.join(unknown)} (`rllib-ners study list`)"
-        )
-    if args.at != sorted(args.at) or min(args.at) < 1:
-        parser.error(f"--at takes ascending positive env steps, got {args.at}")
-    if args.rounds < 1 or args.steps < 1:
-        parser.error("--rounds and --steps must be at least 1")
-
+def study_suite(args) -> None:
     import ray
-    import torch
 
-    from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.study.declarations import TASKS
     from rllib_ners.study.runs import check_task_available, register_envs
 
-    silence_known_noise()
     register_envs()
-    torch.set_num_threads(1)
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         for task_name in args.tasks:
@@ -206,6 +200,100 @@ def main(argv=None) -> int:
                     arm.close()
     finally:
         ray.shutdown()
+
+
+# ---------------------------------------------------------------- main
+def suite_arms(parser, args) -> List[str]:
+    """The arms of the chosen suite (checked), or its default arms."""
+    if args.suite == "study":
+        from rllib_ners.study.declarations import ARMS, TASKS
+
+        unknown = [name for name in args.tasks if name not in TASKS]
+        unknown += [name for name in args.arms or () if name not in ARMS]
+        if unknown:
+            parser.error(
+                f"unknown tasks or arms: {', '.join(unknown)} (`rllib-ners study list`)"
+            )
+        return args.arms
+    known = TASK_ARMS[args.task] if args.suite == "iterations" else UPDATE_ARMS
+    arms = args.arms or list(known)
+    unknown = sorted(set(arms) - set(known))
+    if unknown:
+        parser.error(f"--arms: {unknown} not arms of --suite {args.suite}: {known}")
+    if args.suite == "iterations" and "per" not in arms:
+        parser.error("--arms must include 'per' (the ratios are against it)")
+    return arms
+
+
+def main(argv=None) -> int:
+    from rllib_ners.study.declarations import load_declarations
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suite", choices=SUITES, default="study")
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        help="study: study arms (default: the studies' arms for the task's agent: "
+        + "; ".join(f"{k}: {' '.join(v)}" for k, v in DEFAULT_ARMS.items())
+        + "); iterations, updates: the suite's arms (default: all)",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="study, updates")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        help="study: env steps per chunk (default 1000); iterations: env steps "
+        "per arm (default 10000)",
+    )
+    study = parser.add_argument_group("--suite study")
+    study.add_argument("--tasks", nargs="+", default=["hopper_100k"])
+    study.add_argument(
+        "--at",
+        nargs="+",
+        type=int,
+        default=[10_000],
+        help="env steps of the run at which to measure (ascending)",
+    )
+    study.add_argument(
+        "--declarations",
+        type=str,
+        action="append",
+        default=[],
+        metavar="FILE.py",
+        help="a Python file declaring more tasks and arms (as `rllib-ners study`)",
+    )
+    iterations = parser.add_argument_group("--suite iterations")
+    iterations.add_argument("--task", choices=sorted(TASK_ARMS), default="cartpole")
+    iterations.add_argument("--seed", type=int, default=0)
+    iterations.add_argument("--capacity", type=int, default=100_000, help="ms_pacman")
+    iterations.add_argument(
+        "--learning-starts",
+        type=int,
+        default=1600,
+        help="ms_pacman: env steps stored before learning (and measuring) starts; "
+        "e.g. 50000 measures with a half-full 100k buffer, as later in a 100k run",
+    )
+    updates = parser.add_argument_group("--suite updates")
+    updates.add_argument("--algorithm", choices=("sac", "td3"), default="td3")
+    updates.add_argument("--updates", type=int, default=200, help="per arm and round")
+    args = parser.parse_args(argv)
+    for path in args.declarations:
+        load_declarations(path)
+    args.arms = suite_arms(parser, args)
+    args.steps = args.steps or (10_000 if args.suite == "iterations" else 1000)
+    if args.at != sorted(args.at) or min(args.at) < 1:
+        parser.error(f"--at takes ascending positive env steps, got {args.at}")
+    if args.rounds < 1 or args.steps < 1 or args.updates < 1:
+        parser.error("--rounds, --steps and --updates must be at least 1")
+
+    import torch
+
+    from rllib_ners.cli.quiet import silence_known_noise
+
+    silence_known_noise()
+    torch.set_num_threads(1)
+    {"study": study_suite, "iterations": iterations_suite, "updates": updates_suite}[
+        args.suite
+    ](args)
     return 0
 
 

@@ -1,0 +1,359 @@
+"""What `peers.py` and `gpu.py` measure our training loop against, with the
+settings every arm of a suite shares.
+
+Stable-Baselines3's SAC, DQN and TD3 on those settings, and the floor: the
+same network updates in a bare PyTorch loop on random batches (each written as
+lean as eager PyTorch allows), plus the bare env steps with random actions: no
+acting forward pass, no replay buffer."""
+
+from __future__ import annotations
+
+from typing import Callable, Tuple
+
+import numpy as np
+from harness import Arm
+
+SAC_ENV, DQN_ENV, ATARI_GAME = "Hopper-v5", "CartPole-v1", "MsPacman"
+SAC_BATCH, DQN_BATCH, ATARI_BATCH = 256, 32, 32
+SAC_LEARNING_STARTS, DQN_LEARNING_STARTS, ATARI_LEARNING_STARTS = 1000, 1000, 1600
+DQN_TRAIN_EVERY = 4
+DQN_EPSILON = [(0, 1.0), (10000, 0.02)]
+DQN_TARGET_UPDATE = 500
+
+
+class SB3Arm(Arm):
+    """A Stable-Baselines3 model; one chunk is one `learn(steps)` call."""
+
+    def __init__(self, make_model: Callable, learning_starts: int, batch_size: int):
+        self.make_model = make_model
+        self.learning_starts = learning_starts
+        self.batch_size = batch_size
+        self.model = None
+
+    def warm_up(self) -> None:
+        self.model = self.make_model()
+        self.model.learn(self.learning_starts + 200, reset_num_timesteps=False)
+
+    def run(self, steps: int) -> Tuple[int, int]:
+        env0, updates0 = self.model.num_timesteps, self.model._n_updates
+        self.model.learn(steps, reset_num_timesteps=False)
+        return self.model.num_timesteps - env0, self.model._n_updates - updates0
+
+
+def sb3_sac(device: str = "cpu"):
+    import gymnasium as gym
+    from stable_baselines3 import SAC
+
+    return SAC(
+        "MlpPolicy",
+        gym.make(SAC_ENV),
+        learning_rate=3e-4,
+        buffer_size=1_000_000,
+        learning_starts=SAC_LEARNING_STARTS,
+        batch_size=SAC_BATCH,
+        tau=0.005,
+        gamma=0.99,
+        train_freq=1,
+        gradient_steps=1,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=0,
+        device=device,
+    )
+
+
+def sb3_dqn():
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import DQN
+
+    model = DQN(
+        "MlpPolicy",
+        gym.make(DQN_ENV),
+        learning_rate=5e-4,
+        buffer_size=50_000,
+        learning_starts=DQN_LEARNING_STARTS,
+        batch_size=DQN_BATCH,
+        gamma=0.99,
+        train_freq=DQN_TRAIN_EVERY,
+        gradient_steps=1,
+        target_update_interval=DQN_TARGET_UPDATE,
+        policy_kwargs={"net_arch": [256, 256], "activation_fn": torch.nn.Tanh},
+        seed=0,
+        device="cpu",
+    )
+    # Epsilon over env steps, as the RLlib arms' schedule (SB3's own schedule
+    # runs over the fraction of each learn() call's total).
+    (t0, eps0), (t1, eps1) = DQN_EPSILON
+    model.exploration_schedule = lambda _: float(
+        np.interp(model.num_timesteps, [t0, t1], [eps0, eps1])
+    )
+    return model
+
+
+def sb3_td3():
+    import gymnasium as gym
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    env = gym.make(SAC_ENV)
+    act_dim = env.action_space.shape[0]
+    return TD3(
+        "MlpPolicy",
+        env,
+        learning_rate=3e-4,
+        buffer_size=1_000_000,
+        learning_starts=SAC_LEARNING_STARTS,
+        batch_size=SAC_BATCH,
+        tau=0.005,
+        gamma=0.99,
+        train_freq=1,
+        gradient_steps=1,
+        action_noise=NormalActionNoise(np.zeros(act_dim), 0.1 * np.ones(act_dim)),
+        policy_delay=2,
+        target_policy_noise=0.2,
+        target_noise_clip=0.5,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=0,
+        device="cpu",
+    )
+
+
+class FloorArm(Arm):
+    """Bare env steps with random actions, and `update()` every `every` steps."""
+
+    def __init__(self, make_env: Callable, update: Callable, every: float):
+        self.env = make_env()
+        self.update = update
+        self.every = every
+        self.owed = 0.0
+
+    def warm_up(self) -> None:
+        self.env.reset(seed=0)
+        self.env.action_space.seed(0)
+        self.run(200)
+
+    def run(self, steps: int) -> Tuple[int, int]:
+        env, updates = self.env, 0
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+            self.owed += 1.0 / self.every
+            while self.owed >= 1.0:
+                self.update()
+                self.owed -= 1.0
+                updates += 1
+        return steps, updates
+
+
+def _mlp(sizes, activation):
+    import torch.nn as nn
+
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(fan_in, fan_out))
+        if i < len(sizes) - 2:
+            layers.append(activation())
+    return nn.Sequential(*layers)
+
+
+def sac_floor_update(
+    obs_dim: int,
+    act_dim: int,
+    batch: int = SAC_BATCH,
+    device: str = "cpu",
+    capturable: bool = False,
+):
+    """One SAC update (RLlib's losses: Huber critics, squashed Gaussian, learned
+    temperature) on a fixed random batch, with the fewest passes eager PyTorch
+    needs: one backward, critics frozen for the policy loss, fused Adam,
+    foreach Polyak. `capturable`: Adam keeps its step on the device, so the
+    update can be captured in a CUDA graph (`benchmarks/gpu.py`)."""
+    import copy
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    with torch.device(device):
+        actor = _mlp([obs_dim, 256, 256, 2 * act_dim], torch.nn.ReLU)
+        critics = [_mlp([obs_dim + act_dim, 256, 256, 1], torch.nn.ReLU) for _ in "12"]
+        log_alpha = torch.zeros(1, requires_grad=True)
+        obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
+        actions = torch.rand(batch, act_dim) * 2 - 1
+        rewards, not_done = torch.randn(batch), torch.ones(batch)
+    targets = [copy.deepcopy(critic) for critic in critics]
+    critic_params = [p for critic in critics for p in critic.parameters()]
+    target_params = [p for target in targets for p in target.parameters()]
+    params = list(actor.parameters()) + critic_params + [log_alpha]
+    optimizer = torch.optim.Adam(
+        params, lr=3e-4, eps=1e-7, fused=True, capturable=capturable
+    )
+
+    def policy(x):
+        mean, log_std = actor(x).chunk(2, dim=-1)
+        std = log_std.clamp(-20, 2).exp()
+        u = mean + std * torch.randn_like(mean)
+        a = torch.tanh(u)
+        z = (u - mean) / std
+        logp = (-0.5 * z**2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+        logp = logp - torch.log(1 - a * a + 1e-6).sum(-1)
+        return a, logp
+
+    def q_values(nets, o, a):
+        x = torch.cat([o, a], dim=-1)
+        return [net(x).squeeze(-1) for net in nets]
+
+    def update():
+        alpha = log_alpha.exp().detach()
+        with torch.no_grad():
+            next_actions, next_logp = policy(next_obs)
+            q_next = torch.min(*q_values(targets, next_obs, next_actions))
+            target = rewards + 0.99 * not_done * (q_next - alpha * next_logp)
+        q1, q2 = q_values(critics, obs, actions)
+        critic_loss = F.huber_loss(q1, target) + F.huber_loss(q2, target)
+        new_actions, logp = policy(obs)
+        for p in critic_params:
+            p.requires_grad = False
+        q_new = torch.min(*q_values(critics, obs, new_actions))
+        for p in critic_params:
+            p.requires_grad = True
+        actor_loss = (alpha * logp - q_new).mean()
+        alpha_loss = -(log_alpha * (logp.detach() - act_dim)).mean()
+        optimizer.zero_grad(set_to_none=True)
+        (critic_loss + actor_loss + alpha_loss).backward()
+        optimizer.step()
+        with torch.no_grad():
+            new_targets = torch._foreach_mul(critic_params, 0.005)
+            torch._foreach_add_(new_targets, torch._foreach_mul(target_params, 0.995))
+            torch._foreach_copy_(target_params, new_targets)
+
+    return update
+
+
+def td3_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
+    """One TD3 update (the paper's: smoothed clipped double-Q target, both
+    critics on the squared error, the actor and the Polyak update every 2nd
+    update) on a fixed random batch, as lean as eager PyTorch allows: fused
+    Adam, critics frozen for the actor's pass, foreach Polyak."""
+    import copy
+
+    import torch
+
+    actor = _mlp([obs_dim, 256, 256, act_dim], torch.nn.ReLU)
+    critics = [_mlp([obs_dim + act_dim, 256, 256, 1], torch.nn.ReLU) for _ in "12"]
+    nets = [actor] + critics
+    targets = [copy.deepcopy(net) for net in nets]
+    critic_params = [p for critic in critics for p in critic.parameters()]
+    params = [p for net in nets for p in net.parameters()]
+    target_params = [p for target in targets for p in target.parameters()]
+    critic_optimizer = torch.optim.Adam(critic_params, lr=3e-4, fused=True)
+    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=3e-4, fused=True)
+    obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
+    actions = torch.rand(batch, act_dim) * 2 - 1
+    rewards, not_done = torch.randn(batch), torch.ones(batch)
+    count = [0]
+
+    def q_values(nets, o, a):
+        x = torch.cat([o, a], dim=-1)
+        return [net(x).squeeze(-1) for net in nets]
+
+    def update():
+        count[0] += 1
+        with torch.no_grad():
+            noise = (torch.randn(batch, act_dim) * 0.2).clamp(-0.5, 0.5)
+            next_actions = (torch.tanh(targets[0](next_obs)) + noise).clamp(-1, 1)
+            q_next = torch.min(*q_values(targets[1:], next_obs, next_actions))
+            target = rewards + 0.99 * not_done * q_next
+        q1, q2 = q_values(critics, obs, actions)
+        critic_loss = ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
+        critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_optimizer.step()
+        if count[0] % 2:
+            return
+        for p in critic_params:
+            p.requires_grad = False
+        actor_loss = -q_values(critics[:1], obs, torch.tanh(actor(obs)))[0].mean()
+        for p in critic_params:
+            p.requires_grad = True
+        actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        actor_optimizer.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(target_params, params, 0.005)
+
+    return update
+
+
+def dqn_floor_update(obs_dim: int, num_actions: int, batch: int = DQN_BATCH):
+    """One DQN update (Huber loss on 1-step targets, a target network synced
+    every 500 env steps) on a fixed random batch, fused Adam."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    q_net = _mlp([obs_dim, 256, 256, num_actions], torch.nn.Tanh)
+    target_net = copy.deepcopy(q_net)
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=5e-4, fused=True)
+    obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
+    actions = torch.randint(num_actions, (batch,))
+    rewards, not_done = torch.randn(batch), torch.ones(batch)
+    count = [0]
+
+    def update():
+        with torch.no_grad():
+            target = rewards + 0.99 * not_done * target_net(next_obs).max(-1).values
+        q = q_net(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
+        loss = F.huber_loss(q, target)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        count[0] += 1
+        if count[0] % (DQN_TARGET_UPDATE // DQN_TRAIN_EVERY) == 0:
+            target_net.load_state_dict(q_net.state_dict())
+
+    return update
+
+
+def atari_floor_update(config, game: str = ATARI_GAME, batch: int = ATARI_BATCH):
+    """The Learner's own update (`_update`: the RLModule's forward pass, the C51
+    loss, backward, Adam) on a fixed random batch of stacked frames."""
+    import gymnasium as gym
+    import torch
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from rllib_ners.env.atari import make_atari_env
+    from rllib_ners.utils.deferred_metrics import DeferredMetrics
+
+    env = make_atari_env({"game": game})
+    frames = env.observation_space
+    # The module sees 4 stacked frames (the EnvRunner's frame stacking).
+    stacked = gym.spaces.Box(0, 255, frames.shape[:-1] + (4,), frames.dtype)
+    learner = config.build_learner(
+        spaces={DEFAULT_MODULE_ID: (stacked, env.action_space)}
+    )
+    learner.metrics = DeferredMetrics()
+    # The batch on the Learner's device (a GPU Learner's, in benchmarks/gpu.py).
+    device = next(learner.module[DEFAULT_MODULE_ID].parameters()).device
+    shape = (batch, 84, 84, 4)
+    with torch.device(device):
+        batch = {
+            DEFAULT_MODULE_ID: {
+                "obs": torch.randint(0, 255, shape, dtype=torch.uint8),
+                "new_obs": torch.randint(0, 255, shape, dtype=torch.uint8),
+                "actions": torch.randint(env.action_space.n, (batch,)),
+                "rewards": torch.randn(batch),
+                "terminateds": torch.zeros(batch, dtype=torch.bool),
+                "truncateds": torch.zeros(batch, dtype=torch.bool),
+                "weights": torch.ones(batch),
+                "n_step": torch.full((batch,), 20),
+            }
+        }
+
+    def update():
+        learner._update(batch)
+        learner.metrics = DeferredMetrics()
+
+    return update

@@ -1,0 +1,279 @@
+"""The timing harness every benchmark suite uses.
+
+Arms live in one process and take turns, round by round, the order rotating by
+one arm each round, so that whatever else loads the machine hits them alike;
+each arm's figure is the median over the rounds. Beside wall-clock rates, env
+steps per CPU second of the process: CPU time hardly depends on what else the
+machine runs, so its ratios are the ones to read on a busy machine.
+
+`header()` prints the lines a committed output starts with (`# key: value`:
+command, date, commit, machine), the form `docs/hooks/generated.py` reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+
+# ------------------------------------------------------------ the machine
+
+
+def cpu_model() -> str:
+    """The CPU's model name (`/proc/cpuinfo` on Linux), else the platform's."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def commit() -> str:
+    """The checkout's short commit (with `+` if it has uncommitted changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("+" if dirty else "")
+
+
+def machine() -> str:
+    """CPU model and cores; Python, torch and Ray versions; torch threads."""
+    import ray
+    import torch
+
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores; Python "
+        f"{platform.python_version()}, torch {torch.__version__} "
+        f"({torch.get_num_threads()} thread), ray {ray.__version__}"
+    )
+
+
+def header() -> str:
+    """The `# key: value` lines a committed output starts with."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    command = " ".join(["python", *sys.argv]) if sys.argv else "?"
+    return "\n".join(
+        [
+            f"# command: {command}",
+            f"# date: {now:%Y-%m-%d %H:%M} UTC",
+            f"# commit: {commit()}",
+            f"# machine: {machine()}",
+        ]
+    )
+
+
+def load_average() -> float:
+    """The 1-minute load average."""
+    return os.getloadavg()[0]
+
+
+# ------------------------------------------------------------ the rounds
+
+
+def rotation(names: Sequence[str], round_index: int) -> List[str]:
+    """The arms' order in round `round_index`: shifted by one arm per round."""
+    shift = round_index % len(names)
+    return list(names[shift:]) + list(names[:shift])
+
+
+def medians(samples: Mapping[str, Mapping[str, List[float]]]) -> Dict[str, dict]:
+    """Per arm and key, the median of its samples."""
+    return {
+        name: {key: statistics.median(values) for key, values in keys.items()}
+        for name, keys in samples.items()
+    }
+
+
+def take_turns(
+    names: Sequence[str], rounds: int, chunk: Callable[[str], Mapping[str, float]]
+) -> Dict[str, dict]:
+    """`rounds` rounds of one `chunk(name)` per arm, the order rotating; per arm
+    and key of what `chunk` returns, the median over the rounds."""
+    samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in names}
+    for round_index in range(rounds):
+        for name in rotation(names, round_index):
+            for key, value in chunk(name).items():
+                samples[name].setdefault(key, []).append(value)
+        print(f"round {round_index + 1}/{rounds} done", flush=True)
+    return medians(samples)
+
+
+def ratio(value: float, reference: float) -> str:
+    """`value / reference` as the tables print it: `1.23x`."""
+    return f"{value / reference:.2f}x"
+
+
+class Arm:
+    """Something that trains: `warm_up()` once, then `run(steps)` chunks."""
+
+    batch_size = 1
+
+    def warm_up(self) -> None:
+        """Past the learning start, then one chunk with updates."""
+
+    def run(self, steps: int) -> Tuple[int, int]:
+        """Trains about `steps` env steps; returns (env steps, updates) taken."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def measure(arms: Mapping[str, Arm], rounds: int, steps: int) -> Dict[str, dict]:
+    """Rounds of one `steps` chunk per arm, the order rotating; per arm the
+    median env steps per second (`wall`) and per CPU second (`cpu`) and
+    updates per second (`updates`)."""
+
+    def chunk(name: str) -> Dict[str, float]:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        env_steps, updates = arms[name].run(steps)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        return {
+            "wall": env_steps / wall,
+            "cpu": env_steps / cpu,
+            "updates": updates / wall,
+        }
+
+    return take_turns(list(arms), rounds, chunk)
+
+
+# ------------------------------------- where an RLlib arm's time goes
+
+
+def loop_section_labels() -> Dict[str, str]:
+    """The sections of our training loop (RLlib's timer keys), as printed."""
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_SAMPLING_TIMER,
+        LEARNER_UPDATE_TIMER,
+        REPLAY_BUFFER_ADD_DATA_TIMER,
+        REPLAY_BUFFER_SAMPLE_TIMER,
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+        SYNCH_WORKER_WEIGHTS_TIMER,
+    )
+
+    return {
+        ENV_RUNNER_SAMPLING_TIMER: "sampling",
+        REPLAY_BUFFER_ADD_DATA_TIMER: "buffer add",
+        REPLAY_BUFFER_SAMPLE_TIMER: "replay sample",
+        LEARNER_UPDATE_TIMER: "Learner update",
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER: "priorities",
+        SYNCH_WORKER_WEIGHTS_TIMER: "weight sync",
+    }
+
+
+def timed_method(owner, method: str, tally: List[float]) -> Callable[[], None]:
+    """Replaces `owner.method` by a timer adding [calls, seconds] to `tally`;
+    returns the call that puts the method back."""
+    original = getattr(owner, method)
+    own = vars(owner).get(method)  # an attribute of the instance, not its class
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            tally[0] += 1
+            tally[1] += time.perf_counter() - start
+
+    setattr(owner, method, timed)
+    if own is not None:
+        return lambda: setattr(owner, method, own)
+    return lambda: delattr(owner, method)
+
+
+def loop_section_methods(algo) -> Dict[str, List[Tuple[object, str]]]:
+    """Per loop section, the public methods whose calls make it up, on an
+    algorithm on our training loop (`uses_replay_loop`); empty on RLlib's."""
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_SAMPLING_TIMER,
+        LEARNER_UPDATE_TIMER,
+        REPLAY_BUFFER_ADD_DATA_TIMER,
+        REPLAY_BUFFER_SAMPLE_TIMER,
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+        SYNCH_WORKER_WEIGHTS_TIMER,
+    )
+
+    from rllib_ners.seam.algorithm import local_learner_of
+
+    if not getattr(algo, "uses_replay_loop", False):
+        return {}
+    buffer, group = algo.local_replay_buffer, algo.env_runner_group
+    sampler = algo.overlapped_sampler
+    if sampler is not None:
+        sampling = [(sampler, "request"), (sampler, "collect")]
+    else:
+        sampling = [(group.local_env_runner, "sample")]
+    learner = local_learner_of(algo.learner_group)
+    return {
+        ENV_RUNNER_SAMPLING_TIMER: sampling,
+        REPLAY_BUFFER_ADD_DATA_TIMER: [(buffer, "add")],
+        REPLAY_BUFFER_SAMPLE_TIMER: [(buffer, "sample_batch")],
+        LEARNER_UPDATE_TIMER: [(learner or algo.learner_group, "update")],
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER: [(buffer, "update_priorities")],
+        SYNCH_WORKER_WEIGHTS_TIMER: [(group, "sync_weights")],
+    }
+
+
+@contextlib.contextmanager
+def loop_sections_into(algo, tally: Dict[str, List[float]]):
+    """Inside the block, the calls and seconds of each section of our training
+    loop add to `tally` ({timer key: [calls, seconds]}), timed at the public
+    methods that make it up (nothing on RLlib's own loop)."""
+    restore = [
+        timed_method(owner, method, tally.setdefault(key, [0, 0.0]))
+        for key, methods in loop_section_methods(algo).items()
+        for owner, method in methods
+    ]
+    try:
+        yield
+    finally:
+        for put_back in restore:
+            put_back()
+
+
+def loop_section_cells(tally: Mapping[str, List[float]], steps: int) -> List[str]:
+    """`label ms-per-env-step` per section that ran."""
+    return [
+        f"{label} {1e3 * tally[key][1] / max(steps, 1):.3f}"
+        for key, label in loop_section_labels().items()
+        if tally.get(key, [0])[0]
+    ]
+
+
+def time_sampler_parts(algo) -> Dict[str, List[float]]:
+    """With a NERS Learner: wraps its scoring of replayed batches and its
+    REINFORCE step with timers ({part: [calls, seconds]}), else empty."""
+    from rllib_ners.seam.algorithm import local_learner_of
+
+    learner = local_learner_of(algo.learner_group)
+    parts: Dict[str, List[float]] = {}
+    if learner is None or getattr(learner, "ners_scorer", None) is None:
+        return parts
+    for part, name in (("scoring", "ners_score"), ("REINFORCE", "ners_reinforce")):
+        parts[part] = [0, 0.0]
+        timed_method(learner, name, parts[part])
+    return parts
