@@ -45,10 +45,10 @@ minutes: see `benchmarks/atari_100k.py` and the README for measured speed.
 
 Cost: the sampler keeps the paper's own CNN encoder here; it runs on every
 replayed batch, and NERS trains at ~0.8x PER's env steps per second
-(`benchmarks/replay_cost.py --task ms_pacman`). `.ners(encoder="module")` on
-the config scores with the Q-network's own features instead (taken from the
-training pass, no second CNN): ~0.9x PER. How well those features shape
-replay is not yet measured on Atari.
+(`benchmarks/study_costs.py --suite iterations --task ms_pacman`).
+`.ners(encoder="module")` on the config scores with the Q-network's own
+features instead (taken from the training pass, no second CNN): ~0.9x PER. How
+well those features shape replay is not yet measured on Atari.
 """
 
 from ray.rllib.examples.utils import add_rllib_example_script_args

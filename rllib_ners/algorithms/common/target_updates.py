@@ -161,7 +161,8 @@ class PolyakTargets:
     """
 
     # False: every module's update takes the multi-tensor ops even on a CPU
-    # (what `benchmarks/replay_update_cost.py` compares the flat update with).
+    # (what `benchmarks/study_costs.py --suite updates` compares the flat
+    # update with).
     flat_on_cpu: bool = True
 
     def __init__(self, pairs):

@@ -1,0 +1,98 @@
+"""`benchmarks/harness.py`, the timing harness of every benchmark suite: the arms'
+order rotates by one each round, each arm's figure is its median over the
+rounds, ratios print as the tables quote them, and the method timers count
+calls and seconds and put the methods back."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "harness.py"
+_spec = importlib.util.spec_from_file_location("harness", _PATH)
+harness = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(harness)
+
+
+def test_the_order_rotates_by_one_arm_per_round():
+    names = ["a", "b", "c"]
+    assert [harness.rotation(names, i) for i in range(4)] == [
+        ["a", "b", "c"],
+        ["b", "c", "a"],
+        ["c", "a", "b"],
+        ["a", "b", "c"],
+    ]
+
+
+def test_take_turns_runs_every_arm_once_a_round_and_keeps_medians():
+    calls = []
+    values = {"a": iter([3.0, 1.0, 2.0]), "b": iter([10.0, 30.0, 20.0])}
+
+    def chunk(name):
+        calls.append(name)
+        return {"rate": next(values[name])}
+
+    median = harness.take_turns(["a", "b"], 3, chunk)
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    assert median == {"a": {"rate": 2.0}, "b": {"rate": 20.0}}
+
+
+def test_measure_gives_wall_cpu_and_update_rates_per_arm():
+    class Fixed(harness.Arm):
+        def run(self, steps):
+            sum(range(20_000))  # some CPU time for the rates' denominators
+            return steps, steps // 2
+
+    median = harness.measure({"x": Fixed()}, rounds=2, steps=100)
+    assert set(median["x"]) == {"wall", "cpu", "updates"}
+    assert median["x"]["updates"] == pytest.approx(median["x"]["wall"] / 2)
+
+
+def test_ratio_prints_two_decimals_and_an_x():
+    assert harness.ratio(3.0, 2.0) == "1.50x"
+    assert harness.ratio(1.0, 3.0) == "0.33x"
+
+
+def test_timed_method_counts_calls_and_puts_the_method_back():
+    class Owner:
+        def work(self, value):
+            return 2 * value
+
+    owner, tally = Owner(), [0, 0.0]
+    put_back = harness.timed_method(owner, "work", tally)
+    assert owner.work(3) == 6 and owner.work(4) == 8
+    assert tally[0] == 2 and tally[1] >= 0.0
+    put_back()
+    assert "work" not in vars(owner)
+    assert owner.work(5) == 10 and tally[0] == 2
+
+
+def test_an_instance_attribute_comes_back_as_it_was():
+    class Owner:
+        pass
+
+    owner = Owner()
+    owner.work = lambda: "own"
+    own = owner.work
+    put_back = harness.timed_method(owner, "work", [0, 0.0])
+    assert owner.work is not own and owner.work() == "own"
+    put_back()
+    assert owner.work is own
+
+
+def test_loop_section_cells_print_only_the_sections_that_ran():
+    labels = harness.loop_section_labels()
+    sample, update = list(labels)[2], list(labels)[3]
+    tally = {sample: [4, 0.002], update: [0, 0.0]}
+    assert harness.loop_section_cells(tally, steps=4) == ["replay sample 0.500"]
+
+
+def test_header_names_the_command_date_commit_and_machine():
+    lines = harness.header().splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "# command",
+        "# date",
+        "# commit",
+        "# machine",
+    ]
+    assert "cores" in lines[-1] and "torch" in lines[-1]
