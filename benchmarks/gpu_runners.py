@@ -212,6 +212,7 @@ def runners_point(
         with loop_sections_into(algo, sections):
             result = algo.train()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        sampling_from_the_loop_timer(result, sections)
         sampled, trained = counts(result)
     finally:
         algo.stop()
@@ -235,6 +236,24 @@ def runners_point(
             for key, label in loop_section_labels().items()
         },
     }
+
+
+def sampling_from_the_loop_timer(result, sections) -> None:
+    """Lockstep with remote EnvRunners samples through RLlib's
+    `synchronous_parallel_sample`, with no method of ours to time: its seconds
+    are the loop's own sampling timer (the iteration's mean per call) times
+    its calls, one per buffer add."""
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_SAMPLING_TIMER,
+        REPLAY_BUFFER_ADD_DATA_TIMER,
+        TIMERS,
+    )
+
+    sampling = sections.setdefault(ENV_RUNNER_SAMPLING_TIMER, [0, 0.0])
+    mean = result.get(TIMERS, {}).get(ENV_RUNNER_SAMPLING_TIMER)
+    if sampling[0] == 0 and mean is not None:
+        calls = sections.get(REPLAY_BUFFER_ADD_DATA_TIMER, [0])[0]
+        sampling[:] = [calls, calls * float(mean)]
 
 
 def _calls_and_ms_each(tally: Optional[List[float]]) -> str:
