@@ -205,9 +205,22 @@ def timed_method(owner, method: str, tally: List[float]) -> Callable[[], None]:
     return lambda: delattr(owner, method)
 
 
+def expect(owner, name: str, what: str):
+    """`owner.name`, which the harness times or reads; a name the package no
+    longer has stops the benchmark rather than leaving its figures blank."""
+    if not hasattr(owner, name):
+        raise AttributeError(
+            f"not timed: {type(owner).__name__}.{name} missing (the harness "
+            f"times {what} there); update benchmarks/harness.py to the "
+            f"package's new name"
+        )
+    return getattr(owner, name)
+
+
 def loop_section_methods(algo) -> Dict[str, List[Tuple[object, str]]]:
     """Per loop section, the public methods whose calls make it up, on an
-    algorithm on our training loop (`uses_replay_loop`); empty on RLlib's."""
+    algorithm on our training loop (`uses_replay_loop`); empty on RLlib's own
+    algorithms and on ours that fall back to RLlib's loop (they log why)."""
     from ray.rllib.utils.metrics import (
         ENV_RUNNER_SAMPLING_TIMER,
         LEARNER_UPDATE_TIMER,
@@ -219,16 +232,19 @@ def loop_section_methods(algo) -> Dict[str, List[Tuple[object, str]]]:
 
     from rllib_ners.seam.algorithm import local_learner_of
 
-    if not getattr(algo, "uses_replay_loop", False):
+    if not type(algo).__module__.startswith("rllib_ners."):
+        return {}  # RLlib's own algorithm: nothing of ours to time
+    if not expect(algo, "uses_replay_loop", "whether our training loop runs"):
         return {}
-    buffer, group = algo.local_replay_buffer, algo.env_runner_group
-    sampler = algo.overlapped_sampler
+    buffer = expect(algo, "local_replay_buffer", "the buffer's sections")
+    group = algo.env_runner_group
+    sampler = expect(algo, "overlapped_sampler", "the overlapped sampling")
     if sampler is not None:
         sampling = [(sampler, "request"), (sampler, "collect")]
     else:
         sampling = [(group.local_env_runner, "sample")]
     learner = local_learner_of(algo.learner_group)
-    return {
+    sections = {
         ENV_RUNNER_SAMPLING_TIMER: sampling,
         REPLAY_BUFFER_ADD_DATA_TIMER: [(buffer, "add")],
         REPLAY_BUFFER_SAMPLE_TIMER: [(buffer, "sample_batch")],
@@ -236,6 +252,10 @@ def loop_section_methods(algo) -> Dict[str, List[Tuple[object, str]]]:
         REPLAY_BUFFER_UPDATE_PRIOS_TIMER: [(buffer, "update_priorities")],
         SYNCH_WORKER_WEIGHTS_TIMER: [(group, "sync_weights")],
     }
+    for key, methods in sections.items():
+        for owner, method in methods:
+            expect(owner, method, loop_section_labels()[key])
+    return sections
 
 
 @contextlib.contextmanager
@@ -265,15 +285,27 @@ def loop_section_cells(tally: Mapping[str, List[float]], steps: int) -> List[str
 
 
 def time_sampler_parts(algo) -> Dict[str, List[float]]:
-    """With a NERS Learner: wraps its scoring of replayed batches and its
-    REINFORCE step with timers ({part: [calls, seconds]}), else empty."""
+    """With NERS replay: wraps the local Learner's scoring of replayed batches
+    and its REINFORCE step with timers ({part: [calls, seconds]}); empty for
+    other replay. A remote Learner's parts are not timed, and say so."""
+    from rllib_ners import NERSEpisodeReplayBuffer
     from rllib_ners.seam.algorithm import local_learner_of
 
+    buffer = getattr(algo, "local_replay_buffer", None)
+    if not isinstance(buffer, NERSEpisodeReplayBuffer):
+        return {}
     learner = local_learner_of(algo.learner_group)
+    if learner is None:
+        print("not timed: the NERS sampler's parts (the Learner is remote)")
+        return {}
+    if expect(learner, "ners_scorer", "the NERS scorer") is None:
+        raise AttributeError(
+            f"not timed: {type(learner).__name__}.ners_scorer is None with NERS "
+            f"replay; update benchmarks/harness.py to where the scorer lives"
+        )
     parts: Dict[str, List[float]] = {}
-    if learner is None or getattr(learner, "ners_scorer", None) is None:
-        return parts
     for part, name in (("scoring", "ners_score"), ("REINFORCE", "ners_reinforce")):
+        expect(learner, name, f"the sampler's {part}")
         parts[part] = [0, 0.0]
         timed_method(learner, name, parts[part])
     return parts

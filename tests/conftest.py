@@ -16,13 +16,21 @@ config builder per algorithm family (the builders live in `helpers.py`).
 * `one_torch_thread`: torch runs on one thread in this process during a test
   (a local Learner's small networks gain nothing from more, and on a loaded
   machine torch's spinning worker threads made each op several times slower).
+
+`benchmarks/` is on the import path (after everything else), so that the tests
+of the benchmarks' harness and of the runners plot import them by name.
 """
+
+import sys
+from pathlib import Path
 
 import pytest
 import ray
 from helpers import build_small_acer, build_small_dqn, build_small_sac, build_small_td3
 
 DEFAULT_RAY_NUM_CPUS = 2
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,15 @@
 """`benchmarks/harness.py`, the timing harness of every benchmark suite: the arms'
 order rotates by one each round, each arm's figure is its median over the
 rounds, ratios print as the tables quote them, and the method timers count
-calls and seconds and put the methods back."""
+calls and seconds and put the methods back, and a name of the package that
+the timers expect and do not find stops the benchmark."""
 
-import importlib.util
-from pathlib import Path
+from types import SimpleNamespace
 
+import harness
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "harness.py"
-_spec = importlib.util.spec_from_file_location("harness", _PATH)
-harness = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(harness)
+from rllib_ners import NERSEpisodeReplayBuffer
 
 
 def test_the_order_rotates_by_one_arm_per_round():
@@ -96,3 +94,79 @@ def test_header_names_the_command_date_commit_and_machine():
         "# machine",
     ]
     assert "cores" in lines[-1] and "torch" in lines[-1]
+
+
+class OurAlgorithm:
+    """Stands for an algorithm of the package on our training loop."""
+
+    __module__ = "rllib_ners.fake"
+    uses_replay_loop = True
+    overlapped_sampler = None
+
+    def __init__(self, learner=None, buffer=None):
+        runner = SimpleNamespace(sample=None)
+        self.env_runner_group = SimpleNamespace(
+            local_env_runner=runner, sync_weights=None
+        )
+        # RLlib keeps a local Learner as `_learner` (the seam's local_learner_of).
+        self.learner_group = SimpleNamespace(_learner=learner, update=None)
+        self.local_replay_buffer = SimpleNamespace(
+            add=None, sample_batch=None, update_priorities=None
+        )
+        if buffer is not None:
+            self.local_replay_buffer = buffer
+
+
+class NERSLearner:
+    """Stands for a Learner with NERS replay."""
+
+    ners_scorer = object()
+
+    def ners_score(self):
+        pass
+
+    def ners_reinforce(self):
+        pass
+
+
+def renamed(cls, name):
+    """`cls` as if the package had renamed its `name`."""
+    dropped = (name, "__dict__", "__weakref__")
+    kept = {key: value for key, value in vars(cls).items() if key not in dropped}
+    return type("Renamed", cls.__bases__, kept)
+
+
+def test_every_loop_section_of_our_algorithm_is_timed():
+    sections = harness.loop_section_methods(OurAlgorithm())
+    assert list(sections) == list(harness.loop_section_labels())
+
+
+@pytest.mark.parametrize("name", ["uses_replay_loop", "overlapped_sampler"])
+def test_a_loop_name_missing_on_our_algorithm_stops_the_benchmark(name):
+    algo = renamed(OurAlgorithm, name)()
+    with pytest.raises(AttributeError, match=f"not timed: Renamed.{name} missing"):
+        harness.loop_section_methods(algo)
+
+
+def test_a_buffer_method_missing_stops_the_benchmark():
+    buffer = SimpleNamespace(add=None, sample_batch=None)  # no update_priorities
+    with pytest.raises(AttributeError, match="update_priorities missing"):
+        harness.loop_section_methods(OurAlgorithm(buffer=buffer))
+
+
+def test_rllibs_own_algorithm_has_no_loop_sections_to_time():
+    rllib = type("DQN", (), {"__module__": "ray.rllib.algorithms.dqn.dqn"})()
+    assert harness.loop_section_methods(rllib) == {}
+
+
+def test_the_ners_sampler_parts_are_timed_with_ners_replay():
+    algo = OurAlgorithm(NERSLearner(), NERSEpisodeReplayBuffer(100))
+    assert set(harness.time_sampler_parts(algo)) == {"scoring", "REINFORCE"}
+
+
+@pytest.mark.parametrize("name", ["ners_scorer", "ners_score", "ners_reinforce"])
+def test_a_ners_name_missing_stops_the_benchmark(name):
+    learner = renamed(NERSLearner, name)()
+    algo = OurAlgorithm(learner, NERSEpisodeReplayBuffer(100))
+    with pytest.raises(AttributeError, match=f"not timed: Renamed.{name} missing"):
+        harness.time_sampler_parts(algo)

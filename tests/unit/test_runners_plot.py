@@ -1,14 +1,7 @@
 """`benchmarks/runners_plot.py` reads the runners suite's table as printed."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "runners_plot.py"
-_spec = importlib.util.spec_from_file_location("runners_plot", _PATH)
-runners_plot = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(runners_plot)
+import runners_plot
 
 HEADER = "| EnvRunners | arm | mode | env steps/s | driver CPU s / 1k env steps | "
 
