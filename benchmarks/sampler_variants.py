@@ -1,7 +1,7 @@
 """What each NERS sampler variant does to replay in a real run: NERS-DQN on
 CartPole-v1 for a fixed env-step budget, then the sampler diagnostics.
 
-Every variant of `sampler_oracle.VARIANTS` (the paper's semantics, the
+Every variant of `tests/sampler_oracle.py`'s `VARIANTS` (the paper's semantics, the
 objective x parameterisation grid, the default) plus the same run with the
 sampler frozen (`lr=1e-12`, the old sampler's settings: the scores never move,
 so every number there is what "not shaping replay" looks like). The DQN
@@ -27,7 +27,9 @@ about 3-5 minutes per 20k-step run on this project's 2-core CPU.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from typing import Dict
 
 import ray
@@ -37,7 +39,6 @@ from ray.rllib.utils.metrics import (
     EPISODE_RETURN_MEAN,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
 )
-from sampler_oracle import VARIANTS
 
 from rllib_ners import NERSDQNConfig
 from rllib_ners.algorithms.ners.ners_learner import (
@@ -72,6 +73,11 @@ DIAGNOSTICS = (
 
 
 def variants() -> Dict[str, dict]:
+    """The frozen sampler, then the oracle's variants (`tests/sampler_oracle.py`:
+    the tests run the oracle, this file the same variants in a real run)."""
+    sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+    from sampler_oracle import VARIANTS
+
     table = {"frozen (old sampler, lr 1e-12)": FROZEN}
     table.update(VARIANTS)
     return table

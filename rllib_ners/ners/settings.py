@@ -142,7 +142,7 @@ class NERSSettings:
             by a factor of e. Its few weights tolerate a larger rate; the deep
             networks' many weights do not (they turn reward noise into random
             priorities). 3e-2 is the rate at which the replay-reward oracle
-            (`benchmarks/sampler_oracle.py`) moves sampling mass steadily
+            (`tests/sampler_oracle.py`) moves sampling mass steadily
             without the reversals that higher rates show.
         cache_encodings: With encoder="separate" and image observations,
             keep the encoder's output for each stored observation between

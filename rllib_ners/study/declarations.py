@@ -517,7 +517,7 @@ ARMS: Dict[str, Arm] = {
             # The recommended variant, written out so that a later change of
             # the `.ners()` defaults does not silently change this arm. Chosen
             # on tuning seeds only, never on study seeds: the replay-reward
-            # oracle's seeds 0-2 (benchmarks/sampler_oracle.py) and, for the
+            # oracle's seeds 0-2 (tests/sampler_oracle.py) and, for the
             # bound on the learned log-correction, Acrobot seeds 0-1.
             ners_settings={
                 "encoder": "separate",

@@ -1,10 +1,10 @@
 """Does the learned sampler learn? The replay-reward oracle of
-`benchmarks/sampler_oracle.py`: 10% of 2000 stored transitions are marked (their
+`tests/sampler_oracle.py`: 10% of 2000 stored transitions are marked (their
 reward feature is 1), each step replays 320 transitions by priority and the
 replay reward is the share of marked ones among them. A sampler that learns puts
 more sampling mass on the marked transitions.
 
-Measured, not wished for (`python benchmarks/sampler_oracle.py --steps 500
+Measured, not wished for (`python tests/sampler_oracle.py --steps 500
 --seeds 10 11 12`, docs/ners.md; the defaults were chosen on seeds 0-2): with the
 defaults (log-probability objective, PER-residual priorities, the linear path at
 its own learning rate) the mass rises from 0.10 past 0.30 within 500 REINFORCE
@@ -13,16 +13,9 @@ steps; the paper's objective leaves it where it started.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+import sampler_oracle
 import torch
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "sampler_oracle.py"
-_spec = importlib.util.spec_from_file_location("sampler_oracle", _PATH)
-sampler_oracle = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sampler_oracle)
 
 
 @pytest.fixture(autouse=True)

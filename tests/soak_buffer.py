@@ -12,8 +12,9 @@ trees. It prints resident memory at the start and the end: it must stay flat.
 
 How to run
 ----------
-    python benchmarks/soak_buffer.py                     # 1,000,000 cycles
-    python benchmarks/soak_buffer.py --cycles 20000      # the CI-sized run
+    python tests/soak_buffer.py                     # 1,000,000 cycles
+    python tests/soak_buffer.py --cycles 20000      # the CI-sized run
+                                                    # (tests/unit/test_soak.py)
 """
 
 from __future__ import annotations

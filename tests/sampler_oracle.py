@@ -10,8 +10,11 @@ baseline, I_train is drawn from I_all, and the sampler takes one REINFORCE step
 with the same loss code the Learners run (`rllib_ners.ners.reinforce`). We
 track the sampling mass on the marked transitions: 0.10 at the start.
 
-    python benchmarks/sampler_oracle.py            # every objective x parameterization
-    python benchmarks/sampler_oracle.py --steps 500 --seeds 10 11 12
+`tests/unit/test_sampler_oracle.py` runs it at CI size;
+`benchmarks/sampler_variants.py` runs the same variants in a real NERS-DQN run.
+
+    python tests/sampler_oracle.py            # every objective x parameterization
+    python tests/sampler_oracle.py --steps 500 --seeds 10 11 12
 """
 
 from __future__ import annotations
