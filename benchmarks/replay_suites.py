@@ -12,29 +12,45 @@ from typing import Dict, List
 from harness import header, loop_sections_into, ratio, rotation, take_turns
 
 # ------------------------------------------------- --suite iterations
+FAST_BUFFER = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 TASK_ARMS = {
     "cartpole": ("ners", "per", "uniform", "rllib-per", "rainbow-per"),
     "ms_pacman": ("ners", "per", "uniform", "ners-module"),
 }
 
 
+def cartpole_config(arm: str, seed: int):
+    """RLlib's CartPole DQN example, only the replay differing: ners
+    (NERS-DQN), per / uniform (our PER buffer, alpha 0.6 / 0), rllib-per
+    (RLlib's own) and rainbow-per (`RainbowDQNConfig` with our PER buffer)."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    from rllib_ners import NERSDQNConfig, RainbowDQNConfig
+    from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
+
+    config = {"ners": NERSDQNConfig, "rainbow-per": RainbowDQNConfig}.get(
+        arm, DQNConfig
+    )()
+    buffer = {"capacity": 50000, "alpha": 0.6, "beta": 0.4}
+    if arm == "rllib-per":
+        buffer["type"] = "PrioritizedEpisodeReplayBuffer"  # takes no seed
+    elif arm == "rainbow-per":
+        buffer["type"] = FAST_BUFFER
+    elif arm in ("per", "uniform"):
+        # NERSDQN seeds its buffer from config.seed; stock DQN needs it here.
+        buffer.update(type=FAST_BUFFER, seed=seed)
+    if arm == "uniform":
+        buffer["alpha"] = 0.0
+    return (
+        cartpole_dqn(config)
+        .env_runners(num_env_runners=0)
+        .training(replay_buffer_config=buffer)
+        .debugging(seed=seed)
+    )
+
+
 def iterations_config(task: str, arm: str, args):
-    if task == "cartpole" and arm == "rainbow-per":
-        from ners_vs_per import FAST_BUFFER
-
-        from rllib_ners import RainbowDQNConfig
-        from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
-
-        buffer = {"type": FAST_BUFFER, "capacity": 50000, "alpha": 0.6, "beta": 0.4}
-        return (
-            cartpole_dqn(RainbowDQNConfig())
-            .env_runners(num_env_runners=0)
-            .training(replay_buffer_config=buffer)
-            .debugging(seed=args.seed)
-        )
     if task == "cartpole":
-        from ners_vs_per import build_config as cartpole_config
-
         return cartpole_config(arm, args.seed)
     from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
 

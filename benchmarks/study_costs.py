@@ -31,9 +31,9 @@ iterations  (`--task cartpole|ms_pacman`) every arm trains `--steps` env steps,
     and for NERS with its own image encoder the share of scored observations
     whose encoding came from the Learner's encoding cache (it falls as the
     buffer fills: `--learning-starts 50000` measures with a half-full 100k
-    buffer). cartpole: RLlib's CartPole DQN example (`ners_vs_per.py`'s
-    settings); arms ners, per, uniform, rllib-per (RLlib's own prioritised
-    buffer) and rainbow-per (`RainbowDQNConfig` with our PER buffer, which
+    buffer). cartpole: RLlib's CartPole DQN example (the settings of
+    `tuned_examples/dqn/cartpole_dqn_fast_per.py`); arms ners, per, uniform,
+    rllib-per (RLlib's own prioritised buffer) and rainbow-per (`RainbowDQNConfig` with our PER buffer, which
     replays through the same columnar path as NERS-DQN: ners / rainbow-per is
     the sampler's cost alone). ms_pacman: data-efficient Rainbow (one update of
     32 per env step); arms ners, per, uniform and ners-module (NERS with

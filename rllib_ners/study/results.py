@@ -13,7 +13,7 @@ in.
 
 Machines. A results folder may hold a `machines.csv` (columns task, arm, seed,
 cpu, recorded_from: one row per run, written by
-`benchmarks/commit_study_results.sh` when it commits the run). Runs regenerate
+`results/commit_study_results.sh` when it commits the run). Runs regenerate
 bit for bit only on the CPU model that ran them (torch's CPU kernels round
 differently on different models), and CPU time compares best between runs of one
 model, so the report lists the CPU models of its runs, task by task and arm by

@@ -5,10 +5,10 @@
 # temporary file and renamed), and half-written temporary files and the logs are
 # git-ignored.
 #
-#   bash benchmarks/commit_study_results.sh            # CSVs only
-#   bash benchmarks/commit_study_results.sh --report   # CSVs + report (~1 min)
-#   bash benchmarks/commit_study_results.sh --dir results/ners_paper_settings --report
-#   bash benchmarks/commit_study_results.sh --dir results/sample_efficiency_encoder
+#   bash results/commit_study_results.sh            # CSVs only
+#   bash results/commit_study_results.sh --report   # CSVs + report (~1 min)
+#   bash results/commit_study_results.sh --dir results/ners_paper_settings --report
+#   bash results/commit_study_results.sh --dir results/sample_efficiency_encoder
 #       # a side study's CSVs (its report.md/png compares it with the main
 #       # study: regenerate it by hand with `rllib-ners study report --also ...`)
 #
