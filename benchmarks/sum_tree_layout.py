@@ -23,12 +23,11 @@ over `--rounds` of the µs per draw + update, and each arm's ratio to the first.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import statistics
 import time
 
 import numpy as np
+from harness import header, ratio, take_turns
 
 from rllib_ners.replay_buffers.priority_sampler import PrioritySampler
 
@@ -53,6 +52,17 @@ def time_draws_and_updates(sampler, rng, batch: int, repeats: int) -> float:
     return 1e6 * (time.perf_counter() - start) / repeats
 
 
+def per_layout(samplers, rngs, batch: int, repeats: int):
+    """One round's turn of a layout: its µs per draw + update."""
+
+    def chunk(name: str):
+        return {
+            "µs": time_draws_and_updates(samplers[name], rngs[name], batch, repeats)
+        }
+
+    return chunk
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--capacity", type=int, default=1_000_000)
@@ -62,6 +72,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     layouts = {"8": 8, "32": 32, "drawn": args.batch}
     fills = sorted({3000, args.capacity // 10, args.capacity})
+    print(header())
     load_before = os.getloadavg()
     rows = []
     for fill in fills:
@@ -70,20 +81,13 @@ def main(argv=None) -> int:
             for name, batch in layouts.items()
         }
         rngs = {name: np.random.default_rng(1) for name in layouts}
-        times = {name: [] for name in layouts}
-        names = list(layouts)
-        for round_index in range(args.rounds):
-            shift = round_index % len(names)
-            for name in names[shift:] + names[:shift]:
-                times[name].append(
-                    time_draws_and_updates(
-                        samplers[name], rngs[name], args.batch, args.repeats
-                    )
-                )
+
+        chunk = per_layout(samplers, rngs, args.batch, args.repeats)
+        medians = take_turns(list(layouts), args.rounds, chunk)
         rows.append(
             (
                 fill,
-                {name: statistics.median(values) for name, values in times.items()},
+                {name: medians[name]["µs"] for name in layouts},
                 {name: samplers[name].sum_tree.fanout for name in layouts},
             )
         )
@@ -91,15 +95,14 @@ def main(argv=None) -> int:
     print(
         f"\ncapacity {args.capacity}, draws of {args.batch} + their priority "
         f"update: median of {args.rounds} rounds x {args.repeats} per arm; "
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
         f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}"
     )
     print("| stored | " + " | ".join(f"laid out for {n}" for n in layouts) + " |")
     print("|---|" + "---|" * len(layouts))
     for fill, medians, fanouts in rows:
-        first = medians[names[0]]
+        first = medians[next(iter(layouts))]
         cells = [
-            f"{medians[n]:,.0f} µs (fanout {fanouts[n]}, {first / medians[n]:.2f}x)"
+            f"{medians[n]:,.0f} µs (fanout {fanouts[n]}, {ratio(first, medians[n])})"
             for n in layouts
         ]
         print(f"| {fill:,} | " + " | ".join(cells) + " |")
