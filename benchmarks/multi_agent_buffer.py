@@ -17,9 +17,9 @@ gamma=0.99, n_step=3 and 32 items per module:
 Capacities hold the same data: RLlib's counts env steps (all agents of an
 env step), ours observation slots per module, so RLlib gets `CAPACITY` env
 steps and ours `CAPACITY` slots per module. Both are filled before timing.
-The arms alternate in every round (which goes first alternates too), so
-load on the machine hits both alike; each figure is the median over rounds
-and each ratio is RLlib's time / ours (> 1: ours faster). Targets are
+The arms take turns through `harness.take_turns` (which goes first alternates
+round by round), so load on the machine hits both alike; each figure is the
+median over rounds and each ratio is RLlib's time / ours (> 1: ours faster). Targets are
 informational; the script always exits with 0.
 
 Run from the repository root:
@@ -43,6 +43,7 @@ from functools import partial
 from typing import Callable, Dict, List
 
 import numpy as np
+from harness import header, take_turns
 
 warnings.filterwarnings("ignore")
 
@@ -125,7 +126,8 @@ def columnar_sample_and_update(buffer, modules, rng):
         buffer.update_priorities(rng.random(BATCH), module_id)
 
 
-def run(num_agents: int, rounds: int, seed: int) -> Dict[str, np.ndarray]:
+def run(num_agents: int, rounds: int, seed: int) -> Dict[str, dict]:
+    """Per buffer, the median seconds of each operation over the rounds."""
     modules = [to_module(i) for i in range(num_agents)]
     fill = CAPACITY // FRAGMENT_ENV_STEPS + 5
     fragments = collect_fragments(num_agents, fill + rounds, seed)
@@ -143,30 +145,33 @@ def run(num_agents: int, rounds: int, seed: int) -> Dict[str, np.ndarray]:
         name: [copy.deepcopy(f) for f in fragments[fill:]] for name in buffers
     }
     rng = np.random.default_rng(seed)
-    times = {key: np.empty(rounds) for key in ("add", "sample", "columnar")}
-    times = {f"{name} {key}": np.empty(rounds) for name in buffers for key in times}
-    gc.collect()
-    for r in range(rounds):
-        order = ["ours", "rllib"] if r % 2 == 0 else ["rllib", "ours"]
-        for name in order:
-            buffer = buffers[name]
-            fragment = timed_fragments[name][r]
-            times[f"{name} add"][r] = timed(partial(buffer.add, fragment))
-            times[f"{name} sample"][r] = timed(
-                partial(sample_and_update, buffer, modules, rng)
+    turns = dict.fromkeys(buffers, 0)
+
+    def chunk(name: str) -> Dict[str, float]:
+        buffer, fragment = buffers[name], timed_fragments[name][turns[name]]
+        turns[name] += 1
+        seconds = {
+            "add": timed(partial(buffer.add, fragment)),
+            "sample": timed(partial(sample_and_update, buffer, modules, rng)),
+        }
+        if name == "ours":
+            seconds["columnar"] = timed(
+                partial(columnar_sample_and_update, buffer, modules, rng)
             )
-            if name == "ours":
-                times["ours columnar"][r] = timed(
-                    partial(columnar_sample_and_update, buffer, modules, rng)
-                )
-    del times["rllib columnar"]
-    return times
+        return seconds
+
+    gc.collect()
+    return take_turns(list(buffers), rounds, chunk)
 
 
 # ------------------------------------------------------------------ report
-def report(num_agents: int, times: Dict[str, np.ndarray]) -> None:
-    med = {key: float(np.median(values)) * 1e3 for key, values in times.items()}
-    print(f"\n{num_agents} agents (one module each), {len(times['ours add'])} rounds")
+def report(num_agents: int, rounds: int, medians: Dict[str, dict]) -> None:
+    med = {
+        f"{name} {key}": 1e3 * seconds
+        for name, keys in medians.items()
+        for key, seconds in keys.items()
+    }
+    print(f"\n{num_agents} agents (one module each), {rounds} rounds")
     print(f"{'operation':<46} {'ours ms':>9} {'RLlib ms':>9} {'ratio':>7}")
     rows = [
         ("add one 20-env-step fragment (full buffer)", "ours add", "rllib add", None),
@@ -184,11 +189,11 @@ def report(num_agents: int, times: Dict[str, np.ndarray]) -> None:
         ),
     ]
     for label, ours, rllib, target in rows:
-        ratio = med[rllib] / med[ours]
-        verdict = "" if target is None else (" PASS" if ratio >= target else " MISS")
+        faster = med[rllib] / med[ours]
+        verdict = "" if target is None else (" PASS" if faster >= target else " MISS")
         target_text = "" if target is None else f" (target >= {target:.0f}x){verdict}"
         print(
-            f"{label:<46} {med[ours]:>9.3f} {med[rllib]:>9.3f} {ratio:>6.1f}x"
+            f"{label:<46} {med[ours]:>9.3f} {med[rllib]:>9.3f} {faster:>6.1f}x"
             f"{target_text}"
         )
 
@@ -203,12 +208,13 @@ def main(argv=None) -> int:
     for name in ("ray", "ray.rllib", "rllib_ners"):
         logging.getLogger(name).setLevel(logging.ERROR)
     rounds = 10 if args.quick else args.rounds
+    print(header())
     print(
         f"capacity {CAPACITY} (RLlib: env steps; ours: slots per module), "
         f"alpha={ALPHA}, beta={BETA}, n_step={N_STEP}, {BATCH} items per module"
     )
     for num_agents in args.agents:
-        report(num_agents, run(num_agents, rounds, args.seed))
+        report(num_agents, rounds, run(num_agents, rounds, args.seed))
     return 0
 
 

@@ -33,11 +33,12 @@ iterations  (`--task cartpole|ms_pacman`) every arm trains `--steps` env steps,
     buffer fills: `--learning-starts 50000` measures with a half-full 100k
     buffer). cartpole: RLlib's CartPole DQN example (the settings of
     `tuned_examples/dqn/cartpole_dqn_fast_per.py`); arms ners, per, uniform,
-    rllib-per (RLlib's own prioritised buffer) and rainbow-per (`RainbowDQNConfig` with our PER buffer, which
-    replays through the same columnar path as NERS-DQN: ners / rainbow-per is
-    the sampler's cost alone). ms_pacman: data-efficient Rainbow (one update of
-    32 per env step); arms ners, per, uniform and ners-module (NERS with
-    `encoder="module"`: the agent's CNN features, no CNN of its own).
+    rllib-per (RLlib's own prioritised buffer) and rainbow-per
+    (`RainbowDQNConfig` with our PER buffer, which replays through the same
+    columnar path as NERS-DQN: ners / rainbow-per is the sampler's cost alone).
+    ms_pacman: data-efficient Rainbow (one update of 32 per env step); arms
+    ners, per, uniform and ners-module (NERS with `encoder="module"`: the
+    agent's CNN features, no CNN of its own).
 updates  (`--algorithm td3|sac`) what one replayed update costs per replay
     method on Hopper-v5 (`td3_config` / `mujoco_sac`, one update of 256 per
     env step): every arm's buffer holds the same transitions at its learning
