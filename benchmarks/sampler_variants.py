@@ -1,12 +1,12 @@
 """What each NERS sampler variant does to replay in a real run: NERS-DQN on
 CartPole-v1 for a fixed env-step budget, then the sampler diagnostics.
 
-Every variant of `tests/sampler_oracle.py`'s `VARIANTS` (the paper's semantics, the
-objective x parameterisation grid, the default) plus the same run with the
-sampler frozen (`lr=1e-12`, the old sampler's settings: the scores never move,
-so every number there is what "not shaping replay" looks like). The DQN
-settings are the CartPole tuned example's; only the NERS settings differ. For
-each run it prints the smoothed training return and the `result["ners"]`
+Every variant of `SAMPLER_VARIANTS` (`rllib_ners.algorithms.ners.presets`: the
+paper's semantics, the objective x parameterisation grid, the default) plus the
+same run with the sampler frozen (`lr=1e-12`, the old sampler's settings: the
+scores never move, so every number there is what "not shaping replay" looks
+like). The DQN settings are the CartPole tuned example's; only the NERS
+settings differ. For each run it prints the smoothed training return and the `result["ners"]`
 diagnostics of the last iteration (docs/ners.md, "Metrics"):
 
   entropy   priority_entropy_normalized (1 = uniform)
@@ -27,9 +27,7 @@ about 3-5 minutes per 20k-step run on this project's 2-core CPU.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Dict
 
 import ray
@@ -45,7 +43,7 @@ from rllib_ners.algorithms.ners.ners_learner import (
     NERS_NUM_SAMPLER_UPDATES_KEY,
     NERS_RESULTS,
 )
-from rllib_ners.algorithms.ners.presets import ners_reference
+from rllib_ners.algorithms.ners.presets import SAMPLER_VARIANTS, ners_reference
 from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
 from rllib_ners.cli.quiet import silence_known_noise
 from rllib_ners.ners import diagnostics as d
@@ -73,13 +71,10 @@ DIAGNOSTICS = (
 
 
 def variants() -> Dict[str, dict]:
-    """The frozen sampler, then the oracle's variants (`tests/sampler_oracle.py`:
-    the tests run the oracle, this file the same variants in a real run)."""
-    sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
-    from sampler_oracle import VARIANTS
-
+    """The frozen sampler, then the oracle's variants (`SAMPLER_VARIANTS`: the
+    tests run the oracle, this file the same variants in a real run)."""
     table = {"frozen (old sampler, lr 1e-12)": FROZEN}
-    table.update(VARIANTS)
+    table.update(SAMPLER_VARIANTS)
     return table
 
 

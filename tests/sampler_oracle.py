@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rllib_ners.algorithms.ners.presets import REFERENCE_SETTINGS
+from rllib_ners.algorithms.ners.presets import SAMPLER_VARIANTS as VARIANTS
 
 OBS_DIM = 8
 
@@ -150,47 +150,6 @@ def run_oracle(
         buffer.reset_sampled_set()
         history.append(marked_mass(buffer, marker))
     return history
-
-
-VARIANTS = {
-    # The reference preset's sampler settings (REFERENCE_SETTINGS) without its
-    # evaluation schedule, which the oracle's replay reward replaces.
-    "reference (log_score, sigmoid, first)": {
-        **{
-            key: value
-            for key, value in REFERENCE_SETTINGS.items()
-            if key not in ("replay_reward_mode", "update_interval_env_steps")
-        },
-        "feature_normalization": "none",
-    },
-    "log_score, sigmoid, ema": {
-        "objective": "log_score",
-        "parameterization": "sigmoid",
-        "baseline": "ema",
-    },
-    "log_prob, sigmoid, ema": {
-        "objective": "log_prob",
-        "parameterization": "sigmoid",
-        "baseline": "ema",
-    },
-    "log_score, per_residual, ema": {
-        "objective": "log_score",
-        "parameterization": "per_residual",
-        "baseline": "ema",
-    },
-    "log_prob, per_residual, ema (default)": {
-        "objective": "log_prob",
-        "parameterization": "per_residual",
-        "baseline": "ema",
-    },
-    # The default without the bound on its learned log-correction.
-    "log_prob, per_residual, ema, unbounded": {
-        "objective": "log_prob",
-        "parameterization": "per_residual",
-        "baseline": "ema",
-        "max_log_correction": None,
-    },
-}
 
 
 def main(argv=None) -> int:

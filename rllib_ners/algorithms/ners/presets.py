@@ -53,6 +53,50 @@ REFERENCE_ALPHA = 0.5
 REFERENCE_EVAL_EPISODES = 5
 
 
+# The sampler's variants the oracle (`tests/sampler_oracle.py`) and
+# `benchmarks/sampler_variants.py` compare, by name: the paper's semantics
+# and each objective x parameterization, the default among them.
+SAMPLER_VARIANTS = {
+    # The reference preset's sampler settings (REFERENCE_SETTINGS) without its
+    # evaluation schedule, which the oracle's replay reward replaces.
+    "reference (log_score, sigmoid, first)": {
+        **{
+            key: value
+            for key, value in REFERENCE_SETTINGS.items()
+            if key not in ("replay_reward_mode", "update_interval_env_steps")
+        },
+        "feature_normalization": "none",
+    },
+    "log_score, sigmoid, ema": {
+        "objective": "log_score",
+        "parameterization": "sigmoid",
+        "baseline": "ema",
+    },
+    "log_prob, sigmoid, ema": {
+        "objective": "log_prob",
+        "parameterization": "sigmoid",
+        "baseline": "ema",
+    },
+    "log_score, per_residual, ema": {
+        "objective": "log_score",
+        "parameterization": "per_residual",
+        "baseline": "ema",
+    },
+    "log_prob, per_residual, ema (default)": {
+        "objective": "log_prob",
+        "parameterization": "per_residual",
+        "baseline": "ema",
+    },
+    # The default without the bound on its learned log-correction.
+    "log_prob, per_residual, ema, unbounded": {
+        "objective": "log_prob",
+        "parameterization": "per_residual",
+        "baseline": "ema",
+        "max_log_correction": None,
+    },
+}
+
+
 def ners_reference(config, *, evaluation_episodes: int = REFERENCE_EVAL_EPISODES):
     """Applies the reference code's sampler semantics (module doc) to `config`.
 
