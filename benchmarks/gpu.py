@@ -353,7 +353,7 @@ def main(argv=None) -> int:
     import ray
     import torch
 
-    from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.utils.log_noise import silence_known_noise
 
     if not cuda_available():
         if args.suite == "profile":

@@ -45,8 +45,8 @@ from rllib_ners.algorithms.ners.ners_learner import (
 )
 from rllib_ners.algorithms.ners.presets import SAMPLER_VARIANTS, ners_reference
 from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
-from rllib_ners.cli.quiet import silence_known_noise
 from rllib_ners.ners import diagnostics as d
+from rllib_ners.utils.log_noise import silence_known_noise
 
 REFERENCE = "reference (log_score, sigmoid, first)"
 # The sampler as it was before the variants existed, with its learning rate at

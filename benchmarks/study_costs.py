@@ -288,7 +288,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.utils.log_noise import silence_known_noise
 
     silence_known_noise()
     torch.set_num_threads(1)

@@ -16,8 +16,9 @@ from rllib_ners.cli.common import (
     _remove_if_empty,
 )
 from rllib_ners.cli.overrides import _check_env
-from rllib_ners.cli.quiet import silence_known_noise
 from rllib_ners.cli.session import _ray_session
+from rllib_ners.env.greedy_action import greedy_action
+from rllib_ners.utils.log_noise import silence_known_noise
 
 # Frames per second of a video of an env whose metadata names no `render_fps`.
 DEFAULT_VIDEO_FPS = 30
@@ -172,36 +173,6 @@ def make_render_env(config, render_mode: str):
     raise CLIError(f"cannot render {env!r}: unsupported env specification")
 
 
-def _greedy_action(module, observation, action_space=None, config=None):
-    """The module's deterministic action for one observation. With a Box
-    `action_space`, the action is mapped to the env's bounds as RLlib's
-    EnvRunner does: unsquashed from [-1, 1] when `config.normalize_actions`
-    (RLlib's default; SAC's squashed Gaussian acts in [-1, 1]), else clipped
-    when `config.clip_actions`."""
-    import torch
-    from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
-    from ray.rllib.utils.torch_utils import convert_to_torch_tensor
-
-    # As RLlib's EnvRunner feeds the module: float64 becomes float32, and
-    # integer pixels stay integers (the image encoders scale uint8 themselves).
-    batch = {"obs": convert_to_torch_tensor(np.asarray(observation)[None])}
-    with torch.no_grad():
-        out = module.forward_inference(batch)
-    if "actions" in out:
-        action = out["actions"]
-    else:
-        dist_cls = module.get_inference_action_dist_cls()
-        action = dist_cls.from_logits(out["action_dist_inputs"]).to_deterministic()
-        action = action.sample()
-    action = action[0].cpu().numpy()
-    if action_space is not None and config is not None:
-        if config.normalize_actions:
-            action = unsquash_action(action, action_space)
-        elif config.clip_actions:
-            action = clip_action(action, action_space)
-    return action.item() if action.ndim == 0 else action
-
-
 def _rendered_episodes(module, env, episodes, render_mode, seed, config=None):
     returns, lengths, frames = [], [], []
     for episode in range(episodes):
@@ -211,7 +182,7 @@ def _rendered_episodes(module, env, episodes, render_mode, seed, config=None):
             if render_mode == "rgb_array":
                 frames.append(env.render())
             observation, reward, terminated, truncated, _ = env.step(
-                _greedy_action(module, observation, env.action_space, config)
+                greedy_action(module, observation, env.action_space, config)
             )
             total += float(reward)
             steps += 1

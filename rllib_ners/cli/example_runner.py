@@ -39,7 +39,6 @@ from rllib_ners.cli.progress import (
     return_criterion,
     unknown_stop_keys_note,
 )
-from rllib_ners.cli.quiet import silence_known_noise
 from rllib_ners.cli.session import (
     _fit_job,
     _Job,
@@ -48,6 +47,7 @@ from rllib_ners.cli.session import (
     print_next_steps,
     sigterm_as_sigint,
 )
+from rllib_ners.utils.log_noise import silence_known_noise
 
 # Without `--num-gpus-per-learner` the Learner goes where it trained faster as
 # measured, where the cluster has a GPU. On an H100/H200 machine with 16 cores,

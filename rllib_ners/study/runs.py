@@ -172,7 +172,7 @@ def check_configs(runs: Sequence[Tuple[Task, Arm, int]]) -> None:
     its first seed) before any run starts: a setting RLlib refuses, in a task's
     agent function or an arm's `.ners()` settings, stops the study here with the
     task and arm named, instead of failing in every run's child process."""
-    from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.utils.log_noise import silence_known_noise
 
     silence_known_noise()
     register_envs()
@@ -241,7 +241,7 @@ def greedy_returns(
     import gymnasium as gym
     import numpy as np
 
-    from rllib_ners.cli.evaluate import _greedy_action
+    from rllib_ners.env.greedy_action import greedy_action
 
     env = make_env() if make_env is not None else gym.make(env_id)
     returns = []
@@ -260,7 +260,7 @@ def greedy_returns(
                     else observation
                 )
                 observation, reward, terminated, truncated, _ = env.step(
-                    _greedy_action(module, model_input, env.action_space, config)
+                    greedy_action(module, model_input, env.action_space, config)
                 )
                 if frames is not None:
                     frames = frames[1:] + [observation]
@@ -292,7 +292,7 @@ def run_one(task: Task, arm: Arm, seed: int, results_dir: Path) -> Path:
     import ray
     import torch
 
-    from rllib_ners.cli.quiet import silence_known_noise
+    from rllib_ners.utils.log_noise import silence_known_noise
 
     torch.set_num_threads(1)
     silence_known_noise()

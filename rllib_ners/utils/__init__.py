@@ -2,6 +2,7 @@
 
 `checks` (input validation), `spaces` (observation/action space predicates),
 `rng` (global RNG snapshots), `torch_ops` (convolution and optimiser helpers),
-`malloc` (glibc allocator tuning), `plotting` (learning curves). Nothing here
+`malloc` (glibc allocator tuning), `plotting` (learning curves), `log_noise`
+(drops the log lines of Ray, Tune and RLlib a user cannot act on). Nothing here
 imports Ray.
 """

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_ners.cli.evaluate import _greedy_action
+from rllib_ners.env.greedy_action import greedy_action
 
 
 class _FixedModule:
@@ -39,17 +39,13 @@ def test_box_actions_reach_the_env_bounds_like_rllibs_env_runner(
     normalize, clip, squashed, expected
 ):
     config = SimpleNamespace(normalize_actions=normalize, clip_actions=clip)
-    action = _greedy_action(
-        _FixedModule(squashed), np.zeros(3), PENDULUM_TORQUE, config
-    )
+    action = greedy_action(_FixedModule(squashed), np.zeros(3), PENDULUM_TORQUE, config)
     np.testing.assert_allclose(action, expected)
 
 
 def test_discrete_actions_stay_integers():
     config = SimpleNamespace(normalize_actions=True, clip_actions=False)
-    action = _greedy_action(
-        _FixedModule(1), np.zeros(4), gym.spaces.Discrete(2), config
-    )
+    action = greedy_action(_FixedModule(1), np.zeros(4), gym.spaces.Discrete(2), config)
     assert action == 1 and isinstance(action, int)
 
 
@@ -87,7 +83,7 @@ def test_sacs_greedy_action_reaches_the_bounds_through_the_evaluation():
         out = module.forward_inference({"obs": torch.zeros(1, 3)})
     expected = 2.0 * torch.tanh(out["action_dist_inputs"][0, :1]).numpy()
     config = SimpleNamespace(normalize_actions=True, clip_actions=False)
-    action = _greedy_action(module, np.zeros(3), PENDULUM_TORQUE, config)
+    action = greedy_action(module, np.zeros(3), PENDULUM_TORQUE, config)
     np.testing.assert_allclose(action, expected, rtol=1e-6)
 
 

@@ -46,6 +46,7 @@ RAY_FREE = [
     "rllib_ners.utils.checks",
     "rllib_ners.utils.episode_info",
     "rllib_ners.utils.malloc",
+    "rllib_ners.utils.log_noise",
     "rllib_ners.utils.rng",
     "rllib_ners.utils.spaces",
     "rllib_ners.utils.torch_ops",
