@@ -50,8 +50,7 @@ from rllib_ners.cli.common import (
     RUN_INFO_FILE,
     STEPS_KEY,
     CLIError,
-    _module_available,
-    _one_line,
+    one_line,
 )
 from rllib_ners.cli.evaluate import (
     cmd_evaluate,
@@ -68,8 +67,6 @@ from rllib_ners.cli.example_runner import (
 )
 from rllib_ners.cli.examples import cmd_examples, example_description
 from rllib_ners.cli.overrides import (
-    _apply_config_dict,
-    _resolve_algo,
     config_from_yaml_experiment,
     load_python_example,
     load_yaml_experiments,
@@ -109,7 +106,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except CLIError as error:
         if error.code == 0:  # a Python example printed its --help
             return 0
-        print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(error)}", file=sys.stderr)
         return error.code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -34,7 +34,9 @@ class CLIError(Exception):
         self.code = code
 
 
-def _one_line(text: Any, limit: int = 500) -> str:
+def one_line(text: Any, limit: int = 500) -> str:
+    """`text` with its whitespace runs (newlines included) as single spaces, cut
+    to `limit` characters with "..." at the end."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -42,7 +44,7 @@ def _one_line(text: Any, limit: int = 500) -> str:
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b(: .+)?$")
 
 
-def _last_line(text: Any) -> str:
+def last_line(text: Any) -> str:
     """The gist of an error text with tracebacks: its last exception line that has
     a message (RLlib re-raises env errors as a bare `RuntimeError` from the cause),
     else the last line."""
@@ -50,10 +52,12 @@ def _last_line(text: Any) -> str:
     exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
     with_message = [line for line in exceptions if ": " in line]
     chosen = (with_message or exceptions or lines or [str(text)])[-1]
-    return _one_line(chosen)
+    return one_line(chosen)
 
 
-def _parse_json_object(text: str, flag: str) -> Dict[str, Any]:
+def parse_json_object(text: str, flag: str) -> Dict[str, Any]:
+    """The JSON object `text` given to `flag`; CLIError naming the flag if it is
+    not valid JSON or not an object."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
@@ -63,7 +67,9 @@ def _parse_json_object(text: str, flag: str) -> Dict[str, Any]:
     return value
 
 
-def _metric(result: Dict[str, Any], key: str):
+def result_metric(result: Dict[str, Any], key: str):
+    """The value under the "a/b/c" path `key` of a nested result dict, or None
+    where the path is missing."""
     value: Any = result
     for part in key.split("/"):
         if not isinstance(value, dict) or part not in value:
@@ -72,19 +78,24 @@ def _metric(result: Dict[str, Any], key: str):
     return value
 
 
-def _env_steps(result: Dict[str, Any]) -> float:
+def result_env_steps(result: Dict[str, Any]) -> float:
+    """The lifetime env steps of a result (at the top, or under the EnvRunners'
+    results), NaN if it has none."""
     for key in (STEPS_KEY, f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED_LIFETIME}"):
-        value = _metric(result, key)
+        value = result_metric(result, key)
         if value is not None:
             return float(value)
     return math.nan
 
 
-def _class_path(cls: type) -> str:
+def class_path(cls: type) -> str:
+    """The dotted path `import_class` imports `cls` back from."""
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _import_class(path: str) -> type:
+def import_class(path: str) -> type:
+    """The class at dotted `path` ("package.module.Class"); CLIError naming the
+    path if it cannot be imported."""
     module, _, name = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)
@@ -92,11 +103,12 @@ def _import_class(path: str) -> type:
         raise CLIError(f"cannot import {path}: {error}") from None
 
 
-def _module_available(name: str) -> bool:
+def module_available(name: str) -> bool:
+    """Whether module `name` can be imported (without importing it)."""
     return importlib.util.find_spec(name) is not None
 
 
-def _remove_if_empty(directory: Optional[str]) -> None:
+def remove_if_empty(directory: Optional[str]) -> None:
     """Drops the empty log dir a Trainable built outside Tune makes in ~/ray_results."""
     if directory:
         try:

@@ -10,13 +10,13 @@ import numpy as np
 
 from rllib_ners.cli.common import (
     CLIError,
-    _last_line,
-    _module_available,
-    _one_line,
-    _remove_if_empty,
+    last_line,
+    module_available,
+    one_line,
+    remove_if_empty,
 )
-from rllib_ners.cli.overrides import _check_env
-from rllib_ners.cli.session import _ray_session
+from rllib_ners.cli.overrides import check_env
+from rllib_ners.cli.session import ray_session
 from rllib_ners.env.greedy_action import greedy_action
 from rllib_ners.utils.log_noise import silence_known_noise
 
@@ -68,7 +68,7 @@ def _checkpoint_config(checkpoint: Path):
         )
     except Exception as error:
         raise CLIError(
-            f"cannot read the config of checkpoint {checkpoint}: {_one_line(error)}"
+            f"cannot read the config of checkpoint {checkpoint}: {one_line(error)}"
         ) from None
     config = config.copy(copy_frozen=False)
     # One local env runner and a local learner: no actors for a few episodes.
@@ -91,7 +91,7 @@ def video_writer(path: Path) -> Callable[[List[np.ndarray], float], None]:
             f"--video {path}: not a video file name; end it in .mp4 or .gif "
             f"(or {', '.join(sorted(set(VIDEO_SUFFIXES) - {'.mp4', '.gif'}))})"
         )
-    if suffix == ".gif" and _module_available("PIL"):
+    if suffix == ".gif" and module_available("PIL"):
 
         def write_gif(frames, fps):
             from PIL import Image
@@ -110,8 +110,8 @@ def video_writer(path: Path) -> Callable[[List[np.ndarray], float], None]:
         return write_gif
     if (
         suffix != ".gif"
-        and _module_available("imageio")
-        and _module_available("imageio_ffmpeg")
+        and module_available("imageio")
+        and module_available("imageio_ffmpeg")
     ):
 
         def write_imageio(frames, fps):
@@ -122,7 +122,7 @@ def video_writer(path: Path) -> Callable[[List[np.ndarray], float], None]:
             )
 
         return write_imageio
-    if suffix in (".mp4", ".avi") and _module_available("cv2"):
+    if suffix in (".mp4", ".avi") and module_available("cv2"):
 
         def write_cv2(frames, fps):
             import cv2
@@ -161,7 +161,7 @@ def make_render_env(config, render_mode: str):
         if isinstance(env, str):
             import gymnasium as gym
 
-            _check_env(env)
+            check_env(env)
             env_id = env.partition(":")[2] if ":" in env else env
             return gym.make(env_id, render_mode=render_mode, **env_config)
         if isinstance(env, type):
@@ -169,7 +169,7 @@ def make_render_env(config, render_mode: str):
     except CLIError:
         raise
     except Exception as error:
-        raise CLIError(f"cannot render {env!r}: {_one_line(error)}") from None
+        raise CLIError(f"cannot render {env!r}: {one_line(error)}") from None
     raise CLIError(f"cannot render {env!r}: unsupported env specification")
 
 
@@ -241,7 +241,7 @@ def _open_render_env(config, render: str, seed: Optional[int]):
     except CLIError:
         raise
     except Exception as error:
-        raise CLIError(f"cannot render {config.env!r}: {_one_line(error)}") from None
+        raise CLIError(f"cannot render {config.env!r}: {one_line(error)}") from None
     return env
 
 
@@ -255,13 +255,13 @@ def _greedy_episodes(args, checkpoint: Path, config, env, render: Optional[str])
 
     silence_known_noise()  # e.g. "Install gputil" from the restored Trainable
     print(f"Restoring {checkpoint}", flush=True)
-    with _ray_session(args):
+    with ray_session(args):
         try:
             algo = Algorithm.from_checkpoint(str(checkpoint), config=config)
         except Exception as error:
             raise CLIError(
                 f"cannot restore {checkpoint}: {type(error).__name__}: "
-                f"{_last_line(error)}"
+                f"{last_line(error)}"
             ) from None
         try:
             if render:
@@ -275,7 +275,7 @@ def _greedy_episodes(args, checkpoint: Path, config, env, render: Optional[str])
             return returns, [len(e) for e in episodes], []
         finally:
             algo.stop()
-            _remove_if_empty(getattr(algo, "logdir", None))
+            remove_if_empty(getattr(algo, "logdir", None))
             if env is not None:
                 env.close()
 

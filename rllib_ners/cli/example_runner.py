@@ -26,12 +26,12 @@ from rllib_ners.cli.common import (
     RETURN_KEY,
     STEPS_KEY,
     CLIError,
-    _metric,
-    _one_line,
-    _remove_if_empty,
+    one_line,
+    remove_if_empty,
+    result_metric,
 )
 from rllib_ners.cli.progress import (
-    _number,
+    finite_number,
     format_duration,
     format_outcome,
     format_progress,
@@ -40,11 +40,11 @@ from rllib_ners.cli.progress import (
     unknown_stop_keys_note,
 )
 from rllib_ners.cli.session import (
-    _fit_job,
-    _Job,
-    _report,
+    TuneJob,
     check_resources,
+    fit_job,
     print_next_steps,
+    report_results,
     sigterm_as_sigint,
 )
 from rllib_ners.utils.log_noise import silence_known_noise
@@ -199,7 +199,7 @@ def run_example(
     try:
         return _run_example(config, args, stop, success_metric)
     except CLIError as error:
-        print(f"{prog}: error: {_one_line(error)}", file=sys.stderr, flush=True)
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr, flush=True)
         raise SystemExit(error.code) from None
 
 
@@ -245,7 +245,7 @@ def _run_example(config, args, stop, success_metric):
         with sigterm_as_sigint():  # after ray.init(): see sigterm_as_sigint
             _apply_example_args(config, args)
             if args.no_tune:
-                check_resources(config, args)  # (Tune's path checks in _fit_job)
+                check_resources(config, args)  # (Tune's path checks in fit_job)
                 results, best = _train_in_process(config, stop, success[0])
             else:
                 results, best = _train_with_tune(config, args, stop, success[0], loud)
@@ -389,14 +389,14 @@ def _apply_example_args(config, args) -> None:
 
 def _stop_reached(result: Dict[str, Any], stop: Dict[str, Any]) -> bool:
     for key, threshold in stop.items():
-        value = _number(_metric(result, key))
+        value = finite_number(result_metric(result, key))
         if value is not None and value >= float(threshold):
             return True
     return False
 
 
 def _best(best: Optional[float], value: Any) -> Optional[float]:
-    value = _number(value)
+    value = finite_number(value)
     if value is None:
         return best
     return value if best is None else max(best, value)
@@ -442,14 +442,14 @@ def _train_in_process(config, stop, success_key) -> Tuple[Dict[str, Any], Any]:
                         print(note, flush=True)
                 print(format_progress(result, previous, stop), flush=True)
                 previous = progress_point(result)
-                best = _best(best, _metric(result, success_key))
+                best = _best(best, result_metric(result, success_key))
                 if _stop_reached(result, stop):
                     break
         checkpoint = run_dir / f"checkpoint_{int(result.get(ITERS_KEY) or 0):06d}"
         algo.save_to_path(str(checkpoint))
     finally:
         algo.stop()
-        _remove_if_empty(getattr(algo, "logdir", None))
+        remove_if_empty(getattr(algo, "logdir", None))
     print(f"done, {format_outcome(result, stop)}", flush=True)
     print(f"  checkpoint: {checkpoint}", flush=True)
     print(f"Wall time: {format_duration(time.time() - started)}", flush=True)
@@ -467,7 +467,7 @@ def _train_with_tune(config, args, stop, success_key, loud):
     from ray import tune
 
     script = _script()
-    job = _Job(
+    job = TuneJob(
         script.stem or config.algo_class.__name__,
         config.algo_class,
         config,
@@ -498,7 +498,7 @@ def _train_with_tune(config, args, stop, success_key, loud):
             )
         )
     started = time.time()
-    results, run_dir = _fit_job(
+    results, run_dir = fit_job(
         job,
         options,
         tune_config=tune.TuneConfig(
@@ -507,11 +507,11 @@ def _train_with_tune(config, args, stop, success_key, loud):
         ),
         callbacks=callbacks,
     )
-    _report(results, run_dir, stop, started)
+    report_results(results, run_dir, stop, started)
     best = None
     for result in results:
         frame = result.metrics_dataframe
         if frame is not None and success_key in frame.columns:
             best = _best(best, frame[success_key].max())
-        best = _best(best, _metric(result.metrics or {}, success_key))
+        best = _best(best, result_metric(result.metrics or {}, success_key))
     return results, best

@@ -10,7 +10,7 @@ from typing import List
 from rllib_ners.cli.common import PROG, CLIError
 
 
-def _example_dirs() -> List[Path]:
+def example_dirs() -> List[Path]:
     """tuned_examples/ next to the package (editable install) and from the CWD up."""
     candidates = [Path(__file__).resolve().parents[2] / "tuned_examples"]
     cwd = Path.cwd().resolve()
@@ -53,7 +53,7 @@ def example_description(path: Path) -> str:
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
-    directories = _example_dirs()
+    directories = example_dirs()
     if not directories:
         raise CLIError(
             "no tuned_examples/ directory found next to the package or above the "

@@ -22,12 +22,12 @@ from rllib_ners.cli.common import (
     RETURN_KEY,
     STEPS_KEY,
     CLIError,
-    _import_class,
-    _last_line,
-    _one_line,
-    _parse_json_object,
+    import_class,
+    last_line,
+    one_line,
+    parse_json_object,
 )
-from rllib_ners.cli.examples import _example_dirs
+from rllib_ners.cli.examples import example_dirs
 from rllib_ners.seam.config import config_attribute_for_key
 
 # Old result names users may still write in --stop or in YAML `stop:`.
@@ -74,7 +74,9 @@ _UPDATE_FROM_DICT_KEYS = (
 )
 
 
-def _resolve_algo(name: str) -> type:
+def resolve_algo(name: str) -> type:
+    """The Algorithm class registered with Tune as `name` (ours registered again
+    first); CLIError with a suggestion for an unknown name."""
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.tune.registry import get_trainable_cls
 
@@ -117,7 +119,7 @@ def _algo_suggestion(name: str) -> str:
     return "try NERS-DQN, NERS-SAC, RainbowDQN, ACER, TD3, DQN, SAC or PPO"
 
 
-def _check_env(env: Any) -> None:
+def check_env(env: Any) -> None:
     """Raises CLIError unless `env` is a gymnasium id or registered with Tune."""
     if env is None:
         raise CLIError("no environment: give --env ENV or set `env` in the config")
@@ -146,12 +148,12 @@ def _check_env(env: Any) -> None:
         gym.spec(env_id)
     except gym.error.Error as error:
         raise CLIError(
-            f"unknown environment id {env!r}: {_one_line(error)} (neither a gymnasium "
+            f"unknown environment id {env!r}: {one_line(error)} (neither a gymnasium "
             "id nor registered with ray.tune.register_env)"
         ) from None
 
 
-def _apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
+def apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
     """Applies an old-style config dict to an AlgorithmConfig, checking every key."""
     import inspect
 
@@ -172,7 +174,7 @@ def _apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
         if key in _PROPERTY_ROUTES:
             method, kwarg = _PROPERTY_ROUTES[key]
             if key == "learner_class" and isinstance(value, str):
-                value = _import_class(value)  # a dotted path in JSON or YAML
+                value = import_class(value)  # a dotted path in JSON or YAML
             _call_config_method(config, method, {kwarg: value}, source, shown=key)
             continue
         attribute = config_attribute_for_key(config, key)
@@ -191,7 +193,7 @@ def _apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
             config.update_from_dict({key: value})
         except Exception as error:
             raise CLIError(
-                f"{source}: bad value for {key!r}: {_one_line(error)}"
+                f"{source}: bad value for {key!r}: {one_line(error)}"
             ) from None
 
 
@@ -209,23 +211,28 @@ def _call_config_method(config, method, kwargs, source, shown=None) -> None:
         raise CLIError(f"{source}: bad value for {shown!r}: {error}") from None
     except ValueError as error:
         raise CLIError(
-            f"{source}: bad value for {shown!r}: {_one_line(error)}"
+            f"{source}: bad value for {shown!r}: {one_line(error)}"
         ) from None
 
 
-def _validate_config(config) -> None:
+def validate_config(config) -> None:
+    """Runs `config.validate()` on a copy; CLIError with RLlib's message if it
+    refuses the config."""
     try:
         config.copy(copy_frozen=False).validate()
     except (ValueError, TypeError, KeyError) as error:
-        raise CLIError(f"invalid config: {_one_line(error)}") from None
+        raise CLIError(f"invalid config: {one_line(error)}") from None
 
 
-def _stop_criteria(
+def stop_criteria(
     args: argparse.Namespace, defaults: Optional[Dict[str, Any]] = None
 ) -> Dict[str, Any]:
+    """The stop dict of a run: `defaults`, updated by `--stop` and the
+    `--stop-*` flags, old key names mapped to RLlib's; CLIError if a value is not
+    a number or nothing is left to stop on."""
     stop = {_STOP_ALIASES.get(k, k): v for k, v in (defaults or {}).items()}
     if args.stop:
-        given = _parse_json_object(args.stop, "--stop")
+        given = parse_json_object(args.stop, "--stop")
         stop.update({_STOP_ALIASES.get(k, k): v for k, v in given.items()})
     if args.stop_reward is not None:
         stop[RETURN_KEY] = args.stop_reward
@@ -245,12 +252,14 @@ def _stop_criteria(
     return stop
 
 
-def _resolve_example_path(path: str) -> Path:
+def resolve_example_path(path: str) -> Path:
+    """The tuned example file `path` names: as given, else relative to a
+    `tuned_examples/` directory (or its parent); CLIError if there is none."""
     given = Path(path).expanduser()
     if given.is_file():
         return given.resolve()
     if not given.is_absolute():
-        for directory in _example_dirs():
+        for directory in example_dirs():
             for candidate in (directory / given, directory.parent / given):
                 if candidate.is_file():
                     return candidate.resolve()
@@ -298,7 +307,7 @@ def load_python_example(path: Path, script_args: Sequence[str] = ()):
         except SystemExit as exit_:
             if not exit_.code:  # the example printed its own --help
                 raise CLIError("", code=0) from None
-            reason = _last_line(captured.getvalue()) or f"exit code {exit_.code}"
+            reason = last_line(captured.getvalue()) or f"exit code {exit_.code}"
             raise CLIError(
                 f"{path.name}'s own argument parser failed: {reason} "
                 f"({_script_flags_hint(path, script_args)})"
@@ -307,7 +316,7 @@ def load_python_example(path: Path, script_args: Sequence[str] = ()):
             raise
         except Exception as error:
             raise CLIError(
-                f"cannot load {path}: {type(error).__name__}: {_one_line(error)} (run "
+                f"cannot load {path}: {type(error).__name__}: {one_line(error)} (run "
                 f"`python {path}` to see the traceback)"
             ) from None
     sys.stderr.write(captured.getvalue())
@@ -332,7 +341,7 @@ def load_yaml_experiments(path: Path) -> List[Tuple[str, Dict[str, Any]]]:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
-        raise CLIError(f"{path}: invalid YAML: {_one_line(error)}") from None
+        raise CLIError(f"{path}: invalid YAML: {one_line(error)}") from None
     if not isinstance(data, dict) or not data:
         raise CLIError(
             f"{path}: expected a mapping of experiment name -> "
@@ -369,11 +378,11 @@ def load_yaml_experiments(path: Path) -> List[Tuple[str, Dict[str, Any]]]:
 
 def config_from_yaml_experiment(name: str, spec: Dict[str, Any], source: str):
     """(AlgorithmConfig, stop dict) of one YAML experiment."""
-    cls = _resolve_algo(str(spec["run"]))
+    cls = resolve_algo(str(spec["run"]))
     config = cls.get_default_config()
     settings = dict(spec.get("config") or {})
     env = spec.get("env", settings.pop("env", None))
     if env is not None:
         config.environment(env)
-    _apply_config_dict(config, settings, f"{source}: experiment {name!r} config")
+    apply_config_dict(config, settings, f"{source}: experiment {name!r} config")
     return config, dict(spec.get("stop") or {})

@@ -15,8 +15,8 @@ from rllib_ners.cli.common import (
     ITERS_KEY,
     RETURN_KEY,
     STEPS_KEY,
-    _env_steps,
-    _metric,
+    result_env_steps,
+    result_metric,
 )
 
 # Stop keys that are an env-step budget (RLlib's examples use the second).
@@ -38,7 +38,9 @@ def _step_budget(stop: Dict[str, Any]) -> Optional[float]:
     return min(budgets) if budgets else None
 
 
-def _number(value: Any) -> Optional[float]:
+def finite_number(value: Any) -> Optional[float]:
+    """`value` as a float (numpy scalars included) if it is a finite number,
+    else None (also for a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         try:  # numpy scalars
             value = float(value)
@@ -56,7 +58,7 @@ def format_ners_diagnostics(result: Dict[str, Any]) -> str:
         return ""
     parts = []
     for slot in NERS_DIAGNOSTICS:
-        found = [(label, _number(ners.get(key))) for key, label in slot]
+        found = [(label, finite_number(ners.get(key))) for key, label in slot]
         found = [(label, value) for label, value in found if value is not None]
         if not found:
             continue
@@ -90,9 +92,9 @@ def format_progress(
     sampler diagnostics follow when the result has a `ners` dict.
     """
     iteration = int(result.get(ITERS_KEY) or 0)
-    steps = _env_steps(result)
+    steps = result_env_steps(result)
     total_time = float(result.get("time_total_s") or 0.0)
-    episode_return = _metric(result, RETURN_KEY)
+    episode_return = result_metric(result, RETURN_KEY)
     rate = math.nan
     if previous is not None and total_time > previous[1]:
         rate = (steps - previous[0]) / (total_time - previous[1])
@@ -124,7 +126,7 @@ def format_progress(
 
 def progress_point(result: Dict[str, Any]) -> Tuple[float, float]:
     """(env steps, time_total_s) of a result: `previous` of the next line."""
-    return _env_steps(result), float(result.get("time_total_s") or 0.0)
+    return result_env_steps(result), float(result.get("time_total_s") or 0.0)
 
 
 def return_criterion(stop: Dict[str, Any]) -> Optional[Tuple[str, float]]:
@@ -139,8 +141,9 @@ def return_criterion(stop: Dict[str, Any]) -> Optional[Tuple[str, float]]:
 def format_outcome(metrics: Dict[str, Any], stop: Optional[Dict[str, Any]]) -> str:
     """`iter 41, env steps 41000, return 465.32 (stop reward 450 reached),
     training time 0:03:30` for a trial's last result."""
-    episode_return = _number(_metric(metrics, RETURN_KEY))
-    env_steps = _env_steps(metrics)  # NaN before the first result (a failed start)
+    episode_return = finite_number(result_metric(metrics, RETURN_KEY))
+    # NaN before the first result (a failed start).
+    env_steps = result_env_steps(metrics)
     text = (
         f"iter {metrics.get(ITERS_KEY, 0)}, env steps "
         + (f"{env_steps:.0f}" if env_steps == env_steps else "n/a")
@@ -150,7 +153,7 @@ def format_outcome(metrics: Dict[str, Any], stop: Optional[Dict[str, Any]]) -> s
     criterion = return_criterion(stop or {})
     if criterion is not None:
         key, target = criterion
-        value = _number(_metric(metrics, key))
+        value = finite_number(result_metric(metrics, key))
         if key != RETURN_KEY:
             text += f", {key.rsplit('/', 1)[-1]} " + (
                 f"{value:.2f}" if value is not None else "n/a"
@@ -169,7 +172,9 @@ def unknown_stop_keys_note(result: Dict[str, Any], stop: Dict[str, Any]) -> str:
     return and the env-step keys appear later in some runs, so are not named."""
     expected_late = {RETURN_KEY, ITERS_KEY, *STEP_BUDGET_KEYS}
     missing = [
-        key for key in stop if key not in expected_late and _metric(result, key) is None
+        key
+        for key in stop
+        if key not in expected_late and result_metric(result, key) is None
     ]
     if not missing:
         return ""

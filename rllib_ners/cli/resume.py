@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from rllib_ners.cli.common import RUN_INFO_FILE, CLIError, _import_class, _one_line
-from rllib_ners.cli.overrides import _resolve_algo, load_python_example
-from rllib_ners.cli.session import _ray_session, _report, _tune_output
+from rllib_ners.cli.common import RUN_INFO_FILE, CLIError, import_class, one_line
+from rllib_ners.cli.overrides import load_python_example, resolve_algo
+from rllib_ners.cli.session import ray_session, report_results, tune_output
 
 
 def _find_run_dir(path: Path) -> Path:
@@ -39,10 +39,10 @@ def _trainable_name_from_state(run_dir: Path) -> Optional[str]:
 
 def _resume_trainable(run_dir: Path, info: Dict[str, Any]):
     if info.get("trainable"):
-        _resolve_algo(info["trainable"])  # registered (NERS-DQN after the import)
+        resolve_algo(info["trainable"])  # registered (NERS-DQN after the import)
         return info["trainable"]
     if info.get("trainable_class"):
-        return _import_class(info["trainable_class"])
+        return import_class(info["trainable_class"])
     name = _trainable_name_from_state(run_dir)
     if not name:
         raise CLIError(f"cannot tell which algorithm {run_dir} ran")
@@ -53,11 +53,14 @@ def _resume_trainable(run_dir: Path, info: Dict[str, Any]):
     }
     if name in by_class_name:
         return by_class_name[name]
-    _resolve_algo(name)
+    resolve_algo(name)
     return name
 
 
-def _resume(path: Path, args: argparse.Namespace) -> int:
+def resume_run(path: Path, args: argparse.Namespace) -> int:
+    """Restores the Tune run at `path` (a run directory or a trial directory in
+    it), with its trainable and example, runs it on and reports it; the exit
+    code."""
     from ray import tune
 
     run_dir = _find_run_dir(path)
@@ -75,17 +78,17 @@ def _resume(path: Path, args: argparse.Namespace) -> int:
     trainable = _resume_trainable(run_dir, info)
     print(f"Resuming {run_dir}", flush=True)
     started = time.time()
-    with _ray_session(args):
+    with ray_session(args):
         try:
             tuner = tune.Tuner.restore(
                 str(run_dir), trainable=trainable, resume_errored=True
             )
         except (ValueError, RuntimeError, FileNotFoundError) as error:
-            raise CLIError(f"cannot restore {run_dir}: {_one_line(error)}") from None
-        with _tune_output(args.verbose):
+            raise CLIError(f"cannot restore {run_dir}: {one_line(error)}") from None
+        with tune_output(args.verbose):
             results = tuner.fit()
-    return _report(results, run_dir, info.get("stop"), started)
+    return report_results(results, run_dir, info.get("stop"), started)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    return _resume(Path(args.run_dir), args)
+    return resume_run(Path(args.run_dir), args)

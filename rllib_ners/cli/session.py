@@ -17,9 +17,9 @@ from rllib_ners.cli.common import (
     PROG,
     RUN_INFO_FILE,
     CLIError,
-    _class_path,
-    _last_line,
-    _one_line,
+    class_path,
+    last_line,
+    one_line,
 )
 from rllib_ners.cli.progress import ProgressCallback, format_duration, format_outcome
 
@@ -52,7 +52,7 @@ def sigterm_as_sigint() -> Iterator[None]:
 
 
 @contextmanager
-def _ray_session(args: argparse.Namespace) -> Iterator[None]:
+def ray_session(args: argparse.Namespace) -> Iterator[None]:
     """Starts (or joins, with --ray-address) Ray unless it is up; shuts down after
     (on SIGTERM too: `sigterm_as_sigint`)."""
     import ray
@@ -67,7 +67,7 @@ def _ray_session(args: argparse.Namespace) -> Iterator[None]:
         except (ConnectionError, ValueError, RuntimeError) as error:
             target = args.ray_address or "a local Ray instance"
             raise CLIError(
-                f"cannot start or join {target}: {_one_line(error)}"
+                f"cannot start or join {target}: {one_line(error)}"
             ) from None
         started = True
     try:
@@ -80,7 +80,7 @@ def _ray_session(args: argparse.Namespace) -> Iterator[None]:
 
 
 @contextmanager
-def _tune_output(verbose: int) -> Iterator[None]:
+def tune_output(verbose: int) -> Iterator[None]:
     """At `verbose` 0, Tune's old output engine, which prints nothing (the new one,
     Ray's default, still prints a configuration box and TensorBoard hints)."""
     saved = os.environ.get("RAY_AIR_NEW_OUTPUT")
@@ -135,7 +135,7 @@ def check_resources(config, args: argparse.Namespace) -> None:
     raise CLIError(message, 2)
 
 
-class _Job:
+class TuneJob:
     """One Tune experiment to run: trainable, config, stop and what to record."""
 
     def __init__(self, name, trainable, config, stop, source=None, script_args=()):
@@ -147,14 +147,14 @@ class _Job:
         self.script_args = list(script_args)
 
 
-def _run_job(job: _Job, args: argparse.Namespace) -> int:
+def run_job(job: TuneJob, args: argparse.Namespace) -> int:
     """Runs `job` with Tune and prints its summary; the exit code."""
     started = time.time()
-    results, run_dir = _fit_job(job, args)
-    return _report(results, run_dir, job.stop, started)
+    results, run_dir = fit_job(job, args)
+    return report_results(results, run_dir, job.stop, started)
 
 
-def _fit_job(job: _Job, args: argparse.Namespace, *, tune_config=None, callbacks=()):
+def fit_job(job: TuneJob, args: argparse.Namespace, *, tune_config=None, callbacks=()):
     """Runs `job` with Tune (progress lines on, Tune's own output at `args.verbose`)
     and returns (ResultGrid, run directory). `args` has the `train` flags
     storage_path, name, seed, verbose, max_failures, checkpoint_freq and
@@ -180,7 +180,7 @@ def _fit_job(job: _Job, args: argparse.Namespace, *, tune_config=None, callbacks
         "trainable": job.trainable if isinstance(job.trainable, str) else None,
         "trainable_class": None
         if isinstance(job.trainable, str)
-        else _class_path(job.trainable),
+        else class_path(job.trainable),
         "env": config.env if isinstance(config.env, str) else repr(config.env),
         "source": str(job.source) if job.source else None,
         "script_args": job.script_args,
@@ -211,7 +211,7 @@ def _fit_job(job: _Job, args: argparse.Namespace, *, tune_config=None, callbacks
             ),
         ),
     )
-    with _tune_output(args.verbose):
+    with tune_output(args.verbose):
         return tuner.fit(), run_dir
 
 
@@ -222,7 +222,7 @@ def print_next_steps(run_dir: Path, checkpoint) -> None:
         print(f"Evaluate it: {PROG} evaluate {checkpoint} --episodes 10", flush=True)
 
 
-def _report(results, run_dir: Path, stop=None, started=None) -> int:
+def report_results(results, run_dir: Path, stop=None, started=None) -> int:
     """Prints one line per trial (its outcome against `stop`), the wall time since
     `started`, the run directory and the next commands; CLIError if a trial failed
     or was interrupted (exit code 130, as for Ctrl-C)."""
@@ -245,7 +245,7 @@ def _report(results, run_dir: Path, stop=None, started=None) -> int:
             print(f"  checkpoint: {checkpoint}", flush=True)
         if result.error:
             failed += 1
-            print(f"  error: {_last_line(result.error)}", flush=True)
+            print(f"  error: {last_line(result.error)}", flush=True)
     if started is not None:
         print(f"Wall time: {format_duration(time.time() - started)}", flush=True)
     print(f"Run directory: {run_dir}", flush=True)

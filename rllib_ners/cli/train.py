@@ -11,21 +11,21 @@ from rllib_ners.cli.common import (
     RETURN_KEY,
     STEPS_KEY,
     CLIError,
-    _parse_json_object,
+    parse_json_object,
 )
 from rllib_ners.cli.overrides import (
-    _apply_config_dict,
-    _check_env,
-    _resolve_algo,
-    _resolve_example_path,
-    _stop_criteria,
-    _validate_config,
+    apply_config_dict,
+    check_env,
     config_from_yaml_experiment,
     load_python_example,
     load_yaml_experiments,
+    resolve_algo,
+    resolve_example_path,
+    stop_criteria,
+    validate_config,
 )
-from rllib_ners.cli.resume import _resume
-from rllib_ners.cli.session import _Job, _ray_session, _run_job
+from rllib_ners.cli.resume import resume_run
+from rllib_ners.cli.session import TuneJob, ray_session, run_job
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -40,20 +40,20 @@ def cmd_train(args: argparse.Namespace) -> int:
                 "start a new run)",
                 2,
             )
-        return _resume(Path(args.resume), args)
+        return resume_run(Path(args.resume), args)
     if args.script_args and args.what != "file":
         raise CLIError("arguments after `--` are for `train file X.py` only", 2)
     jobs = _jobs_to_train(args)
-    overrides = _parse_json_object(args.config, "--config") if args.config else {}
+    overrides = parse_json_object(args.config, "--config") if args.config else {}
     for job in jobs:
         _apply_train_flags(job, args, overrides)
     if len(jobs) > 1 and args.name:
         raise CLIError("--name names one run; this file holds several experiments", 2)
 
     code = 0
-    with _ray_session(args):
+    with ray_session(args):
         for job in jobs:
-            code = max(code, _run_job(job, args))
+            code = max(code, run_job(job, args))
     return code
 
 
@@ -90,7 +90,7 @@ def _flags_resume_ignores(args: argparse.Namespace) -> List[str]:
     return given
 
 
-def _jobs_to_train(args: argparse.Namespace) -> List[_Job]:
+def _jobs_to_train(args: argparse.Namespace) -> List[TuneJob]:
     """The experiments of `train file PATH` or `train --algo ALGO --env ENV`."""
     if args.what is not None:
         if args.what != "file" or not args.path:
@@ -101,20 +101,20 @@ def _jobs_to_train(args: argparse.Namespace) -> List[_Job]:
             )
         if args.algo:
             raise CLIError("give either `file PATH` or --algo, not both", 2)
-        return _jobs_of_example(_resolve_example_path(args.path), args.script_args)
+        return _jobs_of_example(resolve_example_path(args.path), args.script_args)
     if args.algo:
-        cls = _resolve_algo(args.algo)
+        cls = resolve_algo(args.algo)
         if not args.env:
             raise CLIError("--algo needs --env ENV")
         config = cls.get_default_config()
-        return [_Job(f"{args.algo}_{args.env}", args.algo, config, {})]
+        return [TuneJob(f"{args.algo}_{args.env}", args.algo, config, {})]
     raise CLIError(
         "nothing to train: give `file PATH`, --algo ALGO --env ENV or --resume RUN_DIR",
         2,
     )
 
 
-def _jobs_of_example(path: Path, script_args: List[str]) -> List[_Job]:
+def _jobs_of_example(path: Path, script_args: List[str]) -> List[TuneJob]:
     """One job for a Python tuned example (stopping where its own flags say),
     one per experiment of a YAML file."""
     if path.suffix == ".py":
@@ -126,7 +126,7 @@ def _jobs_of_example(path: Path, script_args: List[str]) -> List[_Job]:
                 STEPS_KEY: getattr(example_args, "stop_timesteps", None),
                 ITERS_KEY: getattr(example_args, "stop_iters", None),
             }
-        job = _Job(
+        job = TuneJob(
             path.stem,
             config.algo_class,
             config,
@@ -141,20 +141,20 @@ def _jobs_of_example(path: Path, script_args: List[str]) -> List[_Job]:
         jobs = []
         for name, spec in load_yaml_experiments(path):
             config, stop = config_from_yaml_experiment(name, spec, str(path))
-            jobs.append(_Job(name, str(spec["run"]), config, stop, source=path))
+            jobs.append(TuneJob(name, str(spec["run"]), config, stop, source=path))
         return jobs
     raise CLIError(f"{path}: expected a .py or .yaml tuned example")
 
 
 def _apply_train_flags(
-    job: _Job, args: argparse.Namespace, overrides: Dict[str, Any]
+    job: TuneJob, args: argparse.Namespace, overrides: Dict[str, Any]
 ) -> None:
     """Sets `job`'s env, `--config` overrides, resources, seed and stop from the
     flags, and checks the result."""
     config = job.config
     if args.env:
         config.environment(args.env)
-    _apply_config_dict(config, overrides, "--config")
+    apply_config_dict(config, overrides, "--config")
     if args.num_env_runners is not None:
         config.env_runners(num_env_runners=args.num_env_runners)
     if args.num_learners is not None:
@@ -163,6 +163,6 @@ def _apply_train_flags(
         config.learners(num_gpus_per_learner=args.num_gpus_per_learner)
     if args.seed and len(args.seed) == 1:
         config.debugging(seed=args.seed[0])
-    _check_env(config.env)
-    _validate_config(config)
-    job.stop = _stop_criteria(args, job.stop)
+    check_env(config.env)
+    validate_config(config)
+    job.stop = stop_criteria(args, job.stop)

@@ -22,6 +22,7 @@ import torch
 
 from rllib_ners import cli
 from rllib_ners.cli import main
+from rllib_ners.cli.common import module_available
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.utils import plotting as _plotting
 
@@ -403,8 +404,10 @@ def test_yaml_example_matches_the_python_example():
 
 
 def test_config_dict_routes_methods_and_properties():
-    config = cli._resolve_algo("NERS-DQN").get_default_config()
-    cli._apply_config_dict(
+    from rllib_ners.cli.overrides import apply_config_dict, resolve_algo
+
+    config = resolve_algo("NERS-DQN").get_default_config()
+    apply_config_dict(
         config,
         {
             "lr": 0.001,
@@ -443,9 +446,7 @@ class _FakeTuner:
 
 def test_train_flags_reach_config_stop_and_tune(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ray.tune, "Tuner", _FakeTuner)
-    monkeypatch.setattr(
-        cli.train, "_ray_session", lambda args: contextlib.nullcontext()
-    )
+    monkeypatch.setattr(cli.train, "ray_session", lambda args: contextlib.nullcontext())
     # No Ray here: the resources a local Ray would have.
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0})
     _FakeTuner.calls.clear()
@@ -488,9 +489,7 @@ def test_train_checkpoints_at_the_end_by_default(
     """A final checkpoint (what `evaluate` takes) unless asked not to, as the
     tuned examples run by themselves write one."""
     monkeypatch.setattr(ray.tune, "Tuner", _FakeTuner)
-    monkeypatch.setattr(
-        cli.train, "_ray_session", lambda args: contextlib.nullcontext()
-    )
+    monkeypatch.setattr(cli.train, "ray_session", lambda args: contextlib.nullcontext())
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0})
     _FakeTuner.calls.clear()
     argv = ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--config", TINY]
@@ -547,7 +546,7 @@ def test_an_interrupted_run_is_not_reported_as_done(tmp_path, capsys):
     as a finished run (every trial `done`) exits 0."""
     from types import SimpleNamespace
 
-    from rllib_ners.cli.session import _report
+    from rllib_ners.cli.session import report_results
 
     def trial(name, done):
         metrics = {"training_iteration": 5, "done": done}
@@ -555,10 +554,10 @@ def test_an_interrupted_run_is_not_reported_as_done(tmp_path, capsys):
             metrics=metrics, error=None, path=str(tmp_path / name), checkpoint=None
         )
 
-    assert _report([trial("a", True), trial("b", True)], tmp_path) == 0
+    assert report_results([trial("a", True), trial("b", True)], tmp_path) == 0
     assert "trial a: done, iter 5" in capsys.readouterr().out
     with pytest.raises(cli.CLIError) as raised:
-        _report([trial("a", True), trial("b", False)], tmp_path)
+        report_results([trial("a", True), trial("b", False)], tmp_path)
     assert raised.value.code == 130
     assert str(raised.value) == (
         "interrupted: 1 of 2 trial(s) stopped before their stop criteria; "
@@ -927,7 +926,7 @@ def test_plot_output_is_an_image_file(tmp_path, capsys):
 
 
 def test_video_writer_missing_is_a_clear_error(monkeypatch, capsys):
-    monkeypatch.setattr(cli.evaluate, "_module_available", lambda name: False)
+    monkeypatch.setattr(cli.evaluate, "module_available", lambda name: False)
     code = main(["evaluate", "/no/such/checkpoint", "--video", "out.mp4"])
     _assert_one_line_error(code, capsys.readouterr().err, "no video writer available")
 
@@ -1032,7 +1031,7 @@ def test_evaluate_writes_a_video(trained_run, tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.skipif(
-    cli._module_available("pygame"), reason="pygame installed: CartPole can render"
+    module_available("pygame"), reason="pygame installed: CartPole can render"
 )
 def test_evaluate_render_without_pygame_is_a_clear_error(trained_run, tmp_path, capsys):
     run_dir, _ = trained_run
