@@ -6,8 +6,8 @@ paper's semantics, the objective x parameterisation grid, the default) plus the
 same run with the sampler frozen (`lr=1e-12`, the old sampler's settings: the
 scores never move, so every number there is what "not shaping replay" looks
 like). The DQN settings are the CartPole tuned example's; only the NERS
-settings differ. For each run it prints the smoothed training return and the `result["ners"]`
-diagnostics of the last iteration (docs/ners.md, "Metrics"):
+settings differ. For each run it prints the smoothed training return and the
+`result["ners"]` diagnostics of the last iteration (docs/ners.md, "Metrics"):
 
   entropy   priority_entropy_normalized (1 = uniform)
   ess       effective_sample_fraction (1 = uniform)
