@@ -96,15 +96,16 @@ def instrument(algo, timer: Timer) -> None:
     timer.wrap(algo.local_replay_buffer, "sample_batch", "buffer_sample")
     timer.wrap(algo.env_runner, "sample", "env_sample")
     learner = local_learner_of(algo.learner_group)
-    scorer = getattr(learner, "ners_scorer", None)
-    if scorer is None:
+    sampler = getattr(learner, "ners", None)
+    if sampler is None:
         return
+    scorer = sampler.scorer
     in_reinforce = [False]
 
     def outside_reinforce():
         return in_reinforce[0]
 
-    original_reinforce = learner.ners_reinforce
+    original_reinforce = sampler.reinforce
 
     def reinforce(*args, **kwargs):
         in_reinforce[0] = True
@@ -113,7 +114,7 @@ def instrument(algo, timer: Timer) -> None:
         finally:
             in_reinforce[0] = False
 
-    learner.ners_reinforce = reinforce
+    sampler.reinforce = reinforce
     timer.wrap(scorer, "featurize_batch", "ners_scoring", skip=outside_reinforce)
     timer.wrap(scorer, "forward", "ners_scoring", skip=outside_reinforce)
 

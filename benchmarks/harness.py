@@ -298,14 +298,15 @@ def time_sampler_parts(algo) -> Dict[str, List[float]]:
     if learner is None:
         print("not timed: the NERS sampler's parts (the Learner is remote)")
         return {}
-    if expect(learner, "ners_scorer", "the NERS scorer") is None:
+    sampler = expect(learner, "ners", "the NERS sampler")
+    if sampler is None:
         raise AttributeError(
-            f"not timed: {type(learner).__name__}.ners_scorer is None with NERS "
-            f"replay; update benchmarks/harness.py to where the scorer lives"
+            f"not timed: {type(learner).__name__}.ners is None with NERS "
+            f"replay; update benchmarks/harness.py to where the sampler lives"
         )
     parts: Dict[str, List[float]] = {}
-    for part, name in (("scoring", "ners_score"), ("REINFORCE", "ners_reinforce")):
-        expect(learner, name, f"the sampler's {part}")
+    for part, name in (("scoring", "score"), ("REINFORCE", "reinforce")):
+        expect(sampler, name, f"the sampler's {part}")
         parts[part] = [0, 0.0]
-        timed_method(learner, name, parts[part])
+        timed_method(sampler, name, parts[part])
     return parts

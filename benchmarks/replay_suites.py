@@ -84,7 +84,7 @@ def take_turns_to(algos: Dict[str, object], *, steps: int, learning_starts: int)
         NUM_ENV_STEPS_SAMPLED_LIFETIME,
     )
 
-    from rllib_ners.algorithms.ners.torch.ners_torch_learner import (
+    from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
         NERS_ENCODING_CACHE_HIT_RATE,
     )
 

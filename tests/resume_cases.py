@@ -104,7 +104,7 @@ def ners_sampler_step(algo):
     """One REINFORCE step on I_train drawn from the buffer; returns its slots."""
     batch = algo.ners_sampler_update.sampler_training_batch(algo.local_replay_buffer)
     learner = local_learner(algo)
-    learner.ners_reinforce(batch, replay_reward=1.0)
+    learner.ners.reinforce(batch, replay_reward=1.0)
     return batch["indices"]
 
 

@@ -167,12 +167,12 @@ def _device_report(learner):
 
     module = learner.module[DEFAULT_MODULE_ID]
     report = {"module": devices(module.parameters())}
-    scorer = getattr(learner, "ners_scorer", None)
-    if scorer is not None:
-        report["ners_scorer"] = devices(scorer.parameters())
+    sampler = getattr(learner, "ners", None)
+    if sampler is not None:
+        report["ners_scorer"] = devices(sampler.scorer.parameters())
         moments = [
             value
-            for state in learner.ners_optimizer.state.values()
+            for state in sampler.optimizer.state.values()
             for value in state.values()
             if torch.is_tensor(value) and value.dim() > 0
         ]

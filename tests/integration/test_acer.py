@@ -108,7 +108,7 @@ def _snapshot(learner):
         "module": {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()},
         "scorer": {
             k: v.detach().cpu().numpy()
-            for k, v in learner.ners_scorer.state_dict().items()
+            for k, v in learner.ners.scorer.state_dict().items()
         },
     }
 

@@ -172,7 +172,7 @@ def test_a_requested_ners_encoding_cache_updates_eagerly_and_says_why(
     try:
         with caplog.at_level(logging.INFO, logger=LOGGER):
             algo.train()
-        assert learner.ners_encoding_cache is not None
+        assert learner.ners.encoding_cache is not None
         assert learner.update_graphs is None
     finally:
         algo.stop()

@@ -18,7 +18,7 @@ import torch
 
 from rllib_ners import NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.common.weight_sharing import local_learner
-from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
+from rllib_ners.algorithms.ners.torch.torch_ners_sampler import sampler_tensors
 from rllib_ners.ners.reinforce import priority_base
 from rllib_ners.ners.scorer import SCALAR_STATISTICS, NERSScorer
 from rllib_ners.ners.settings import NERSSettings
@@ -47,13 +47,13 @@ SETTINGS = {
 def _learner_snapshot(learner):
     """Everything that must agree between Learners, as CPU numpy arrays."""
     module = learner.module["default_policy"]
-    optimizer_state = learner.ners_optimizer.state_dict()["state"]
+    optimizer_state = learner.ners.optimizer.state_dict()["state"]
     return {
         "pid": os.getpid(),
         "module": [p.detach().cpu().numpy().copy() for p in module.parameters()],
         "scorer": {
             k: v.detach().cpu().numpy().copy()
-            for k, v in learner.ners_scorer.state_dict().items()
+            for k, v in learner.ners.scorer.state_dict().items()
         },
         "adam_exp_avg": [
             s["exp_avg"].cpu().numpy().copy() for s in optimizer_state.values()
@@ -64,7 +64,7 @@ def _learner_snapshot(learner):
 
 
 def _scorer_state(learner):
-    return {k: v.detach().cpu() for k, v in learner.ners_scorer.state_dict().items()}
+    return {k: v.detach().cpu() for k, v in learner.ners.scorer.state_dict().items()}
 
 
 def _snapshots(algo):
@@ -347,7 +347,7 @@ def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch, small_
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     assert learner._device == meta
     assert {p.device for p in learner.module["default_policy"].parameters()} == {meta}
-    assert {p.device for p in learner.ners_scorer.parameters()} == {meta}
+    assert {p.device for p in learner.ners.scorer.parameters()} == {meta}
 
     batch = {
         "obs": np.zeros((4, 4), np.float32),
@@ -365,9 +365,9 @@ def test_sampler_and_its_batches_live_on_the_learners_device(monkeypatch, small_
     # the Learner's device; only copying its two result numbers to the host
     # fails, because meta tensors hold no data.
     with pytest.raises(NotImplementedError, match="meta"):
-        learner.ners_reinforce(_with_normalizer(batch), replay_reward=1.0)
-    adam_state = learner.ners_optimizer.state_dict()["state"]
-    assert len(adam_state) == len(list(learner.ners_scorer.parameters()))
+        learner.ners.reinforce(_with_normalizer(batch), replay_reward=1.0)
+    adam_state = learner.ners.optimizer.state_dict()["state"]
+    assert len(adam_state) == len(list(learner.ners.scorer.parameters()))
     assert {s["exp_avg"].device for s in adam_state.values()} == {meta}
 
 
@@ -400,6 +400,6 @@ def test_reinforce_on_cpu_returns_host_floats(small_dqn):
         TARGET_Q: rng.random(8).astype(np.float32),
         "ts": np.arange(8),
     }
-    out = learner.ners_reinforce(_with_normalizer(batch), replay_reward=1.0)
+    out = learner.ners.reinforce(_with_normalizer(batch), replay_reward=1.0)
     assert type(out["loss"]) is float and type(out["score_mean"]) is float
     assert 0.0 < out["score_mean"] < 1.0

@@ -29,7 +29,7 @@ def _learner(algo):
 
 
 def _scorer_params(algo):
-    return [p.detach().clone() for p in _learner(algo).ners_scorer.parameters()]
+    return [p.detach().clone() for p in _learner(algo).ners.scorer.parameters()]
 
 
 @pytest.mark.parametrize("num_env_runners", [0, 1])
@@ -101,7 +101,7 @@ def test_a_la_carte_route_with_stock_dqn_config(small_dqn):
     config = enable_ners(small_dqn(DQNConfig()), hidden_size=32, train_size=16)
     algo = config.build_algo()
     try:
-        assert _learner(algo).ners_settings.hidden_size == 32
+        assert _learner(algo).ners.settings.hidden_size == 32
         for _ in range(2):
             result = algo.train()
         assert result["ners"]["num_sampler_updates_lifetime"] >= 1
@@ -149,8 +149,8 @@ def test_save_restore_resumes_sampler_buffer_and_baseline(tmp_path, small_dqn):
         try:
             for a, b in zip(_scorer_params(algo), _scorer_params(restored)):
                 assert torch.equal(a, b)
-            opt_a = _learner(algo).ners_optimizer.state_dict()["state"]
-            opt_b = _learner(restored).ners_optimizer.state_dict()["state"]
+            opt_a = _learner(algo).ners.optimizer.state_dict()["state"]
+            opt_b = _learner(restored).ners.optimizer.state_dict()["state"]
             assert opt_a.keys() == opt_b.keys() and len(opt_a) > 0
             for k in opt_a:
                 assert torch.equal(opt_a[k]["exp_avg"], opt_b[k]["exp_avg"])
@@ -212,7 +212,7 @@ def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached(small_dqn
     try:
         algo.train()
         learner = _learner(algo)
-        assert learner.ners_scorer.encoder is None
+        assert learner.ners.scorer.encoder is None
         buffer = algo.local_replay_buffer
         buffer.sample_batch(32)
         buffer.update_priorities(np.tile([0.5, 1.0, 1.0], (32, 1)))
@@ -227,7 +227,7 @@ def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached(small_dqn
             None if p.grad is None else p.grad.clone() for p in module_params
         ]
         scorer_before = _scorer_params(algo)
-        out = learner.ners_reinforce(batch, replay_reward=1.0)
+        out = learner.ners.reinforce(batch, replay_reward=1.0)
         assert np.isfinite(out["loss"])
         for p, before, grad in zip(module_params, module_before, grads_before):
             assert torch.equal(p, before)
@@ -261,16 +261,16 @@ def test_module_encoder_mode_scores_with_the_training_pass_encodings(small_dqn):
             DELTA: torch.rand(32, generator=torch.Generator().manual_seed(0)),
             TARGET_Q: torch.linspace(-1.0, 1.0, 32),
         }
-        scorer_state = copy.deepcopy(learner.ners_scorer.state_dict())
+        scorer_state = copy.deepcopy(learner.ners.scorer.state_dict())
         encoder_calls = []
         hook = module.encoder.register_forward_hook(
             lambda *args: encoder_calls.append(1)
         )
         try:
-            shared = learner.ners_score(columns, module_encodings=encodings)
+            shared = learner.ners.score(columns, module_encodings=encodings)
             assert not encoder_calls
-            learner.ners_scorer.load_state_dict(scorer_state)  # same statistics
-            encoded_again = learner.ners_score(columns)
+            learner.ners.scorer.load_state_dict(scorer_state)  # same statistics
+            encoded_again = learner.ners.score(columns)
             assert encoder_calls
         finally:
             hook.remove()
@@ -302,7 +302,7 @@ def test_remote_learner_runs_scoring_and_reinforce_and_sends_scores_back(small_d
 def test_nan_scores_never_reach_the_trees_and_training_goes_on(small_dqn):
     algo = small_dqn().build_algo()
     try:
-        scorer = _learner(algo).ners_scorer
+        scorer = _learner(algo).ners.scorer
         clean_logits = scorer.logits
 
         def logits_with_nan(features, **kwargs):

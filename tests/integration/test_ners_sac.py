@@ -40,7 +40,7 @@ def _learner(algo):
 
 
 def _scorer_params(algo):
-    return [p.detach().clone() for p in _learner(algo).ners_scorer.parameters()]
+    return [p.detach().clone() for p in _learner(algo).ners.scorer.parameters()]
 
 
 def _stored_priorities(buffer):
@@ -94,7 +94,7 @@ def test_our_fast_buffer_plugs_in_as_the_buffer_type(replay, small_sac):
         buffer = algo.local_replay_buffer
         assert type(buffer) is FastPrioritizedEpisodeReplayBuffer
         assert algo.uses_replay_loop and algo.ners_sampler_update is None
-        assert _learner(algo).ners_scorer is None
+        assert _learner(algo).ners is None
         assert "ners" not in result
         buffer.check_invariants()
         leaves = _stored_priorities(buffer)
@@ -244,7 +244,7 @@ def test_module_encoder_mode_scores_with_sacs_policy_encoder(small_sac):
         learner = _learner(algo)
         module = learner.module[MID].unwrapped()
         obs = torch.zeros((3, 3))
-        encoded = learner._module_encode(obs)
+        encoded = learner.ners.module_encode(obs)
         assert encoded.shape == (3, 32)
         assert not encoded.requires_grad
         assert algo.ners_sampler_update.num_updates >= 1

@@ -64,9 +64,9 @@ def test_bool_10x10_images_train(ray_session, make_config, losses):
     try:
         learner = local_learner(algo)
         assert learner.module[MID].unwrapped().encoder.kind == "small"
-        assert learner.ners_scorer.encoder.convs.kind == "small"
+        assert learner.ners.scorer.encoder.convs.kind == "small"
         # Transition replay caches image encodings; ACER's sequences carry no keys.
-        has_cache = learner.ners_encoding_cache is not None
+        has_cache = learner.ners.encoding_cache is not None
         assert has_cache == (make_config is _ners_dqn)
         for _ in range(2):
             result = algo.train()
@@ -94,7 +94,7 @@ def test_scoring_reuses_cached_image_encodings_with_the_same_scores(ray_session)
     scoring a replayed batch again runs no CNN and gives the scores encoding
     afresh gives; every sampler update (REINFORCE step) empties the cache."""
     from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
-    from rllib_ners.algorithms.ners.torch.ners_torch_learner import (
+    from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
         NERS_ENCODING_CACHE_HIT_RATE,
     )
 
@@ -103,7 +103,7 @@ def test_scoring_reuses_cached_image_encodings_with_the_same_scores(ray_session)
         for _ in range(3):
             result = algo.train()
         learner = local_learner(algo)
-        cache = learner.ners_encoding_cache
+        cache = learner.ners.encoding_cache
         updates = result[NERS_RESULTS]["num_sampler_updates_lifetime"]
         assert updates >= 2 and cache.version == updates
         assert 0.0 < result["learners"][MID][NERS_ENCODING_CACHE_HIT_RATE] < 1.0
@@ -122,18 +122,18 @@ def test_scoring_reuses_cached_image_encodings_with_the_same_scores(ray_session)
         }
         keys = torch.as_tensor(batch[ENCODING_KEYS])
         encoded = []
-        hook = learner.ners_scorer.encoder.register_forward_hook(
+        hook = learner.ners.scorer.encoder.register_forward_hook(
             lambda module, args, out: encoded.append(args[0].shape[0])
         )
-        state = copy.deepcopy(learner.ners_scorer.state_dict())
+        state = copy.deepcopy(learner.ners.scorer.state_dict())
         try:
-            learner.ners_score(columns, encoding_keys=keys)  # fills the cache
-            learner.ners_scorer.load_state_dict(state)  # same running statistics
+            learner.ners.score(columns, encoding_keys=keys)  # fills the cache
+            learner.ners.scorer.load_state_dict(state)  # same running statistics
             encoded.clear()
-            cached = learner.ners_score(columns, encoding_keys=keys)
+            cached = learner.ners.score(columns, encoding_keys=keys)
             assert encoded == []  # every encoding came from the cache
-            learner.ners_scorer.load_state_dict(state)
-            fresh = learner.ners_score(columns)
+            learner.ners.scorer.load_state_dict(state)
+            fresh = learner.ners.score(columns)
             assert encoded == [32]  # obs and new_obs, encoded afresh
         finally:
             hook.remove()

@@ -65,9 +65,11 @@ def cuda_graph_update_blocker(learner) -> Optional[str]:
         return reason
     if learner.host_reads:
         return "host_reads=True: the gradient step reads values on the host"
+    ners = getattr(learner, "ners", None)
     if (
-        getattr(learner, "ners_encoding_cache", None) is not None
-        and learner.ners_settings.cache_encodings
+        ners is not None
+        and ners.encoding_cache is not None
+        and ners.settings.cache_encodings
     ):
         return (
             "the NERS encoding cache looks up and stores encodings with host-side "
@@ -154,11 +156,12 @@ class CudaGraphUpdates:
                 reason,
             )
             return
-        if getattr(self, "ners_encoding_cache", None) is not None:
+        ners = getattr(self, "ners", None)
+        if ners is not None and ners.encoding_cache is not None:
             # Its lookups keep host-side bookkeeping that no graph replays; the
             # image encoder's pass runs inside the graph instead (the same
             # encodings within float tolerance).
-            self.ners_encoding_cache = None
+            ners.encoding_cache = None
             logger.info(
                 "%s: cuda_graph_updates=True: NERS scoring encodes each replayed "
                 "batch inside the captured update instead of caching image "

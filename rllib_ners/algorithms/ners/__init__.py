@@ -3,8 +3,9 @@
 
 - `ners_config.NERSConfigMixin`: `config.ners(...)`, its defaults and its checks
   in `validate()`;
-- `torch.ners_torch_learner.NERSTorchLearnerMixin`: the scorer networks on the
-  Learner, batch scoring and the REINFORCE step;
+- `torch.torch_ners_sampler.TorchNERSSampler`: the part a Learner holds as
+  `learner.ners`: the scorer networks and their optimiser, batch scoring and
+  the REINFORCE step;
 - `sampler_update.NERSSamplerUpdate`: the sampler's step at episode ends (replay
   reward, I_train, the REINFORCE step on every Learner) and its per-iteration
   report under `result["ners"]`, held by the Algorithm as

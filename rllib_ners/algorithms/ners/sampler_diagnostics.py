@@ -26,7 +26,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
-from rllib_ners.algorithms.ners.torch.ners_torch_learner import sampler_tensors
+from rllib_ners.algorithms.ners.torch.torch_ners_sampler import sampler_tensors
 from rllib_ners.ners.diagnostics import (
     DIAGNOSTICS_SAMPLE_SIZE,
     PROBE_SIZE,
@@ -47,14 +47,14 @@ def _score_probe_on_learner(learner, *, batch) -> np.ndarray:
     per_residual's log-correction: the part of the log priority the sampler
     learns) as one batch of its own (its own global context, no all-reduce with
     other Learners), without gradients."""
-    settings = learner.ners_settings
+    settings = learner.ners.settings
     tensors = sampler_tensors(batch, learner.device)
     with torch.no_grad():
-        features = learner.ners_scorer.featurize_batch(
-            tensors, encode=learner.ners_state_encoder()
+        features = learner.ners.scorer.featurize_batch(
+            tensors, encode=learner.ners.state_encoder()
         )
         log_scores = learned_log_score(
-            learner.ners_scorer.logits(features),
+            learner.ners.scorer.logits(features),
             parameterization=settings.parameterization,
             log_eps=settings.log_eps,
             max_log_correction=settings.max_log_correction,

@@ -121,7 +121,7 @@ class ReplayRewardWindow:
 
 
 def _reinforce_on_learner(learner, *, batch, replay_reward):
-    return learner.ners_reinforce(batch, replay_reward)
+    return learner.ners.reinforce(batch, replay_reward)
 
 
 class NERSSamplerUpdate:
@@ -220,7 +220,7 @@ class NERSSamplerUpdate:
 
     def sampler_training_batch(self, buffer) -> Optional[Dict[str, Any]]:
         """I_train from `buffer` (and, for "log_prob", the normaliser draws and
-        the buffer's alpha), as every Learner's `ners_reinforce()` takes it;
+        the buffer's alpha), as every Learner's `ners.reinforce()` takes it;
         None while I_all is empty."""
         settings = self.settings
         batch = buffer.sample_sampler_training_batch(

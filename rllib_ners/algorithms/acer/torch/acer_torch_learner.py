@@ -62,7 +62,12 @@ from rllib_ners.algorithms.common.update_step import (
     rllib_update_needed,
     update_in_training_mode,
 )
-from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
+    TorchNERSSampler,
+    add_sampler_state,
+    restore_sampler_state,
+    uses_ners_replay,
+)
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
     SAMPLE_POSITION,
@@ -135,7 +140,6 @@ class _TrustRegion:
 
 
 class ACERTorchLearner(
-    NERSTorchLearnerMixin,
     DeferredMetricsUpdates,
     FusedGradientStep,
     ACERLearner,
@@ -145,15 +149,18 @@ class ACERTorchLearner(
     RLlib's for several Learners or a compiled update), with metrics deferred
     and the fused gradient step, as `RainbowDQNTorchLearner`'s."""
 
-    # Sequence replay scores sequence starts without the encoding-cache keys.
-    scored_batches_carry_encoding_keys = False
+    # Checked by NERSEpisodeReplayBuffer at build time.
+    supports_ners_replay = True
+    ners: Optional[TorchNERSSampler] = None
 
     @override(TorchLearner)
     def build(self) -> None:
         keep_freed_tensor_memory()
         super().build()
-        if self.config.uses_ners_replay:
-            self.build_ners_sampler()
+        if uses_ners_replay(self.config):
+            # Sequence replay scores sequence starts without the encoding-cache
+            # keys.
+            self.ners = TorchNERSSampler(self, batches_carry_encoding_keys=False)
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
@@ -296,11 +303,11 @@ class ACERTorchLearner(
         """Per sequence start: NERS rows `[sigma, delta, q, position]`, or plain
         `delta` for a prioritised non-NERS buffer, under RLlib's TD-error key."""
         delta_0, value_0 = delta[:, 0], values[:, 0]
-        if self.ners_scorer is None:
+        if self.ners is None:
             rows = delta_0
         else:
             obs = batch[Columns.OBS]
-            scores = self.ners_score(
+            scores = self.ners.score(
                 {
                     "obs": obs[:, 0],
                     "new_obs": obs[:, 1],
@@ -314,6 +321,17 @@ class ACERTorchLearner(
             position = batch[SAMPLE_POSITION].to(scores.dtype)
             rows = torch.stack([scores, delta_0, value_0, position], dim=-1)
         self.metrics.log_value((module_id, TD_ERROR_KEY), rows, reduce="item_series")
+
+    @override(TorchLearner)
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        add_sampler_state(self, state, components, not_components)
+        return state
+
+    @override(TorchLearner)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        restore_sampler_state(self, state)
 
 
 def _retrace_terms(seq: _Sequences, batch: Dict[str, Any], config) -> _RetraceTerms:

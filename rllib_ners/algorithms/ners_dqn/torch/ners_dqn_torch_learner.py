@@ -11,13 +11,13 @@ On each update, after RLlib's DQN loss:
      `position_i` and turns them into priorities and its feature cache.
 
 The scorer, its optimiser, the REINFORCE step and the several-Learner handling
-come from `NERSTorchLearnerMixin`
-(`rllib_ners/algorithms/ners/torch/ners_torch_learner.py`).
+are the part the Learner holds as `self.ners`, a `TorchNERSSampler`
+(`rllib_ners/algorithms/ners/torch/torch_ners_sampler.py`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 from ray.rllib.algorithms.dqn.dqn_learner import (
@@ -27,10 +27,15 @@ from ray.rllib.algorithms.dqn.dqn_learner import (
 )
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, TensorType
 
-from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
+    TorchNERSSampler,
+    add_sampler_state,
+    restore_sampler_state,
+)
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
 )
@@ -40,15 +45,19 @@ from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
 )
 
 
-class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
+class NERSDQNTorchLearner(RainbowDQNTorchLearner):
     """Rainbow's DQN learner (Adam with `adam_epsilon`, checkpoints holding when
-    the target nets were last synced) plus the NERS scorer (see the module
+    the target nets were last synced) holding the NERS sampler (see the module
     docstring)."""
+
+    # Checked by NERSEpisodeReplayBuffer at build time.
+    supports_ners_replay = True
+    ners: Optional[TorchNERSSampler] = None
 
     @override(DQNTorchLearner)
     def build(self) -> None:
         super().build()
-        self.build_ners_sampler()
+        self.ners = TorchNERSSampler(self)
 
     @staticmethod
     def fresh_td_and_target(
@@ -95,7 +104,7 @@ class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
                 double_q=config.double_q,
             )
             # [score, delta, q, position] rows replace DQN's plain TD errors.
-            self.report_transition_scores(
+            self.ners.report_scores(
                 module_id,
                 batch,
                 delta,
@@ -106,3 +115,14 @@ class NERSDQNTorchLearner(NERSTorchLearnerMixin, RainbowDQNTorchLearner):
                 ),
             )
         return loss
+
+    @override(TorchLearner)
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        add_sampler_state(self, state, components, not_components)
+        return state
+
+    @override(TorchLearner)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        restore_sampler_state(self, state)

@@ -29,7 +29,7 @@ Beyond RLlib's SACTorchLearner it also
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import gymnasium as gym
 import torch
@@ -46,11 +46,9 @@ from ray.rllib.algorithms.sac.sac_learner import (
     TD_ERROR_MEAN_KEY,
 )
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
-from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
@@ -72,7 +70,12 @@ from rllib_ners.algorithms.common.update_step import (
     rllib_update_needed,
     update_in_training_mode,
 )
-from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
+    TorchNERSSampler,
+    add_sampler_state,
+    restore_sampler_state,
+    uses_ners_replay,
+)
 from rllib_ners.algorithms.ners_sac.torch.sac_update import (
     LOGP_NEXT_RESAMPLED,
     LOGP_RESAMPLED,
@@ -160,13 +163,7 @@ def huber_error(q: TensorType, target: TensorType) -> TensorType:
     return F.huber_loss(q, target, reduction="none", delta=HUBER_DELTA)
 
 
-def uses_ners_replay(config: Any) -> bool:
-    """Whether a config replays from the NERS buffer (`NERSSACConfig` knows)."""
-    return bool(getattr(config, "uses_ners_replay", False))
-
-
 class NERSSACTorchLearner(
-    NERSTorchLearnerMixin,
     CheckpointedTargetUpdateTimes,
     CudaGraphUpdates,
     DeferredMetricsUpdates,
@@ -174,12 +171,17 @@ class NERSSACTorchLearner(
     ForeachTargetUpdates,
     SACTorchLearner,
 ):
-    """RLlib's SAC learner plus the NERS scorer (see the module docstring).
+    """RLlib's SAC learner, holding the NERS sampler as `self.ners` with the
+    NERS buffer (see the module docstring).
 
     Its update: `one_backward_sac_update` for continuous actions; where that
     cannot serve (`sac_update_blocker`, logged once), `update_in_training_mode`
     or, for several Learners or a compiled update, RLlib's own.
     """
+
+    # Checked by NERSEpisodeReplayBuffer at build time.
+    supports_ners_replay = True
+    ners: Optional[TorchNERSSampler] = None
 
     @override(SACTorchLearner)
     def build(self) -> None:
@@ -194,7 +196,8 @@ class NERSSACTorchLearner(
                 self.one_backward_blocker,
             )
         if uses_ners_replay(self.config):
-            self.build_ners_sampler()
+            # encoder='module': SAC's policy encoder (its Q encoders take actions).
+            self.ners = TorchNERSSampler(self, module_encoder="pi_encoder")
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
@@ -232,13 +235,6 @@ class NERSSACTorchLearner(
             params=[temperature],
             lr_or_lr_schedule=config.alpha_lr,
         )
-
-    @override(NERSTorchLearnerMixin)
-    def _module_encode(self, obs: torch.Tensor) -> torch.Tensor:
-        """encoder='module': SAC's policy encoder (its Q encoders take actions)."""
-        module = self.module[DEFAULT_MODULE_ID].unwrapped()
-        with torch.no_grad():
-            return module.pi_encoder({Columns.OBS: obs})[ENCODER_OUT].detach()
 
     @override(SACTorchLearner)
     def compute_loss_for_module(
@@ -299,12 +295,10 @@ class NERSSACTorchLearner(
         losses[(module_id, ALPHA_LOSS_KEY)] = alpha_loss
         for key, loss in critic_losses.items():
             losses[(module_id, key)] = loss
-        if self.ners_scorer is not None:
+        if self.ners is not None:
             # [score, delta, q, position] rows replace SAC's plain TD errors.
             with torch.no_grad():
-                self.report_transition_scores(
-                    module_id, batch, td_error.detach(), target
-                )
+                self.ners.report_scores(module_id, batch, td_error.detach(), target)
         return total_loss
 
     def _log_sac_statistics(
@@ -349,7 +343,7 @@ class NERSSACTorchLearner(
                 "critic_loss='pal' serves continuous (Box) actions only; use "
                 "config.training(critic_loss='huber') or 'mse'."
             )
-        if not uses_squared_error(config) and self.ners_scorer is None:
+        if not uses_squared_error(config) and self.ners is None:
             return loss  # RLlib's loss; PER or uniform replay: its TD errors stay
         with torch.no_grad():
             delta, target = soft_td_error_and_target(
@@ -367,10 +361,10 @@ class NERSSACTorchLearner(
                 target=target,
                 weights=batch["weights"],
             )
-        if self.ners_scorer is not None:
+        if self.ners is not None:
             # [score, delta, q, position] rows replace SAC's plain TD errors.
             with torch.no_grad():
-                self.report_transition_scores(module_id, batch, delta, target)
+                self.ners.report_scores(module_id, batch, delta, target)
         return loss
 
     def _with_squared_error_critic_losses(
@@ -428,6 +422,7 @@ class NERSSACTorchLearner(
         self, components=None, *, not_components=None, **kwargs
     ) -> Dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
+        add_sampler_state(self, state, components, not_components)
         if includes_component(self, LOG_ALPHA_STATE, components, not_components):
             state[LOG_ALPHA_STATE] = {
                 module_id: log_alpha.detach().cpu().clone()
@@ -438,6 +433,7 @@ class NERSSACTorchLearner(
     @override(SACTorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
+        restore_sampler_state(self, state)
         with torch.no_grad():
             for module_id, value in state.get(LOG_ALPHA_STATE, {}).items():
                 # In place: the "alpha" optimiser holds this very tensor.

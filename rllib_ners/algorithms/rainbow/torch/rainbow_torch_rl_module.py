@@ -73,7 +73,7 @@ from rllib_ners.utils.torch_ops import (
 
 # Training-forward outputs: the online encoder's output for s_t and s_{t+n},
 # detached. A NERS Learner with `encoder="module"` scores with them instead of
-# running the encoder a second time (`NERSTorchLearnerMixin.ners_score`).
+# running the encoder a second time (`TorchNERSSampler.score`).
 OBS_ENCODER_OUT = "obs_encoder_out"
 NEXT_OBS_ENCODER_OUT = "next_obs_encoder_out"
 

@@ -59,7 +59,12 @@ from rllib_ners.algorithms.common.gradient_step import (
 )
 from rllib_ners.algorithms.common.lap_losses import huber, pal, pal_normaliser
 from rllib_ners.algorithms.common.target_updates import PolyakTargets
-from rllib_ners.algorithms.ners.torch.ners_torch_learner import NERSTorchLearnerMixin
+from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
+    TorchNERSSampler,
+    add_sampler_state,
+    restore_sampler_state,
+    uses_ners_replay,
+)
 from rllib_ners.algorithms.td3.default_td3_rl_module import QF_PREDS, QF_TWIN_PREDS
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import scales_gradients, uses_torch_lr_schedulers
@@ -138,12 +143,14 @@ def priority_errors(errors: List[torch.Tensor]) -> torch.Tensor:
     return priority
 
 
-class TD3TorchLearner(
-    NERSTorchLearnerMixin, CudaGraphUpdates, DeferredMetricsUpdates, TorchLearner
-):
+class TD3TorchLearner(CudaGraphUpdates, DeferredMetricsUpdates, TorchLearner):
     """TD3's update (see the module docstring), with metrics deferred to once
-    per iteration (`DeferredMetricsUpdates`) and the NERS scorer when the
-    replay buffer is the NERS buffer."""
+    per iteration (`DeferredMetricsUpdates`), holding the NERS sampler as
+    `self.ners` when the replay buffer is the NERS buffer."""
+
+    # Checked by NERSEpisodeReplayBuffer at build time.
+    supports_ners_replay = True
+    ners: Optional[TorchNERSSampler] = None
 
     # Whether the gradient step may read gradient values on the host (None:
     # where the Learner's tensors are in host memory), as
@@ -170,8 +177,8 @@ class TD3TorchLearner(
             )
         self.update_counts: Dict[ModuleID, int] = dict.fromkeys(self.module.keys(), 0)
         self.polyak_targets: Dict[ModuleID, PolyakTargets] = {}
-        if getattr(self.config, "uses_ners_replay", False):
-            self.build_ners_sampler()
+        if uses_ners_replay(self.config):
+            self.ners = TorchNERSSampler(self)
 
     @classmethod
     @override(TorchLearner)
@@ -259,9 +266,9 @@ class TD3TorchLearner(
         )
         with torch.no_grad():
             delta = priority_errors(errors)
-            if self.ners_scorer is not None:
+            if self.ners is not None:
                 # [score, delta, q, position] rows replace the plain TD errors.
-                self.report_transition_scores(module_id, batch, delta, target)
+                self.ners.report_scores(module_id, batch, delta, target)
             else:
                 self.metrics.log_value(
                     (module_id, TD_ERROR_KEY), delta, reduce="item_series"
@@ -354,6 +361,7 @@ class TD3TorchLearner(
     @override(TorchLearner)
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
+        add_sampler_state(self, state, components, not_components)
         if includes_component(self, TD3_UPDATE_COUNT_STATE, components, not_components):
             state[TD3_UPDATE_COUNT_STATE] = dict(self.update_counts)
         return state
@@ -361,4 +369,5 @@ class TD3TorchLearner(
     @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
+        restore_sampler_state(self, state)
         self.update_counts.update(state.get(TD3_UPDATE_COUNT_STATE, {}))

@@ -1,11 +1,14 @@
-"""The NERS sampler inside a torch Learner, for any algorithm that replays.
+"""The NERS sampler on a torch Learner: a part the Learner holds, not a base class.
 
-`NERSTorchLearnerMixin` gives a `TorchLearner` the scorer networks and their Adam
-optimiser (on the Learner's device, outside RLlib's optimiser registry, so the
-agent's updates never zero or step them), batch scoring with the global context,
-the REINFORCE step `ners_reinforce()` that the algorithm calls on every Learner
-at episode ends, and checkpoint state. `NERSDQNTorchLearner` and
-`ACERTorchLearner` use it.
+A Learner whose config replays with NERS holds a `TorchNERSSampler` as
+`learner.ners` (None otherwise): the scorer networks and their Adam optimiser
+(on the Learner's device, outside RLlib's optimiser registry, so the agent's
+updates never zero or step them), batch scoring with the global context
+(`score`, and `report_scores`, which logs a batch's rows for the buffer), the
+REINFORCE step (`reinforce`) that the algorithm runs on every Learner at
+episode ends, and its checkpoint state (`get_state` / `set_state`, which the
+Learner's own state methods call through `add_sampler_state` /
+`restore_sampler_state`). NERS-DQN, NERS-SAC, TD3 / DDPG and ACER hold one.
 
 With several Learners (`num_learners > 1`) RLlib splits each sampled batch
 between them; the scorer then takes its global context over the whole batch (an
@@ -23,9 +26,7 @@ import torch
 import torch.distributed as dist
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.models.base import ENCODER_OUT
-from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
 from rllib_ners.algorithms.common.distributed import (
@@ -49,6 +50,7 @@ from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 from rllib_ners.utils.spaces import is_image_space
 from rllib_ners.utils.torch_ops import make_adam
 
+# Learner state entry holding the sampler's state.
 NERS_SAMPLER_STATE = "ners_sampler"
 # Learner metric: the share of scored observations whose image encoding came
 # from the encoding cache, over the Learner's lifetime.
@@ -68,72 +70,88 @@ def sampler_tensors(batch: Dict[str, Any], device) -> Dict[str, torch.Tensor]:
     }
 
 
-class NERSTorchLearnerMixin:
-    """Scorer, optimiser, scoring and REINFORCE for a `TorchLearner` subclass.
+def uses_ners_replay(config: Any) -> bool:
+    """Whether a Learner's config replays from the NERS buffer."""
+    return bool(getattr(config, "uses_ners_replay", False))
 
-    Call `build_ners_sampler()` from `build()`; list the mixin before the
-    TorchLearner class so that its `get_state`/`set_state` wrap the Learner's.
+
+class TorchNERSSampler:
+    """The NERS scorer, its optimiser, scoring and REINFORCE on `learner`.
+
+    Args:
+        learner: The TorchLearner holding it (its config, device, module,
+            metrics and process group are the sampler's).
+        module_encoder: The RLModule's encoder that `encoder="module"` reads
+            (an attribute of the module: "encoder", SAC's "pi_encoder").
+        batches_carry_encoding_keys: Whether the batches it scores carry the
+            buffer's `ENCODING_KEYS` (transition replay does; ACER's sequence
+            replay does not, so it builds no encoding cache).
     """
 
-    # Checked by NERSEpisodeReplayBuffer at build time.
-    supports_ners_replay = True
-    ners_scorer: Optional[NERSScorer] = None
-    ners_encoding_cache: Optional[EncodingCache] = None
-    # Whether the batches this Learner scores carry the buffer's ENCODING_KEYS
-    # (transition replay does; ACER's sequence replay does not, so it builds no
-    # encoding cache).
-    scored_batches_carry_encoding_keys = True
-
-    def build_ners_sampler(self) -> None:
-        self.ners_settings = ners_settings_from_config(self.config)
-        module = self.module[DEFAULT_MODULE_ID]
+    def __init__(
+        self,
+        learner,
+        *,
+        module_encoder: str = "encoder",
+        batches_carry_encoding_keys: bool = True,
+    ):
+        self.learner = learner
+        self.settings = ners_settings_from_config(learner.config)
+        self.module_encoder = module_encoder
+        module = learner.module[DEFAULT_MODULE_ID]
         external_dim = None
-        if self.ners_settings.encoder == "module":
+        if self.settings.encoder == "module":
             probe = torch.as_tensor(
-                np.asarray(module.observation_space.sample())[None], device=self.device
+                np.asarray(module.observation_space.sample())[None],
+                device=learner.device,
             )
-            external_dim = int(self._module_encode(probe).shape[-1])
-        self.ners_scorer = NERSScorer(
+            external_dim = int(self.module_encode(probe).shape[-1])
+        self.scorer = NERSScorer(
             module.observation_space,
             module.action_space,
-            self.ners_settings,
+            self.settings,
             external_encoder_dim=external_dim,
-        ).to(self.device)
-        self.ners_optimizer = make_adam(self.ners_scorer.parameter_groups())
-        self.ners_encoding_cache = self._build_encoding_cache(module.observation_space)
-        if learners_share_process_group(self):
+        ).to(learner.device)
+        self.optimizer = make_adam(self.scorer.parameter_groups())
+        self.encoding_cache = self._build_encoding_cache(
+            module.observation_space, batches_carry_encoding_keys
+        )
+        if learners_share_process_group(learner):
             # Learners seed differently (or not at all): start from rank 0's nets.
-            for tensor in self.ners_scorer.state_dict().values():
+            for tensor in self.scorer.state_dict().values():
                 dist.broadcast(tensor, src=0)
 
-    def _build_encoding_cache(self, observation_space) -> Optional[EncodingCache]:
+    def _build_encoding_cache(
+        self, observation_space, batches_carry_encoding_keys: bool
+    ) -> Optional[EncodingCache]:
         """The cache of the separate image encoder's outputs, if it is used."""
-        settings = self.ners_settings
+        settings = self.settings
         if not (
-            self.scored_batches_carry_encoding_keys
+            batches_carry_encoding_keys
             and settings.cache_encodings is not False
             and settings.encoder == "separate"
             and is_image_space(observation_space)
         ):
             return None
-        capacity = (self.config.replay_buffer_config or {}).get("capacity")
+        capacity = (self.learner.config.replay_buffer_config or {}).get("capacity")
         size = min(
             int(capacity or _MAX_ENCODING_CACHE_ENTRIES), _MAX_ENCODING_CACHE_ENTRIES
         )
-        return EncodingCache(size, settings.encoder_out_dim, self.device)
+        return EncodingCache(size, settings.encoder_out_dim, self.learner.device)
 
-    def _module_encode(self, obs: torch.Tensor) -> torch.Tensor:
+    def module_encode(self, obs: torch.Tensor) -> torch.Tensor:
         """The RLModule's own encoder output, detached (encoder='module')."""
-        module = self.module[DEFAULT_MODULE_ID].unwrapped()
+        module = self.learner.module[DEFAULT_MODULE_ID].unwrapped()
+        encoder = getattr(module, self.module_encoder)
         with torch.no_grad():
-            return module.encoder({Columns.OBS: obs})[ENCODER_OUT].detach()
+            return encoder({Columns.OBS: obs})[ENCODER_OUT].detach()
 
-    def ners_state_encoder(self) -> Optional[Callable]:
+    def state_encoder(self) -> Optional[Callable]:
         """The encoder NERS's features take the states through: the
         RLModule's own (`encoder="module"`), or None for the scorer's own."""
-        return self._module_encode if self.ners_settings.encoder == "module" else None
+        return self.module_encode if self.settings.encoder == "module" else None
 
-    def ners_score(
+    def score(
         self,
         columns: Dict[str, torch.Tensor],
         *,
@@ -155,7 +173,8 @@ class NERSTorchLearnerMixin:
         Learners each holds a shard, and the global context covers the whole
         batch.
         """
-        reduce = sum_over_learners if learners_share_process_group(self) else None
+        learner = self.learner
+        reduce = sum_over_learners if learners_share_process_group(learner) else None
         with torch.no_grad():
             # The scalar features' running statistics grow from scored batches
             # only, never from REINFORCE's I_train: those are rows already
@@ -164,37 +183,37 @@ class NERSTorchLearnerMixin:
             # Learner gets the whole I_train (an all-reduce would count it once
             # per Learner). REINFORCE thus sees the normalisation the priorities
             # were scored with, up to the drift of the statistics since then.
-            scalars = self.ners_scorer.scalar_columns(columns)
+            scalars = self.scorer.scalar_columns(columns)
             # A Learner told to step as on a GPU (`host_reads=False`) also
             # merges the statistics without a host read.
-            self.ners_scorer.update_scalar_statistics(
+            self.scorer.update_scalar_statistics(
                 columns,
                 all_reduce_sum=reduce,
                 scalars=scalars,
-                host_reads=self.host_reads,
+                host_reads=learner.host_reads,
             )
             # Without double Q the pass did not encode s_t+n: encode both here.
             reuse = (
-                self.ners_settings.encoder == "module"
+                self.settings.encoder == "module"
                 and module_encodings is not None
                 and all(encoding is not None for encoding in module_encodings)
             )
             encoded = module_encodings if reuse else None
-            if self.ners_encoding_cache is not None and encoding_keys is not None:
+            if self.encoding_cache is not None and encoding_keys is not None:
                 encoded = self._cached_encodings(columns, encoding_keys)
-            features = self.ners_scorer.featurize_batch(
+            features = self.scorer.featurize_batch(
                 columns,
-                encode=self.ners_state_encoder(),
+                encode=self.state_encoder(),
                 encoded=encoded,
                 scalars=scalars,
             )
-            logits = self.ners_scorer.logits(features, all_reduce_sum=reduce)
+            logits = self.scorer.logits(features, all_reduce_sum=reduce)
             return priority_base(
                 logits,
                 columns[DELTA],
-                parameterization=self.ners_settings.parameterization,
-                per_epsilon=self.ners_settings.per_epsilon,
-                max_log_correction=self.ners_settings.max_log_correction,
+                parameterization=self.settings.parameterization,
+                per_epsilon=self.settings.per_epsilon,
+                max_log_correction=self.settings.max_log_correction,
             )
 
     def _cached_encodings(
@@ -203,15 +222,15 @@ class NERSTorchLearnerMixin:
         """The separate encoder's outputs for `obs` and `new_obs`, through the
         encoding cache (`[slot, key]` of each in `encoding_keys`' columns)."""
         num = columns["obs"].shape[0]
-        both = self.ners_encoding_cache.encode(
-            self.ners_scorer.encoder,
+        both = self.encoding_cache.encode(
+            self.scorer.encoder,
             (columns["obs"], columns["new_obs"]),
             slots=torch.cat([encoding_keys[:, 0], encoding_keys[:, 2]]),
             keys=torch.cat([encoding_keys[:, 1], encoding_keys[:, 3]]),
         )
         return both[:num], both[num:]
 
-    def report_transition_scores(
+    def report_scores(
         self,
         module_id: str,
         batch: Dict[str, Any],
@@ -225,8 +244,8 @@ class NERSTorchLearnerMixin:
         plain TD errors the algorithm's loss logged there.
 
         `delta` and `target` are the fresh |TD error| and TD target of each item
-        (no gradients); `module_encodings` as in `ners_score`. The training
-        step hands the rows (concatenated Learner by Learner) to
+        (no gradients); `module_encodings` as in `score`. The training step
+        hands the rows (concatenated Learner by Learner) to
         `NERSEpisodeReplayBuffer.update_priorities()`, which puts them back in
         sample order by `position`.
         """
@@ -236,7 +255,7 @@ class NERSTorchLearnerMixin:
                 "adds to every sampled transition: set replay_buffer_config['type'] "
                 "to 'rllib_ners.NERSEpisodeReplayBuffer'."
             )
-        scores = self.ners_score(
+        scores = self.score(
             {
                 "obs": batch[Columns.OBS],
                 "new_obs": batch[Columns.NEXT_OBS],
@@ -249,9 +268,10 @@ class NERSTorchLearnerMixin:
             module_encodings=module_encodings,
             encoding_keys=batch.get(ENCODING_KEYS),
         )
-        cache = self.ners_encoding_cache
+        metrics = self.learner.metrics
+        cache = self.encoding_cache
         if cache is not None and cache.num_lookups:
-            self.metrics.log_value(
+            metrics.log_value(
                 (module_id, NERS_ENCODING_CACHE_HIT_RATE),
                 cache.num_hits / cache.num_lookups,
                 window=1,
@@ -259,14 +279,14 @@ class NERSTorchLearnerMixin:
         rows = [scores, delta, target]
         if SAMPLE_POSITION in batch:
             rows.append(batch[SAMPLE_POSITION].to(scores.dtype))
-        self.metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
-        self.metrics.log_value(
+        metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
+        metrics.log_value(
             (module_id, TD_ERROR_KEY),
             torch.stack(rows, dim=-1),
             reduce="item_series",
         )
 
-    def ners_reinforce(
+    def reinforce(
         self, batch: Dict[str, Any], replay_reward: float
     ) -> Dict[str, float]:
         """One REINFORCE step of the sampler on I_train (numpy columns).
@@ -282,16 +302,16 @@ class NERSTorchLearnerMixin:
         the same batch; with several, the gradients are averaged all the same, so
         their samplers stay identical whatever the floating-point details.
         """
-        self.ners_scorer.train()
+        self.scorer.train()
         loss, logits = sampler_loss(
-            self._sampler_logits, batch, replay_reward, self.ners_settings
+            self._sampler_logits, batch, replay_reward, self.settings
         )
-        gradients = gradients_of(loss, dict(self.ners_scorer.named_parameters()))
-        if learners_share_process_group(self):
+        gradients = gradients_of(loss, dict(self.scorer.named_parameters()))
+        if learners_share_process_group(self.learner):
             average_over_learners(list(gradients.values()))
-        self.ners_optimizer.step()
-        if self.ners_encoding_cache is not None:
-            self.ners_encoding_cache.invalidate()  # the encoder has changed
+        self.optimizer.step()
+        if self.encoding_cache is not None:
+            self.encoding_cache.invalidate()  # the encoder has changed
         return {
             "loss": float(loss.detach().cpu()),
             "score_mean": float(torch.sigmoid(logits.detach()).mean().cpu()),
@@ -300,44 +320,46 @@ class NERSTorchLearnerMixin:
 
     def _sampler_logits(self, columns: Dict[str, Any]) -> torch.Tensor:
         """Score logits of numpy columns, with gradients (their own context)."""
-        tensors = sampler_tensors(columns, self.device)
-        features = self.ners_scorer.featurize_batch(
-            tensors, encode=self.ners_state_encoder()
-        )
-        return self.ners_scorer.logits(features)
+        tensors = sampler_tensors(columns, self.learner.device)
+        features = self.scorer.featurize_batch(tensors, encode=self.state_encoder())
+        return self.scorer.logits(features)
 
-    @override(TorchLearner)
-    def get_state(self, components=None, *, not_components=None, **kwargs):
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        if self.ners_scorer is not None and includes_component(
-            self, NERS_SAMPLER_STATE, components, not_components
-        ):
-            state[NERS_SAMPLER_STATE] = {
-                "scorer": {
-                    k: v.detach().cpu()
-                    for k, v in self.ners_scorer.state_dict().items()
-                },
-                "optimizer": self.ners_optimizer.state_dict(),
-                # A remote Learner's own process generators (e.g. noisy nets).
-                "global_rng": global_rng_state(),
-            }
-            if self.ners_encoding_cache is not None:
-                state[NERS_SAMPLER_STATE]["encoding_cache"] = (
-                    self.ners_encoding_cache.get_state()
-                )
+    def get_state(self) -> Dict[str, Any]:
+        state = {
+            "scorer": {
+                k: v.detach().cpu() for k, v in self.scorer.state_dict().items()
+            },
+            "optimizer": self.optimizer.state_dict(),
+            # A remote Learner's own process generators (e.g. noisy nets).
+            "global_rng": global_rng_state(),
+        }
+        if self.encoding_cache is not None:
+            state["encoding_cache"] = self.encoding_cache.get_state()
         return state
 
-    @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        sampler_state: Optional[dict] = state.get(NERS_SAMPLER_STATE)
-        if sampler_state is not None and self.ners_scorer is not None:
-            self.ners_scorer.load_state_dict(sampler_state["scorer"])
-            self.ners_optimizer.load_state_dict(sampler_state["optimizer"])
-            cache = self.ners_encoding_cache
-            if cache is not None and "encoding_cache" in sampler_state:
-                cache.set_state(sampler_state["encoding_cache"])
-            elif cache is not None:  # the scorer changed; no entries saved
-                cache.invalidate()
-            if "global_rng" in sampler_state:
-                set_global_rng_state(sampler_state["global_rng"])
+        self.scorer.load_state_dict(state["scorer"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        cache = self.encoding_cache
+        if cache is not None and "encoding_cache" in state:
+            cache.set_state(state["encoding_cache"])
+        elif cache is not None:  # the scorer changed; no entries saved
+            cache.invalidate()
+        if "global_rng" in state:
+            set_global_rng_state(state["global_rng"])
+
+
+def add_sampler_state(learner, state: Dict[str, Any], components, not_components):
+    """Adds `learner.ners`'s state to the Learner's `state` (when it holds a
+    sampler and the components asked for include it)."""
+    if learner.ners is not None and includes_component(
+        learner, NERS_SAMPLER_STATE, components, not_components
+    ):
+        state[NERS_SAMPLER_STATE] = learner.ners.get_state()
+
+
+def restore_sampler_state(learner, state: Dict[str, Any]) -> None:
+    """Restores `learner.ners` from the Learner's `state`, if it holds one."""
+    sampler_state: Optional[dict] = state.get(NERS_SAMPLER_STATE)
+    if sampler_state is not None and learner.ners is not None:
+        learner.ners.set_state(sampler_state)
