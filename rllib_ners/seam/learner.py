@@ -14,11 +14,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List
 
 import torch
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.utils.annotations import override
 
 __all__ = [
-    "ClipGradientsHook",
     "advance_weights_seq_no",
     "check_learner_built",
     "count_trained_env_steps",
@@ -28,6 +25,7 @@ __all__ = [
     "log_steps_trained",
     "losses_per_optimizer",
     "scales_gradients",
+    "use_clip_function",
     "uses_torch_lr_schedulers",
     "weights_seq_no",
 ]
@@ -101,15 +99,10 @@ def count_trained_env_steps(learner, num_env_steps: int) -> None:
     learner._metrics_all_modules_num_module_steps_trained.inc(value=num_env_steps)
 
 
-class ClipGradientsHook:
-    """For `TorchLearner` subclasses: RLlib clips each optimizer's gradients
-    with `self.clip_gradients(gradients_dict, grad_clip=..., grad_clip_by=...)`
-    (which the subclass defines) instead of `ray.rllib.utils.torch_utils.
-    clip_gradients`. RLlib picks the function through its private
-    `_get_clip_function()`."""
-
-    clip_gradients: Callable
-
-    @override(TorchLearner)
-    def _get_clip_function(self) -> Callable:
-        return self.clip_gradients
+def use_clip_function(learner, clip_function: Callable) -> None:
+    """RLlib then clips each optimizer's gradients with
+    `clip_function(gradients_dict, grad_clip=..., grad_clip_by=...)` instead of
+    `ray.rllib.utils.torch_utils.clip_gradients`. RLlib picks the function
+    through its private `_get_clip_function()`, which the Learner instance
+    now answers."""
+    learner._get_clip_function = lambda: clip_function

@@ -37,7 +37,7 @@ def test_item_series_stats_keep_the_logged_values_in_items():
 
 
 def test_dqn_learners_post_update_step_only_updates_the_target_networks():
-    """`ForeachTargetUpdates` replaces DQNLearner's `after_gradient_based_update`
+    """`DQNTargetUpdates` replaces DQNLearner's `after_gradient_based_update`
     (and runs the Learners' below it): that is right only while DQNLearner's
     does nothing but the target-network update and its two metrics."""
     from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner
@@ -59,5 +59,5 @@ def test_dqn_learners_post_update_step_only_updates_the_target_networks():
     ), _fail(
         "DQNLearner.after_gradient_based_update does more than update the target "
         "networks",
-        "rllib_ners/algorithms/common/target_updates.py (ForeachTargetUpdates)",
+        "rllib_ners/algorithms/common/target_updates.py (DQNTargetUpdates)",
     )

@@ -20,7 +20,6 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from rllib_ners.seam.learner import (
-    ClipGradientsHook,
     advance_weights_seq_no,
     check_learner_built,
     count_trained_env_steps,
@@ -30,6 +29,7 @@ from rllib_ners.seam.learner import (
     log_steps_trained,
     losses_per_optimizer,
     scales_gradients,
+    use_clip_function,
     uses_torch_lr_schedulers,
     weights_seq_no,
 )
@@ -177,21 +177,20 @@ def test_sac_keeps_one_loss_per_optimizer():
     )
 
 
-def test_the_clip_hook_routes_rllibs_clipping_to_the_learner():
+def test_use_clip_function_routes_rllibs_clipping_to_the_function():
     calls = []
-    base = _dqn_config().get_default_learner_class()
 
-    class Recording(ClipGradientsHook, base):
-        def clip_gradients(self, gradients_dict, *, grad_clip, grad_clip_by):
-            calls.append((grad_clip, grad_clip_by))
-            return torch.tensor(0.0)
+    def recording(gradients_dict, *, grad_clip, grad_clip_by):
+        calls.append((grad_clip, grad_clip_by))
+        return torch.tensor(0.0)
 
     config = _dqn_config().training(grad_clip=3.0, grad_clip_by="global_norm")
-    learner = Recording(
+    learner = config.get_default_learner_class()(
         config=config,
         module_spec=config.get_multi_rl_module_spec(spaces={MID: (OBS, ACTIONS)}),
     )
     learner.build()
+    use_clip_function(learner, recording)
     gradients = {
         pid: torch.ones_like(p) for pid, p in learner_parameters(learner).items()
     }

@@ -1,7 +1,7 @@
 """Learner updates replayed from CUDA graphs (`cuda_graph_updates=True`).
 
 With the setting on, a Learner on a CUDA device makes the gradient updates of
-this package's training loop (`DeferredMetricsUpdates`) through
+this package's training loop (`FastTorchLearner`) through
 `rllib_ners.utils.update_graphs.UpdateGraphs`: a few eager updates, then each
 update replayed from a captured CUDA graph (forward pass, losses, backward
 pass, clipping, optimizer steps) with one launch instead of a few hundred.
@@ -35,12 +35,9 @@ replay (`UpdateGraphs` fingerprint), restores by `set_state`.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Hashable, Optional, Tuple
+from typing import Hashable, Optional
 
 import torch
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.utils.annotations import override
-from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from rllib_ners.algorithms.common.distributed import learners_share_process_group
 from rllib_ners.algorithms.common.update_step import plain_gradient_step_blocker
@@ -109,80 +106,38 @@ def optimizers_fingerprint(learner) -> Hashable:
     )
 
 
-class CudaGraphUpdates:
-    """For this package's TorchLearners with deferred updates (list it before
-    `DeferredMetricsUpdates`): updates replayed from CUDA graphs where
-    `config.cuda_graph_updates` is set (see the module docstring).
-
-    A subclass whose `_update` makes Python-side decisions per update (TD3's
-    delayed actor step) overrides `graph_update_parts`."""
-
-    # The graph kind: `EagerStandInGraph` runs the same schedule without CUDA,
-    # for tests.
-    make_update_graph: Callable[[], Any] = CudaUpdateGraph
-    update_graphs: Optional[UpdateGraphs] = None
-    _graphs_checked = False
-
-    def deferred_update_step(self, batch: Dict[str, Dict[str, Any]]):
-        """`_update(batch)`, from a captured graph where the config asks and
-        the Learner allows."""
-        if not self._graphs_checked:
-            self._graphs_checked = True
-            self._set_up_update_graphs()
-        if self.update_graphs is None:
-            return self._update(batch)
-        if any(WEIGHTS_SEQ_NO in columns for columns in batch.values()):
-            self.update_graphs.disable(
-                f"the batch carries {WEIGHTS_SEQ_NO!r}: the off-policyness metric "
-                f"reads a host counter"
-            )
-        key, update = self.graph_update_parts(batch)
-        return self.update_graphs.run(key, batch, update, self)
-
-    def graph_update_parts(self, batch) -> Tuple[Hashable, Callable]:
-        """The Python-side decisions this update made before its tensor work
-        (part of the graph's key) and the function doing that work on a batch;
-        by default none, and `_update`."""
-        return (), self._update
-
-    def _set_up_update_graphs(self) -> None:
-        if not self.config.cuda_graph_updates:
-            return
-        reason = cuda_graph_update_blocker(self)
-        if reason is not None:
-            logger.info(
-                "%s: cuda_graph_updates=True, but updates run eagerly: %s.",
-                type(self).__name__,
-                reason,
-            )
-            return
-        ners = getattr(self, "ners", None)
-        if ners is not None and ners.encoding_cache is not None:
-            # Its lookups keep host-side bookkeeping that no graph replays; the
-            # image encoder's pass runs inside the graph instead (the same
-            # encodings within float tolerance).
-            ners.encoding_cache = None
-            logger.info(
-                "%s: cuda_graph_updates=True: NERS scoring encodes each replayed "
-                "batch inside the captured update instead of caching image "
-                "encodings (config.ners(cache_encodings=True) keeps the cache "
-                "and updates eagerly).",
-                type(self).__name__,
-            )
-        make_capturable(learner_optimizers(self))
-        self.update_graphs = UpdateGraphs(
-            fingerprint=lambda: optimizers_fingerprint(self),
-            make_graph=self.make_update_graph,
-            name=type(self).__name__,
+def build_update_graphs(learner) -> Optional[UpdateGraphs]:
+    """The `UpdateGraphs` that replay `learner`'s updates, where
+    `config.cuda_graph_updates` asks for them and the Learner allows
+    (`cuda_graph_update_blocker`, else said in one log line); None otherwise.
+    Makes the Learner's optimizers capturable; with the NERS image encoding
+    cache at its default, drops the cache (said once)."""
+    if not getattr(learner.config, "cuda_graph_updates", False):
+        return None
+    reason = cuda_graph_update_blocker(learner)
+    if reason is not None:
+        logger.info(
+            "%s: cuda_graph_updates=True, but updates run eagerly: %s.",
+            type(learner).__name__,
+            reason,
         )
-
-    @override(TorchLearner)
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        # The restored optimizers carry the settings they were saved with.
-        if self.update_graphs is not None:
-            make_capturable(learner_optimizers(self))
-            # Optimizer states were replaced: capture again from them.
-            self.update_graphs.reset()
-        else:
-            make_capturable(learner_optimizers(self), capturable=False)
+        return None
+    ners = getattr(learner, "ners", None)
+    if ners is not None and ners.encoding_cache is not None:
+        # Its lookups keep host-side bookkeeping that no graph replays; the
+        # image encoder's pass runs inside the graph instead (the same
+        # encodings within float tolerance).
+        ners.encoding_cache = None
+        logger.info(
+            "%s: cuda_graph_updates=True: NERS scoring encodes each replayed "
+            "batch inside the captured update instead of caching image "
+            "encodings (config.ners(cache_encodings=True) keeps the cache "
+            "and updates eagerly).",
+            type(learner).__name__,
+        )
+    make_capturable(learner_optimizers(learner))
+    return UpdateGraphs(
+        fingerprint=lambda: optimizers_fingerprint(learner),
+        make_graph=learner.make_update_graph,
+        name=type(learner).__name__,
+    )

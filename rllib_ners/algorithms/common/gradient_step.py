@@ -1,8 +1,9 @@
 """The gradient step of this package's torch Learners: RLlib's, with fewer passes.
 
-`FusedGradientStep` gives a `TorchLearner` subclass RLlib's gradient step
-(`compute_gradients`, the clipping in `postprocess_gradients`,
-`apply_gradients`) with the same results and less per-tensor work:
+`FastTorchLearner` (`fast_torch_learner`) gives this package's Learners RLlib's
+gradient step (`compute_gradients`, the clipping in `postprocess_gradients`,
+`apply_gradients`) with the same results and less per-tensor work, from the
+functions here:
 
 * gradients cleared by setting them to None and one `backward()` of the summed
   loss (`gradients_of`), without `zero_grad`'s profiler record per optimizer;
@@ -34,25 +35,15 @@ from typing import Any, Dict, Optional, Sequence
 import numpy as np
 import torch
 from ray.rllib.core import ALL_MODULES
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import clip_gradients
 from ray.rllib.utils.typing import ParamDict
 
-from rllib_ners.seam.learner import (
-    ClipGradientsHook,
-    learner_optimizers,
-    learner_parameters,
-    scales_gradients,
-    uses_torch_lr_schedulers,
-)
 from rllib_ners.seam.torch_internals import (
     foreach_mul_,
     foreach_norms,
     has_non_finite,
     non_finite_flag,
 )
-from rllib_ners.utils.torch_ops import step_optimizers
 
 # RLlib's `clip_gradients`: the epsilon added to the total norm before it
 # divides the clip, and the values non-finite norms are mapped to.
@@ -173,48 +164,3 @@ def finite_gradients_without_host_reads(
         learner.metrics.log_value(
             (ALL_MODULES, NUM_NON_FINITE_GRADIENT_UPDATES), found, reduce="sum"
         )
-
-
-class FusedGradientStep(ClipGradientsHook):
-    """For `TorchLearner` subclasses (list it before the TorchLearner class):
-    RLlib's gradient step with fewer passes (see the module docstring).
-
-    `host_reads`: whether the step may read gradient values on the host
-    (None, the default: where the Learner's tensors are in host memory)."""
-
-    host_reads: Optional[bool] = None
-
-    def clip_gradients(self, gradients_dict: ParamDict, **kwargs):
-        return clip_gradients_foreach(
-            gradients_dict, host_reads=self.host_reads, **kwargs
-        )
-
-    @override(TorchLearner)
-    def compute_gradients(self, loss_per_module, **kwargs) -> ParamDict:
-        if scales_gradients(self):
-            return super().compute_gradients(loss_per_module, **kwargs)
-        total_loss = sum(loss_per_module.values())
-        if isinstance(total_loss, int) or total_loss.grad_fn is None:
-            return {}  # no losses, or every parameter frozen (as RLlib)
-        return gradients_of(total_loss, learner_parameters(self))
-
-    @override(TorchLearner)
-    def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        grads = [grad for grad in gradients_dict.values() if grad is not None]
-        if (
-            not grads
-            or len(grads) != len(gradients_dict)
-            or scales_gradients(self)
-            or uses_torch_lr_schedulers(self)
-        ):
-            return super().apply_gradients(gradients_dict)
-        if not learner_reads_on_host(self, grads):
-            finite_gradients_without_host_reads(
-                self, grads, skip_nan_gradients=self.config.torch_skip_nan_gradients
-            )
-        elif not all_finite(grads):
-            return super().apply_gradients(gradients_dict)
-        parameters = learner_parameters(self)
-        for pid, grad in gradients_dict.items():
-            parameters[pid].grad = grad
-        step_optimizers(learner_optimizers(self))

@@ -19,7 +19,7 @@ trained env steps, as RLlib's `TrainIterCtx` checks them), and:
 * calls the local EnvRunner's `sample()` directly and reads the EnvRunners'
   metrics once per iteration; remote EnvRunners ship their fragments packed
   into numpy columns instead of as pickled episodes (`fragment_shipping`);
-* updates the Learners with deferred metrics (`DeferredMetricsUpdates`): their
+* updates the Learners with deferred metrics (`FastTorchLearner`): their
   metrics are reduced once per iteration, the priority rows come back with
   every update;
 * shares the parameters of the local Learner with the local EnvRunner
@@ -85,8 +85,8 @@ from rllib_ners.algorithms.common.deferred_updates import (
     DEFER_METRICS,
     PRIORITY_ROWS,
     ROWS_ON_DEVICE,
-    DeferredMetricsUpdates,
 )
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.fragment_shipping import (
     fragment_packing_blocker,
     packed_fragment_spaces,
@@ -153,8 +153,7 @@ def replay_loop_blocker(algo) -> Optional[str]:
         return "the RLModule is stateful"
     learner_class = config.learner_class
     if not (
-        isinstance(learner_class, type)
-        and issubclass(learner_class, DeferredMetricsUpdates)
+        isinstance(learner_class, type) and issubclass(learner_class, FastTorchLearner)
     ):
         return f"the Learner class {learner_class!r} has no deferred-metrics updates"
     return None

@@ -3,10 +3,10 @@
 RLlib's `DQNLearner.after_gradient_based_update` (SAC's too) updates each
 (main, target) network pair through `update_target_network`: a `state_dict()`
 of both, new tensors `tau * main + (1 - tau) * target`, a `load_state_dict()`.
-`ForeachTargetUpdates` makes the same update at the same env steps with the
+`DQNTargetUpdates` makes the same update at the same env steps with the
 same metrics, as two multi-tensor ops over all of a module's pairs
-(`polyak_update`: the same values element by element), and takes the place
-of DQNLearner's step in `after_gradient_based_update`.
+(`polyak_update`: the same values element by element); the Learner runs it in
+its `after_gradient_based_update` in place of DQNLearner's step.
 
 On a CPU a multi-tensor op runs tensor by tensor (one op, and for
 `_foreach_mul` one new tensor, per tensor), so `PolyakTargets` there keeps a
@@ -18,7 +18,7 @@ TD3's three networks).
 
 RLlib keeps the env step of each module's last target update in a plain
 attribute that no checkpoint holds, so a restored Learner would update its
-targets at its first update; `CheckpointedTargetUpdateTimes` saves it.
+targets at its first update; `DQNTargetUpdates` saves it.
 """
 
 from __future__ import annotations
@@ -29,11 +29,8 @@ import torch
 from ray.rllib.algorithms.dqn.dqn_learner import (
     LAST_TARGET_UPDATE_TS,
     NUM_TARGET_UPDATES,
-    DQNLearner,
 )
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
-from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from ray.rllib.utils.torch_utils import update_target_network
 
@@ -190,40 +187,46 @@ class PolyakTargets:
             update_target_network(main_net=main_net, target_net=target_net, tau=tau)
 
 
-class ForeachTargetUpdates:
-    """For `DQNLearner` subclasses (DQN, SAC): DQNLearner's target-network
-    update with the Polyak step as multi-tensor ops (see the module docstring).
+class DQNTargetUpdates:
+    """The target-network updates of a DQN or SAC Learner (`DQNLearner`
+    subclasses): DQNLearner's update at the same env steps with the same
+    metrics, the Polyak step as multi-tensor ops (`PolyakTargets`), and the env
+    step of each module's last update in checkpoints (see the module
+    docstring).
+
+    The Learner holds one as `target_updates` (built in `build()`), calls
+    `after_update(timesteps)` from its `after_gradient_based_update` in place
+    of DQNLearner's step, and `add_state` / `set_state` from its own state
+    methods.
     """
 
-    @override(TorchLearner)
-    def build(self) -> None:
-        super().build()
+    def __init__(self, learner):
+        self.learner = learner
         self.polyak_targets: Dict[Any, PolyakTargets] = {}
 
-    @override(DQNLearner)
-    def after_gradient_based_update(self, *, timesteps: Dict[str, Any]) -> None:
-        # DQNLearner's override only updates the target networks; this one
-        # does that itself, after the steps the Learners below DQNLearner make
-        # (learning-rate schedules).
-        TorchLearner.after_gradient_based_update(self, timesteps=timesteps)
+    def after_update(self, timesteps: Dict[str, Any]) -> None:
+        """Updates each module's targets whose `target_network_update_freq`
+        env steps have passed since their last update."""
+        learner = self.learner
         timestep = timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)
-        for module_id, module in self.module.items():
-            config = self.config.get_config_for_module(module_id)
-            since_last = timestep - self.last_update_ts_by_mid[module_id]
+        for module_id, module in learner.module.items():
+            config = learner.config.get_config_for_module(module_id)
+            since_last = timestep - learner.last_update_ts_by_mid[module_id]
             if since_last < config.target_network_update_freq or not isinstance(
                 module.unwrapped(), TargetNetworkAPI
             ):
                 continue
-            self._polyak_targets_of(module_id, module).update(config.tau)
-            self.metrics.log_value(
+            self.polyak_targets_of(module_id, module).update(config.tau)
+            learner.metrics.log_value(
                 (module_id, NUM_TARGET_UPDATES), 1, reduce="lifetime_sum"
             )
-            self.last_update_ts_by_mid[module_id] = timestep
-            self.metrics.log_value(
+            learner.last_update_ts_by_mid[module_id] = timestep
+            learner.metrics.log_value(
                 (module_id, LAST_TARGET_UPDATE_TS), timestep, reduce="max"
             )
 
-    def _polyak_targets_of(self, module_id, module) -> PolyakTargets:
+    def polyak_targets_of(self, module_id, module) -> PolyakTargets:
+        """The module's (main, target) pairs, gathered once per module."""
         key = (module_id, id(module.unwrapped()))
         targets = self.polyak_targets.get(key)
         if targets is None:
@@ -231,22 +234,16 @@ class ForeachTargetUpdates:
             targets = self.polyak_targets[key] = PolyakTargets(pairs)
         return targets
 
+    def add_state(self, state: Dict[str, Any], components, not_components) -> None:
+        """Adds the env step of each module's last target update to the
+        Learner's `state` (RLlib keeps it in an attribute no checkpoint holds,
+        so a restored Learner would update its targets at its first update)."""
+        learner = self.learner
+        if includes_component(
+            learner, TARGET_UPDATE_TS_STATE, components, not_components
+        ):
+            state[TARGET_UPDATE_TS_STATE] = dict(learner.last_update_ts_by_mid)
 
-class CheckpointedTargetUpdateTimes:
-    """For `DQNLearner` subclasses: checkpoints hold the env step of each
-    module's last target-network update (see the module docstring)."""
-
-    @override(TorchLearner)
-    def get_state(
-        self, components=None, *, not_components=None, **kwargs
-    ) -> Dict[str, Any]:
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        if includes_component(self, TARGET_UPDATE_TS_STATE, components, not_components):
-            state[TARGET_UPDATE_TS_STATE] = dict(self.last_update_ts_by_mid)
-        return state
-
-    @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
         if TARGET_UPDATE_TS_STATE in state:
-            self.last_update_ts_by_mid.update(state[TARGET_UPDATE_TS_STATE])
+            self.learner.last_update_ts_by_mid.update(state[TARGET_UPDATE_TS_STATE])

@@ -56,8 +56,7 @@ from rllib_ners.algorithms.acer.torch.retrace_torch import (
     retrace_q_targets,
     trust_region_step,
 )
-from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
-from rllib_ners.algorithms.common.gradient_step import FusedGradientStep
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.update_step import (
     rllib_update_needed,
     update_in_training_mode,
@@ -139,15 +138,11 @@ class _TrustRegion:
     active: torch.Tensor  # [B, T] bool: the constraint bound
 
 
-class ACERTorchLearner(
-    DeferredMetricsUpdates,
-    FusedGradientStep,
-    ACERLearner,
-    TorchLearner,
-):
+class ACERTorchLearner(FastTorchLearner, ACERLearner, TorchLearner):
     """See the module docstring. Its update is `update_in_training_mode` (or
     RLlib's for several Learners or a compiled update), with metrics deferred
-    and the fused gradient step, as `RainbowDQNTorchLearner`'s."""
+    and the fused gradient step (`FastTorchLearner`), as
+    `RainbowDQNTorchLearner`'s."""
 
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True

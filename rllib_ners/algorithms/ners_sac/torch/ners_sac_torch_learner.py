@@ -33,6 +33,7 @@ from typing import Any, Dict, Optional
 
 import gymnasium as gym
 import torch
+from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner
 from ray.rllib.algorithms.sac.sac_learner import (
     LOGPS_KEY,
     QF_LOSS_KEY,
@@ -54,18 +55,13 @@ from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
 from torch.nn import functional as F
 
-from rllib_ners.algorithms.common.cuda_graph_updates import CudaGraphUpdates
-from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
 from rllib_ners.algorithms.common.distributed import (
     average_over_learners,
     learners_share_process_group,
 )
-from rllib_ners.algorithms.common.gradient_step import FusedGradientStep
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.lap_losses import pal, pal_normaliser
-from rllib_ners.algorithms.common.target_updates import (
-    CheckpointedTargetUpdateTimes,
-    ForeachTargetUpdates,
-)
+from rllib_ners.algorithms.common.target_updates import DQNTargetUpdates
 from rllib_ners.algorithms.common.update_step import (
     rllib_update_needed,
     update_in_training_mode,
@@ -163,14 +159,7 @@ def huber_error(q: TensorType, target: TensorType) -> TensorType:
     return F.huber_loss(q, target, reduction="none", delta=HUBER_DELTA)
 
 
-class NERSSACTorchLearner(
-    CheckpointedTargetUpdateTimes,
-    CudaGraphUpdates,
-    DeferredMetricsUpdates,
-    FusedGradientStep,
-    ForeachTargetUpdates,
-    SACTorchLearner,
-):
+class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     """RLlib's SAC learner, holding the NERS sampler as `self.ners` with the
     NERS buffer (see the module docstring).
 
@@ -187,6 +176,7 @@ class NERSSACTorchLearner(
     def build(self) -> None:
         keep_freed_tensor_memory()
         super().build()
+        self.target_updates = DQNTargetUpdates(self)
         self.sac_networks = {}
         self.one_backward_blocker = sac_update_blocker(self)
         if self.one_backward_blocker is not None:
@@ -206,6 +196,13 @@ class NERSSACTorchLearner(
         if rllib_update_needed(self):
             return super()._update(batch)
         return update_in_training_mode(self, batch)
+
+    @override(DQNLearner)
+    def after_gradient_based_update(self, *, timesteps: Dict[str, Any]) -> None:
+        # TorchLearner's step (learning-rate schedules), then DQNLearner's
+        # target-network update as multi-tensor Polyak steps.
+        TorchLearner.after_gradient_based_update(self, timesteps=timesteps)
+        self.target_updates.after_update(timesteps)
 
     @override(SACTorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
@@ -422,6 +419,7 @@ class NERSSACTorchLearner(
         self, components=None, *, not_components=None, **kwargs
     ) -> Dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
+        self.target_updates.add_state(state, components, not_components)
         add_sampler_state(self, state, components, not_components)
         if includes_component(self, LOG_ALPHA_STATE, components, not_components):
             state[LOG_ALPHA_STATE] = {
@@ -433,6 +431,7 @@ class NERSSACTorchLearner(
     @override(SACTorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
+        self.target_updates.set_state(state)
         restore_sampler_state(self, state)
         with torch.no_grad():
             for module_id, value in state.get(LOG_ALPHA_STATE, {}).items():

@@ -23,6 +23,7 @@ from ray.rllib.algorithms.dqn.dqn_learner import (
     QF_PREDS,
     QF_TARGET_NEXT_PREDS,
     TD_ERROR_MEAN_KEY,
+    DQNLearner,
 )
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.core.columns import Columns
@@ -32,13 +33,8 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 from torch.nn import functional as F
 
-from rllib_ners.algorithms.common.cuda_graph_updates import CudaGraphUpdates
-from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
-from rllib_ners.algorithms.common.gradient_step import FusedGradientStep
-from rllib_ners.algorithms.common.target_updates import (
-    CheckpointedTargetUpdateTimes,
-    ForeachTargetUpdates,
-)
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
+from rllib_ners.algorithms.common.target_updates import DQNTargetUpdates
 from rllib_ners.algorithms.common.update_step import (
     rllib_update_needed,
     update_in_training_mode,
@@ -49,36 +45,47 @@ from rllib_ners.utils.torch_ops import make_adam
 DEFAULT_ADAM_EPSILON = 1e-8
 
 
-class RainbowDQNTorchLearner(
-    CheckpointedTargetUpdateTimes,
-    CudaGraphUpdates,
-    DeferredMetricsUpdates,
-    FusedGradientStep,
-    ForeachTargetUpdates,
-    DQNTorchLearner,
-):
+class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
     """RLlib's DQN learner with `Adam(eps=config.adam_epsilon)`.
 
-    Its update is RLlib's, made with less overhead by single-purpose pieces:
-    metrics reduced once per iteration (`DeferredMetricsUpdates`), the
-    gradient step with fused kernels (`FusedGradientStep`), target networks
-    updated with multi-tensor ops (`ForeachTargetUpdates`) and the forward
-    pass without a mode switch per update (`update_in_training_mode`).
-    Checkpoints hold when the target networks were last synced
-    (`CheckpointedTargetUpdateTimes`), so a restored run syncs them when the
-    saved one would have.
+    Its update is RLlib's: the package's (`update_in_training_mode`, the
+    forward pass without a mode switch per update) or, for several Learners
+    or a compiled update, RLlib's own `_update`; `FastTorchLearner` defers its
+    metrics to once per iteration and makes its gradient step with fused
+    kernels. The target networks are updated with multi-tensor ops, and
+    checkpoints hold when they were last synced, so a restored run syncs them
+    when the saved one would have (`DQNTargetUpdates`).
     """
 
     @override(DQNTorchLearner)
     def build(self) -> None:
         keep_freed_tensor_memory()
         super().build()
+        self.target_updates = DQNTargetUpdates(self)
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
         if rllib_update_needed(self):
             return super()._update(batch)
         return update_in_training_mode(self, batch)
+
+    @override(DQNLearner)
+    def after_gradient_based_update(self, *, timesteps: Dict[str, Any]) -> None:
+        # TorchLearner's step (learning-rate schedules), then DQNLearner's
+        # target-network update as multi-tensor Polyak steps.
+        TorchLearner.after_gradient_based_update(self, timesteps=timesteps)
+        self.target_updates.after_update(timesteps)
+
+    @override(TorchLearner)
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        self.target_updates.add_state(state, components, not_components)
+        return state
+
+    @override(TorchLearner)
+    def set_state(self, state: Dict[str, Any]) -> None:
+        super().set_state(state)
+        self.target_updates.set_state(state)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:

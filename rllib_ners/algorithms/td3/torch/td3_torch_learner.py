@@ -44,12 +44,11 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 
-from rllib_ners.algorithms.common.cuda_graph_updates import CudaGraphUpdates
-from rllib_ners.algorithms.common.deferred_updates import DeferredMetricsUpdates
 from rllib_ners.algorithms.common.distributed import (
     average_over_learners,
     learners_share_process_group,
 )
+from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.gradient_step import (
     all_finite,
     clip_gradients_foreach,
@@ -143,19 +142,15 @@ def priority_errors(errors: List[torch.Tensor]) -> torch.Tensor:
     return priority
 
 
-class TD3TorchLearner(CudaGraphUpdates, DeferredMetricsUpdates, TorchLearner):
+class TD3TorchLearner(FastTorchLearner, TorchLearner):
     """TD3's update (see the module docstring), with metrics deferred to once
-    per iteration (`DeferredMetricsUpdates`), holding the NERS sampler as
-    `self.ners` when the replay buffer is the NERS buffer."""
+    per iteration and CUDA-graph replay (`FastTorchLearner`; TD3 makes its own
+    gradient steps), holding the NERS sampler as `self.ners` when the replay
+    buffer is the NERS buffer."""
 
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True
     ners: Optional[TorchNERSSampler] = None
-
-    # Whether the gradient step may read gradient values on the host (None:
-    # where the Learner's tensors are in host memory), as
-    # `FusedGradientStep.host_reads`.
-    host_reads: Optional[bool] = None
 
     @override(TorchLearner)
     def build(self) -> None:
@@ -207,7 +202,7 @@ class TD3TorchLearner(CudaGraphUpdates, DeferredMetricsUpdates, TorchLearner):
     def _update(self, batch: Dict[str, Any]):
         return self._update_modules(batch, self._actor_phases(batch))
 
-    @override(CudaGraphUpdates)
+    @override(FastTorchLearner)
     def graph_update_parts(self, batch: Dict[str, Any]):
         # Which modules step their actors this update is decided on the host:
         # one graph per choice.
