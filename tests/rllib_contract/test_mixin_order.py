@@ -1,0 +1,73 @@
+"""Every mixin of ours comes before the RLlib classes in the MROs it joins.
+
+A mixin of this package (a class with no RLlib or Ray base) overrides RLlib
+methods and calls `super()`: listed after the RLlib class it extends, RLlib's
+method would win and the mixin's would never run, silently. Its docstring says
+"list it before ..."; this test checks it for every class of the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import rllib_ners
+
+
+def _is_ours(cls: type) -> bool:
+    return cls.__module__.startswith("rllib_ners.")
+
+
+def _is_rllib(cls: type) -> bool:
+    return cls.__module__.startswith(("ray.", "gymnasium."))
+
+
+def _classes_of_the_package():
+    classes = {}
+    for info in pkgutil.walk_packages(rllib_ners.__path__, "rllib_ners."):
+        if info.name.endswith(".__main__"):  # entry points run on import
+            continue
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if _is_ours(cls):
+                classes[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return classes
+
+
+def _mixins_after_rllib(cls: type):
+    mro = cls.__mro__
+    first_rllib = next((i for i, base in enumerate(mro) if _is_rllib(base)), None)
+    if first_rllib is None:
+        return []
+    return [
+        base.__name__
+        for base in mro[first_rllib:]
+        if _is_ours(base) and not any(_is_rllib(b) for b in base.__mro__[1:])
+    ]
+
+
+def test_every_mixin_of_ours_precedes_the_rllib_classes_it_extends():
+    classes = _classes_of_the_package()
+    joined = [cls for cls in classes.values() if any(map(_is_rllib, cls.__mro__))]
+    assert len(joined) > 20  # configs, algorithms, Learners, buffers, modules
+    misplaced = {
+        name: after
+        for name, cls in classes.items()
+        if (after := _mixins_after_rllib(cls))
+    }
+    assert not misplaced, (
+        f"mixins listed after an RLlib class (their overrides never run): "
+        f"{misplaced}; list them before the RLlib class"
+    )
+
+
+def test_the_check_finds_a_mixin_listed_after_rllibs_class():
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
+
+    class Misordered(DQNConfig, FastPathsConfigMixin):
+        pass
+
+    assert _mixins_after_rllib(Misordered) == ["FastPathsConfigMixin"]
