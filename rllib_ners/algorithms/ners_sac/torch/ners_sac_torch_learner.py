@@ -21,9 +21,10 @@ Beyond RLlib's SACTorchLearner it also
   * averages the temperature's gradient over several Learners: DDP averages the
     RLModule's gradients only, so RLlib 2.60's Learners drifted apart in alpha;
   * updates with one backward pass instead of four (`one_backward_sac_update`),
-    fused Adam optimisers (RLlib's four, same parameters and eps), and the
-    pieces `RainbowDQNTorchLearner` lists (deferred metrics, the fused
-    gradient step, multi-tensor target updates).
+    fused Adam optimisers (RLlib's four, same parameters and eps), the shared
+    base's speed-ups (`FastTorchLearner`: deferred metrics, CUDA-graph
+    replay, the fused gradient step) and multi-tensor target updates
+    (`DQNTargetUpdates`).
 """
 
 from __future__ import annotations
@@ -62,10 +63,6 @@ from rllib_ners.algorithms.common.distributed import (
 from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.lap_losses import pal, pal_normaliser
 from rllib_ners.algorithms.common.target_updates import DQNTargetUpdates
-from rllib_ners.algorithms.common.update_step import (
-    rllib_update_needed,
-    update_in_training_mode,
-)
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
     add_sampler_state,
@@ -163,9 +160,11 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     """RLlib's SAC learner, holding the NERS sampler as `self.ners` with the
     NERS buffer (see the module docstring).
 
-    Its update: `one_backward_sac_update` for continuous actions; where that
-    cannot serve (`sac_update_blocker`, logged once), `update_in_training_mode`
-    or, for several Learners or a compiled update, RLlib's own.
+    Its update is one of two, chosen once at build: the package's
+    (`one_backward_sac_update`) or, where that cannot serve
+    (`sac_update_blocker`: discrete actions, a compiled update, mixed
+    precision, torch LR schedulers, modules other than RLlib's SAC modules;
+    logged once), RLlib's own.
     """
 
     # Checked by NERSEpisodeReplayBuffer at build time.
@@ -193,9 +192,7 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     def _update(self, batch: Dict[str, Any]):
         if self.one_backward_blocker is None:
             return one_backward_sac_update(self, batch, self.sac_networks)
-        if rllib_update_needed(self):
-            return super()._update(batch)
-        return update_in_training_mode(self, batch)
+        return super()._update(batch)
 
     @override(DQNLearner)
     def after_gradient_based_update(self, *, timesteps: Dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ With several Learners the gradients are averaged across them in one
 all-reduce (what DDP does for the RLModule, here for the temperature too).
 Configs it cannot serve (Discrete actions, torch-compiled updates, mixed
 precision, torch LR schedulers, modules other than RLlib's SAC modules) take
-the Learner's other update (`sac_update_blocker` says why).
+RLlib's own update (`sac_update_blocker` says why).
 """
 
 from __future__ import annotations
