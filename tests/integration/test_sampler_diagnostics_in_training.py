@@ -5,7 +5,7 @@ import pytest
 import ray
 from ray.rllib.algorithms.dqn import DQNConfig
 
-from rllib_ners import ACERConfig, NERSDQNConfig, enable_ners
+from rllib_ners import ACERConfig, NERSCallback, NERSDQNConfig, enable_ners
 from rllib_ners.algorithms.ners.ners_learner import (
     NERS_DIAGNOSTICS_KEYS,
     NERS_PROBE_RANK_DRIFT_KEY,
@@ -59,6 +59,15 @@ def _small_acer_ners(num_learners):
     )
 
 
+def _sampler_update(algo):
+    """The NERS sampler update: the algorithm's, or on the stock-DQN route
+    (`enable_ners`) the one `NERSCallback` holds."""
+    for callback in algo.callbacks:  # one object per callbacks class
+        if isinstance(callback, NERSCallback):
+            return callback.sampler_update
+    return algo.ners_sampler_update
+
+
 def _check_every_key_every_iteration(algo, iterations=2):
     for _ in range(iterations):
         ners = algo.train()[NERS_RESULTS]
@@ -74,7 +83,7 @@ def _check_every_key_every_iteration(algo, iterations=2):
         assert ners["scored_priority_max_over_min"] >= 1.0
         assert -1.0 <= ners["priority_td_spearman"] <= 1.0
     assert "priority_entropy" not in ners
-    state = algo.ners_sampler_update.get_state()["diagnostics"]
+    state = _sampler_update(algo).get_state()["diagnostics"]
     assert state["probe_slots"] is not None and state["probe_previous"] is not None
     return ners
 

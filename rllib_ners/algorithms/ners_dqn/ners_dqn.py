@@ -124,8 +124,9 @@ class NERSCallback(RLlibCallback):
     Stock DQN has no per-training-step hook, so the sampler is updated once per
     training iteration, from the episodes finished during it; the sampler
     diagnostics are added to `result["ners"]` then too. The callback holds the
-    sampler update (`sampler_update`; RLlib builds one callback object per
-    algorithm); a stock DQN's checkpoints do not include its state.
+    sampler update (`sampler_update`; RLlib builds one object of each
+    callbacks class per algorithm, `algorithm.callbacks`); a stock DQN's
+    checkpoints do not include its state.
     """
 
     sampler_update = None
