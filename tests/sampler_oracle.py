@@ -99,7 +99,7 @@ def run_oracle(
     from rllib_ners.ners.reinforce import priority_base, sampler_loss
     from rllib_ners.ners.scorer import NERSScorer
     from rllib_ners.ners.settings import NERSSettings
-    from rllib_ners.utils.torch_ops import make_adam
+    from rllib_ners.utils.optimizer_steps import make_adam
 
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)

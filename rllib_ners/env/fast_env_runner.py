@@ -118,7 +118,7 @@ from rllib_ners.seam.env_runner import (
     time_after_sampling,
 )
 from rllib_ners.seam.rl_module import exploration_pass, inference_pass
-from rllib_ners.utils.torch_ops import numpy_to_tensor
+from rllib_ners.utils.tensor_conversion import numpy_to_tensor
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.rllib.utils.spaces.space_utils import unsquash_action
 
 from rllib_ners.seam.episodes import append_steps
-from rllib_ners.utils.torch_ops import squashed_gaussian_sample_and_logp
+from rllib_ners.utils.action_sampling import squashed_gaussian_sample_and_logp
 
 __all__ = [
     "EnvActions",

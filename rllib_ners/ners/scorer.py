@@ -27,8 +27,8 @@ from torch.nn import functional as F
 
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.networks.conv_stack import ConvStack, fitting_cnn_kind
+from rllib_ners.utils.mlp_layers import run_mlp_layers
 from rllib_ners.utils.spaces import is_image_space
-from rllib_ners.utils.torch_ops import run_mlp_layers
 
 __all__ = ["NERSScorer", "build_state_encoder"]
 

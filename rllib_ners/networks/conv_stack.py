@@ -12,6 +12,10 @@ Each kind needs images of a least size (`min_image_size`): 36x36 for "nature",
 25x25 for "data_efficient", 3x3 for "small" (one 3x3 stride-1 conv with 16
 channels, the convolution of MinAtar's own DQN, Young & Tian 2019, for its 10x10
 images). `fitting_cnn_kind` picks a preferred kind when it fits, else "small".
+
+`ConvStack.features` convolves channels-last images without an NCHW copy
+(`channels_last_conv`) and only the rows and columns the convolutions read
+(`conv_input_extent`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 from torch import nn
-
-from rllib_ners.utils.torch_ops import channels_last_conv, conv_input_extent
+from torch.nn import functional as F
 
 # uint8 pixels are divided by this (to [0, 1]).
 MAX_PIXEL = 255.0
@@ -80,6 +83,44 @@ def cnn_output_dim(obs_shape: Sequence[int], kind: str) -> int:
             f"fits."
         )
     return CNN_LAYERS[kind][-1][0] * height * width
+
+
+def channels_last_conv(
+    x: torch.Tensor, conv: nn.Conv2d, scale: float = 1.0
+) -> torch.Tensor:
+    """`conv(x * scale)` for channels-last `x`, returning NCHW-shaped output.
+
+    The scale is folded into the weight (one pass over the images fewer than
+    `x * scale`); `x.permute(0, 3, 1, 2)` is the channels-last memory layout
+    that oneDNN convolves without a copy.
+    """
+    nchw = x.permute(0, 3, 1, 2).float()
+    weight = conv.weight * scale if scale != 1.0 else conv.weight
+    return F.conv2d(nchw, weight, conv.bias, conv.stride, conv.padding)
+
+
+def conv_input_extent(
+    height: int, width: int, convs: Sequence[nn.Conv2d]
+) -> Tuple[int, int]:
+    """Rows and columns of an `height x width` input that a stack of convolutions
+    reads at all.
+
+    Unpadded strided convolutions can skip the last rows and columns: the
+    data-efficient Rainbow CNN (two 5x5 stride-5 convs) reads 75 x 75 of an
+    84 x 84 frame, as its first conv's 16th output row and column are never
+    used by the second. Convolving `x[:, :75, :75]` gives the same features
+    with a ninth less work. Padded or dilated stacks return the full size.
+    """
+    if any(c.padding != (0, 0) or c.dilation != (1, 1) for c in convs):
+        return height, width
+    extents = []
+    for size, axis in ((height, 0), (width, 1)):
+        for conv in convs:
+            size = (size - conv.kernel_size[axis]) // conv.stride[axis] + 1
+        for conv in reversed(convs):
+            size = (size - 1) * conv.stride[axis] + conv.kernel_size[axis]
+        extents.append(size)
+    return extents[0], extents[1]
 
 
 class ConvStack(nn.Module):

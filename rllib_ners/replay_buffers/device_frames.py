@@ -31,7 +31,7 @@ import torch
 
 from rllib_ners.replay_buffers.frame_stack import stack_frame_slots
 from rllib_ners.replay_buffers.ring_storage import RingStorage
-from rllib_ners.utils.torch_ops import numpy_to_tensor
+from rllib_ners.utils.tensor_conversion import numpy_to_tensor
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,27 @@
-"""Small helpers shared across the package, each module named for what it holds.
+"""Helpers shared across the package, each module named for what it holds.
 
-`checks` (input validation), `spaces` (observation/action space predicates),
-`rng` (global RNG snapshots), `torch_ops` (convolution and optimiser helpers),
-`malloc` (glibc allocator tuning), `plotting` (learning curves), `log_noise`
-(drops the log lines of Ray, Tune and RLlib a user cannot act on). Nothing here
-imports Ray.
+Torch, for the RLModules, Learners and the NERS scorer:
+
+* `action_sampling`: epsilon-greedy and squashed-Gaussian action draws, RLlib's
+  draws with fewer ops;
+* `mlp_layers`: a plain MLP's layers, run without `nn.Module.__call__`;
+* `optimizer_steps`: fused Adam and optimizer steps with less overhead;
+* `tensor_conversion`: numpy arrays as tensors on a device, as RLlib converts;
+* `update_graphs`: gradient updates captured and replayed as CUDA graphs;
+* `deferred_metrics`: a stand-in for RLlib's `MetricsLogger` that logs once.
+
+Checks and small facts:
+
+* `checks`: input validation;
+* `spaces`: predicates on gymnasium spaces;
+* `episode_info`: the env `info` keys the package reads.
+
+Processes and runs:
+
+* `rng`: snapshots of the global random generators;
+* `malloc`: glibc allocator tuning for Learner processes;
+* `log_noise`: drops the Ray, Tune and RLlib log lines a user cannot act on;
+* `plotting`: learning curves from Tune run directories.
+
+Nothing here imports Ray (`tests/unit/test_ray_free_modules.py`).
 """

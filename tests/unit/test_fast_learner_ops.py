@@ -42,15 +42,17 @@ from rllib_ners.algorithms.common.target_updates import (
     polyak_pairs,
     polyak_update,
 )
-from rllib_ners.utils.torch_ops import (
+from rllib_ners.utils import action_sampling
+from rllib_ners.utils.action_sampling import (
     EpsilonGreedyChoice,
-    cached_fused_adam_lists,
     gaussian_sample,
-    mlp_layers_of,
-    run_mlp_layers,
+    uniform_allowed_choice,
+)
+from rllib_ners.utils.mlp_layers import mlp_layers_of, run_mlp_layers
+from rllib_ners.utils.optimizer_steps import (
+    cached_fused_adam_lists,
     step_optimizer,
     step_optimizers,
-    uniform_allowed_choice,
 )
 
 SHAPES = [(256, 4), (256,), (256, 256), (256,), (2, 256), (2,)]
@@ -473,6 +475,15 @@ def test_step_optimizers_shares_kernels_and_equals_stepping_each():
         for index, state in theirs.items():
             for key, value in state.items():
                 assert torch.equal(value, ours[index][key]), (index, key)
+
+
+def test_the_squashed_gaussians_bounds_are_rllibs():
+    """`action_sampling` restates RLlib's log-std bounds and atanh margin to stay
+    free of Ray: they must be RLlib's values."""
+    from ray.rllib.utils import numpy as rllib_numpy
+
+    for name in ("MIN_LOG_NN_OUTPUT", "MAX_LOG_NN_OUTPUT", "SMALL_NUMBER"):
+        assert getattr(action_sampling, name) == getattr(rllib_numpy, name), name
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

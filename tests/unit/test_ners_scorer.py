@@ -282,7 +282,7 @@ def test_linear_path_trains_at_its_own_learning_rate():
     assert sorted(ids) == sorted(id(p) for p in scorer.parameters())
     # One Adam step moves each weight by about its group's rate (Adam's first
     # step is lr * sign(grad)).
-    from rllib_ners.utils.torch_ops import make_adam
+    from rllib_ners.utils.optimizer_steps import make_adam
 
     optimizer = make_adam(groups)
     before = {n: p.detach().clone() for n, p in scorer.named_parameters()}

@@ -756,7 +756,7 @@ def test_encoders_convolve_only_what_they_read(kind, height, width):
     from rllib_ners.algorithms.rainbow.torch.rainbow_networks import (
         RainbowCNNEncoder,
     )
-    from rllib_ners.utils.torch_ops import conv_input_extent
+    from rllib_ners.networks.conv_stack import conv_input_extent
 
     torch.manual_seed(1)
     encoder = RainbowCNNEncoder((height, width, 4), kind)
@@ -782,7 +782,7 @@ def test_encoders_convolve_only_what_they_read(kind, height, width):
 
 
 def test_input_extent_of_padded_convolutions_is_the_whole_image():
-    from rllib_ners.utils.torch_ops import conv_input_extent
+    from rllib_ners.networks.conv_stack import conv_input_extent
 
     convs = [torch.nn.Conv2d(4, 8, 5, 5, padding=1), torch.nn.Conv2d(8, 8, 5, 5)]
     assert conv_input_extent(84, 84, convs) == (84, 84)

@@ -49,8 +49,12 @@ RAY_FREE = [
     "rllib_ners.utils.log_noise",
     "rllib_ners.utils.rng",
     "rllib_ners.utils.spaces",
-    "rllib_ners.utils.torch_ops",
+    "rllib_ners.utils.tensor_conversion",
+    "rllib_ners.utils.optimizer_steps",
+    "rllib_ners.utils.action_sampling",
+    "rllib_ners.utils.mlp_layers",
     "rllib_ners.utils.deferred_metrics",
+    "rllib_ners.utils.update_graphs",
 ]
 
 
@@ -90,6 +94,16 @@ def test_module_never_imports_ray(name):
     assert _module_path(name).exists(), f"{name} moved: update RAY_FREE"
     chain = _chain_to_ray(name, set())
     assert chain is None, "Ray is imported via " + " -> ".join(chain)
+
+
+def test_every_utils_module_is_checked():
+    """`rllib_ners.utils` promises that none of its modules imports Ray."""
+    utils = {
+        f"rllib_ners.utils.{path.stem}"
+        for path in (PACKAGE_ROOT / "utils").glob("*.py")
+        if path.stem != "__init__"
+    }
+    assert sorted(utils - set(RAY_FREE)) == []
 
 
 def test_the_check_finds_a_ray_import():

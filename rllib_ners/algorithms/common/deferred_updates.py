@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 
-from rllib_ners.utils.torch_ops import numpy_to_tensor
+from rllib_ners.utils.tensor_conversion import numpy_to_tensor
 
 # `Learner.update()` keyword that asks for an update with deferred metrics.
 DEFER_METRICS = "rllib_ners_defer_metrics"

@@ -77,7 +77,7 @@ from rllib_ners.seam.learner import (
     uses_torch_lr_schedulers,
 )
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
-from rllib_ners.utils.torch_ops import step_optimizers
+from rllib_ners.utils.optimizer_steps import step_optimizers
 from rllib_ners.utils.update_graphs import (
     CudaUpdateGraph,
     RecordedMetrics,

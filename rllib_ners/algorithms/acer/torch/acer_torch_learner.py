@@ -73,7 +73,7 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
     TARGET_Q,
 )
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
-from rllib_ners.utils.torch_ops import make_adam
+from rllib_ners.utils.optimizer_steps import make_adam
 
 # Probabilities are clamped to this before a log where they may reach 0.
 MIN_PROBABILITY = 1e-12

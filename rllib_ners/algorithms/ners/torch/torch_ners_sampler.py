@@ -46,9 +46,9 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
     TARGET_Q,
 )
 from rllib_ners.seam.checkpoints import includes_component
+from rllib_ners.utils.optimizer_steps import make_adam
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 from rllib_ners.utils.spaces import is_image_space
-from rllib_ners.utils.torch_ops import make_adam
 
 # Learner state entry holding the sampler's state.
 NERS_SAMPLER_STATE = "ners_sampler"

@@ -79,7 +79,7 @@ from rllib_ners.algorithms.ners_sac.torch.sac_update import (
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import losses_per_optimizer
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
-from rllib_ners.utils.torch_ops import make_adam
+from rllib_ners.utils.optimizer_steps import make_adam
 
 logger = logging.getLogger(__name__)
 

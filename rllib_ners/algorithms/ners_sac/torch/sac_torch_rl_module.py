@@ -34,7 +34,7 @@ from rllib_ners.algorithms.ners_sac.torch.squashed_mean_gaussian import (
     TorchSquashedMeanGaussian,
 )
 from rllib_ners.seam.rl_module import raise_catalog_error
-from rllib_ners.utils.torch_ops import encoder_head_layers_of, run_mlp_layers
+from rllib_ners.utils.mlp_layers import encoder_head_layers_of, run_mlp_layers
 
 # `model_config["greedy_action"]`: the SAC paper's squashed mean (default) or
 # RLlib 2.60's pre-tanh mean.

@@ -56,11 +56,8 @@ from rllib_ners.seam.learner import (
     losses_per_optimizer,
 )
 from rllib_ners.seam.rl_module import sac_critic_pass
-from rllib_ners.utils.torch_ops import (
-    encoder_head_layers_of,
-    run_mlp_layers,
-    squashed_gaussian_draw_and_logp,
-)
+from rllib_ners.utils.action_sampling import squashed_gaussian_draw_and_logp
+from rllib_ners.utils.mlp_layers import encoder_head_layers_of, run_mlp_layers
 
 # Outputs of RLlib's SAC module that it names without a constant.
 LOGP_RESAMPLED = "logp_resampled"

@@ -18,7 +18,7 @@ from ray.rllib.core.distribution.torch.torch_distribution import (
 )
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.utils.torch_ops import squash
+from rllib_ners.utils.action_sampling import squash
 
 
 class TorchSquashedMeanGaussian(TorchSquashedGaussian):

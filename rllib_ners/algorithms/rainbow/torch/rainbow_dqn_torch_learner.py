@@ -40,7 +40,7 @@ from rllib_ners.algorithms.common.update_step import (
     update_in_training_mode,
 )
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
-from rllib_ners.utils.torch_ops import make_adam
+from rllib_ners.utils.optimizer_steps import make_adam
 
 DEFAULT_ADAM_EPSILON = 1e-8
 

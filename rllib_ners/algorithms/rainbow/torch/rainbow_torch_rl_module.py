@@ -63,8 +63,8 @@ from rllib_ners.algorithms.rainbow.rainbow_catalog import (
 )
 from rllib_ners.algorithms.rainbow.torch.rainbow_networks import QStream
 from rllib_ners.seam.rl_module import advance_schedule, raise_catalog_error
-from rllib_ners.utils.torch_ops import (
-    EpsilonGreedyChoice,
+from rllib_ners.utils.action_sampling import EpsilonGreedyChoice
+from rllib_ners.utils.mlp_layers import (
     call_module,
     is_elementwise_activation,
     mlp_layers_of,

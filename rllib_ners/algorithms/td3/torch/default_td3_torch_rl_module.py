@@ -27,7 +27,7 @@ from rllib_ners.algorithms.td3.default_td3_rl_module import (
 )
 from rllib_ners.algorithms.td3.td3_catalog import TD3Catalog
 from rllib_ners.seam.rl_module import raise_catalog_error
-from rllib_ners.utils.torch_ops import mlp_layers_of, run_mlp_layers
+from rllib_ners.utils.mlp_layers import mlp_layers_of, run_mlp_layers
 
 # The bounds of TD3's normalised actions (RLlib maps them onto the env's).
 ACTION_LOW, ACTION_HIGH = -1.0, 1.0

@@ -69,7 +69,7 @@ from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import scales_gradients, uses_torch_lr_schedulers
 from rllib_ners.seam.rl_module import training_pass
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
-from rllib_ners.utils.torch_ops import make_adam, step_optimizers
+from rllib_ners.utils.optimizer_steps import make_adam, step_optimizers
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,35 @@
+"""numpy arrays as torch tensors on a device, converted as RLlib converts them
+(no Ray)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def numpy_to_tensor(value, device, *, via_pinned_memory: bool = False) -> torch.Tensor:
+    """A numpy array (or tensor) as a torch tensor on `device`, converted as
+    RLlib's `convert_to_torch_tensor` converts it: float64 (and any other
+    float but float16) becomes float32; a read-only array is copied first
+    (`torch.from_numpy` shares the array's memory).
+
+    `via_pinned_memory`, for a CUDA `device`: the host tensor is copied into
+    pinned (page-locked) memory and sent with a non-blocking copy, which the
+    host queues and leaves; a copy from pageable memory makes the host wait
+    for it. The same values either way."""
+    if torch.is_tensor(value):
+        tensor = value
+    else:
+        array = np.asarray(value)
+        if not array.flags.writeable:
+            array = array.copy()
+        tensor = torch.from_numpy(array)
+    if tensor.is_floating_point() and tensor.dtype != torch.float16:
+        tensor = tensor.float()
+    if (
+        via_pinned_memory
+        and tensor.device.type == "cpu"
+        and torch.device(device).type == "cuda"
+    ):
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
