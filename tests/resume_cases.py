@@ -18,7 +18,7 @@ from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
-from rllib_ners.algorithms.common.replay_checkpoint import pop_priority_rows
+from rllib_ners.algorithms.common.training_ops import pop_priority_rows
 from rllib_ners.algorithms.common.weight_sharing import local_learner
 
 

@@ -30,7 +30,7 @@ def test_item_series_stats_keep_the_logged_values_in_items():
     items = getattr(stats, "items", None)
     assert items is not None and len(items) == 1, _fail(
         "item-series stats no longer keep the logged values in `.items`",
-        "rllib_ners/algorithms/common/replay_checkpoint.py (_logged_arrays)",
+        "rllib_ners/algorithms/common/training_ops.py (_logged_arrays)",
     )
     np.testing.assert_array_equal(np.asarray(items[0]), rows.numpy())
     np.testing.assert_array_equal(np.asarray(stats.peek()[0]), rows.numpy())

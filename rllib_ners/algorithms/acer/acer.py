@@ -53,21 +53,23 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners.algorithms.acer.acer_learner import SEQUENCE_START_TS, SEQUENCE_WEIGHTS
+from rllib_ners.algorithms.common.buffer_config_checks import (
+    check_replay_buffer_config,
+    our_replay_buffer_config,
+)
+from rllib_ners.algorithms.common.buffer_types import (
+    FAST_BUFFER_TYPE,
+    buffer_type_to_string,
+)
 from rllib_ners.algorithms.common.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
     check_learning_rates,
 )
-from rllib_ners.algorithms.common.replay_checkpoint import (
-    FAST_BUFFER_TYPE,
-    ReplayStateMixin,
-    buffer_type_to_string,
-    check_replay_buffer_config,
-    our_replay_buffer_config,
-    pop_priority_rows,
-)
+from rllib_ners.algorithms.common.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.common.training_ops import (
+    pop_priority_rows,
     sample_into_buffer,
     sync_env_runner_weights,
 )

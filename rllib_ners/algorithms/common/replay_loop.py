@@ -99,7 +99,7 @@ from rllib_ners.algorithms.common.overlapped_sampling import (
     OverlapTally,
     request_size_line,
 )
-from rllib_ners.algorithms.common.replay_checkpoint import ReplayStateMixin
+from rllib_ners.algorithms.common.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.common.weight_sharing import (
     MirroredWeights,
     SharedWeights,

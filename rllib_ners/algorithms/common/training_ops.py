@@ -1,20 +1,24 @@
-"""Training-step pieces shared by our replay algorithms (the columnar DQN/SAC
-step of `columnar_replay` and ACER), in the manner of RLlib's
+"""Pieces of ACER's training step, in the manner of RLlib's
 `execution/rollout_ops.py`: each does what RLlib's own DQN training step does at
-that point, with the same timers and metric keys."""
+that point, with the same timers and metric keys (sampling into the buffer,
+syncing the EnvRunners' weights, taking the Learners' priority rows out of
+their results). The DQN/SAC replay loop (`replay_loop`) has its own."""
 
 from __future__ import annotations
 
 from typing import Any, List
 
+import numpy as np
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     ENV_RUNNER_RESULTS,
     ENV_RUNNER_SAMPLING_TIMER,
     REPLAY_BUFFER_ADD_DATA_TIMER,
     SYNCH_WORKER_WEIGHTS_TIMER,
+    TD_ERROR_KEY,
     TIMERS,
 )
+from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners.seam.algorithm import sample_episodes_and_metrics
 
@@ -41,3 +45,31 @@ def sync_env_runner_weights(algo, learner_results) -> None:
             policies=set(learner_results[0].keys()) - {ALL_MODULES},
             inference_only=True,
         )
+
+
+def pop_priority_rows(learner_results) -> Any:
+    """The per-item rows the Learners logged under RLlib's TD-error key (TD
+    errors, or NERS `[score, delta, q, position]` rows), concatenated Learner by
+    Learner, and removed from the results so that they are never logged. None
+    if no Learner logged any."""
+    rows = [
+        item
+        for result in learner_results
+        for module_results in result.values()
+        if isinstance(module_results, dict) and TD_ERROR_KEY in module_results
+        for item in _logged_arrays(module_results.pop(TD_ERROR_KEY))
+    ]
+    return np.concatenate(rows) if rows else None
+
+
+def _logged_arrays(stats) -> List[np.ndarray]:
+    """The values logged into an RLlib 2.60 item-series stat, one array each.
+
+    Read from `stats.items`, not `peek()`: peek() turns the logged tensors into
+    nested Python lists (`tolist()`), element by element, about 10 ms per
+    update for a batch of 256 NERS rows. The items are the same values.
+    """
+    items = getattr(stats, "items", None)
+    if items is None:
+        items = stats.peek()
+    return [np.asarray(convert_to_numpy(item)) for item in items]

@@ -31,6 +31,8 @@ from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.algorithms.common.buffer_config_checks import check_replay_buffer_config
+from rllib_ners.algorithms.common.buffer_types import FAST_BUFFER_TYPE
 from rllib_ners.algorithms.common.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
@@ -38,12 +40,8 @@ from rllib_ners.algorithms.common.config_checks import (
     check_learning_rates,
 )
 from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
-from rllib_ners.algorithms.common.replay_checkpoint import (
-    FAST_BUFFER_TYPE,
-    ReplayStateMixin,
-    check_replay_buffer_config,
-)
 from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
+from rllib_ners.algorithms.common.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.common.rllib_validation import rllib_validation
 from rllib_ners.seam.config import (
     ModelConfigIncludesHook,

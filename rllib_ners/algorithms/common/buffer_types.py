@@ -1,0 +1,79 @@
+"""Replay buffer types: this package's buffers by name, and resolving a `type`.
+
+RLlib 2.60 builds a replay buffer from `replay_buffer_config["type"]`, which it
+needs as a dotted string (`buffer_type_to_string`): it tests
+`"EpisodeReplayBuffer" in type`, which fails for a class object, and Tune turns
+dotted strings into classes on every trial. `resolve_buffer_class` imports the
+class a `type` names; `is_fast_buffer` / `is_ners_buffer` say whether it is one
+of this package's buffers, or its NERS buffer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
+FAST_BUFFER_TYPE = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+MULTI_AGENT_FAST_BUFFER_TYPE = "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer"
+
+
+def buffer_type_to_string(buffer_type: Any) -> str:
+    """A replay buffer `type` as the dotted string RLlib 2.60 needs.
+
+    RLlib tests `"EpisodeReplayBuffer" in type`, which raises a TypeError for a
+    class object (and Tune turns strings back into classes on round trips).
+    """
+    if isinstance(buffer_type, str):
+        return buffer_type
+    if isinstance(buffer_type, type):
+        return f"{buffer_type.__module__}.{buffer_type.__qualname__}"
+    raise ValueError(
+        f"replay_buffer_config['type'] must be a class or a dotted import path, got "
+        f"{buffer_type!r}."
+    )
+
+
+def resolve_buffer_class(buffer_type: Any) -> type:
+    """Imports a buffer type given as a class, a dotted path or an RLlib short name."""
+    if isinstance(buffer_type, type):
+        return buffer_type
+    name = buffer_type_to_string(buffer_type)
+    module_name, _, class_name = name.rpartition(".")
+    try:
+        if not module_name:
+            module = importlib.import_module("ray.rllib.utils.replay_buffers")
+        else:
+            module = importlib.import_module(module_name)
+        return getattr(module, class_name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(
+            f"Unknown replay buffer type {name!r} in replay_buffer_config['type']: "
+            f"{error}. Use e.g. '{NERS_BUFFER_TYPE}' or '{FAST_BUFFER_TYPE}'."
+        ) from None
+
+
+def is_fast_buffer(obj_or_class: Any) -> bool:
+    """One of this package's buffers (single- or multi-agent)."""
+    from rllib_ners.replay_buffers.fast_multi_agent_episode_buffer import (
+        FastMultiAgentPrioritizedEpisodeReplayBuffer,
+    )
+    from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
+        FastPrioritizedEpisodeReplayBuffer,
+    )
+
+    cls = obj_or_class if isinstance(obj_or_class, type) else type(obj_or_class)
+    return issubclass(
+        cls,
+        (
+            FastPrioritizedEpisodeReplayBuffer,
+            FastMultiAgentPrioritizedEpisodeReplayBuffer,
+        ),
+    )
+
+
+def is_ners_buffer(cls: type) -> bool:
+    """A NERS buffer class (`NERSEpisodeReplayBuffer` or a subclass)."""
+    from rllib_ners.replay_buffers.ners_episode_buffer import NERSEpisodeReplayBuffer
+
+    return isinstance(cls, type) and issubclass(cls, NERSEpisodeReplayBuffer)
