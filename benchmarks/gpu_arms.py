@@ -52,7 +52,7 @@ def graph_status(arm) -> str:
     algo = getattr(arm, "algo", None)
     if algo is None or not algo.config.cuda_graph_updates:
         return ""
-    from rllib_ners.algorithms.common.cuda_graph_updates import (
+    from rllib_ners.algorithms.common.learner.cuda_graph_updates import (
         cuda_graph_update_blocker,
     )
     from rllib_ners.seam.algorithm import local_learner_of

@@ -150,7 +150,7 @@ def runners_point(
         SYNCH_WORKER_WEIGHTS_TIMER,
     )
 
-    from rllib_ners.algorithms.common.overlapped_sampling import (
+    from rllib_ners.algorithms.common.training.overlapped_sampling import (
         WEIGHTS_STALENESS_MAX,
         WEIGHTS_STALENESS_MEAN,
     )

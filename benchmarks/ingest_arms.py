@@ -272,7 +272,7 @@ class RemoteRunnerArm(Arm):
         self.run(steps)
 
     def run(self, steps: int):
-        from rllib_ners.algorithms.common.fragment_shipping import (
+        from rllib_ners.algorithms.common.training.fragment_shipping import (
             sample_remote_fragments,
         )
         from rllib_ners.seam.algorithm import sample_episodes
@@ -364,7 +364,9 @@ class SampleArm(Arm):
         self.run(steps)
 
     def run(self, steps: int):
-        from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+        from rllib_ners.algorithms.common.training.columnar_replay import (
+            replay_train_batch,
+        )
 
         buffer, config, clock = self.buffer, self.config, time.perf_counter
         beta = config.replay_buffer_config.get("beta")

@@ -222,7 +222,7 @@ def timed_updates(algo, arm: str) -> Dict[str, float]:
         REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
     )
 
-    from rllib_ners.algorithms.common.target_updates import PolyakTargets
+    from rllib_ners.algorithms.common.learner.target_updates import PolyakTargets
 
     keys = {
         "sample": REPLAY_BUFFER_SAMPLE_TIMER,

@@ -17,9 +17,9 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 
-from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
-from rllib_ners.algorithms.common.training_ops import pop_priority_rows
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
+from rllib_ners.algorithms.common.training.training_ops import pop_priority_rows
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 
 
 def assert_same_state(a, b, where="state", *, rtol=0.0, atol=0.0):

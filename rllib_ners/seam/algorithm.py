@@ -1,6 +1,6 @@
 """RLlib's `Algorithm` and `LearnerGroup`: the internals a training step uses.
 
-Our training loop (`rllib_ners.algorithms.common.replay_loop`) makes the
+Our training loop (`rllib_ners.algorithms.common.training.replay_loop`) makes the
 Algorithm's rounds of sampling and updates with less bookkeeping than RLlib's
 `training_step()`: it samples the EnvRunners as RLlib's DQN does, updates a
 local Learner directly, tells a local EnvRunner which weights it acts with and

@@ -50,7 +50,10 @@ from rllib_ners import (
     RainbowDQNConfig,
     with_replay_buffer,
 )
-from rllib_ners.algorithms.common.weight_sharing import MirroredWeights, local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import (
+    MirroredWeights,
+    local_learner,
+)
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 DEVICE = os.environ.get("RLLIB_NERS_TEST_DEVICE", "cuda")
@@ -218,7 +221,7 @@ def test_batch_columns_reach_the_device_unchanged():
     RLlib's conversion (float64 -> float32), read back on the host."""
     from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
-    from rllib_ners.algorithms.common.deferred_updates import columns_to_tensors
+    from rllib_ners.algorithms.common.learner.deferred_updates import columns_to_tensors
 
     rng = np.random.default_rng(0)
     columns = {

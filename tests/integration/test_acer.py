@@ -13,7 +13,7 @@ from ray.rllib.core.columns import Columns
 
 from rllib_ners import ACER, NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.acer.acer import ACER_RESULTS
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]

@@ -23,7 +23,7 @@ from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvTo
 from ray.rllib.core.columns import Columns
 
 from rllib_ners.algorithms.acer.presets import atari_acer
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.algorithms.rainbow.presets import (
     atari_data_efficient_rainbow,
@@ -228,7 +228,7 @@ def test_channels_first_frame_stacks_reach_the_module_alike(ray_session):
     then the RLModule's forward) gives the outputs the channels-last stacks
     give, within float tolerance (the CPU convolution runs another algorithm
     on the other layout)."""
-    from rllib_ners.algorithms.common.deferred_updates import columns_to_tensors
+    from rllib_ners.algorithms.common.learner.deferred_updates import columns_to_tensors
     from rllib_ners.seam.rl_module import training_pass
 
     config = _small_der_on_cpu(steps_per_iteration=250)

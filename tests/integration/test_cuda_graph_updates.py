@@ -28,13 +28,13 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import RainbowDQNConfig
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.utils.update_graphs import EagerStandInGraph
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
 RAY_NUM_CPUS = 2
 ITERATIONS = 3
-LOGGER = "rllib_ners.algorithms.common.cuda_graph_updates"
+LOGGER = "rllib_ners.algorithms.common.learner.cuda_graph_updates"
 
 PER = {
     "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",

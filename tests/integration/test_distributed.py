@@ -17,7 +17,7 @@ import ray
 import torch
 
 from rllib_ners import NERSEpisodeReplayBuffer
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import sampler_tensors
 from rllib_ners.ners.reinforce import priority_base
 from rllib_ners.ners.scorer import SCALAR_STATISTICS, NERSScorer

@@ -11,7 +11,7 @@ from rllib_ners import (
     FastPrioritizedEpisodeReplayBuffer,
     with_replay_buffer,
 )
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 
@@ -196,7 +196,7 @@ def test_multi_agent_rainbow_replays_columns_per_module_in_its_fast_loop():
     from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 
     from rllib_ners import RainbowDQNConfig
-    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+    from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
 
     config = _two_agents(RainbowDQNConfig(), MultiAgentCartPole).training(
         replay_buffer_config={

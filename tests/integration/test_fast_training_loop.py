@@ -28,8 +28,10 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import RainbowDQNConfig
-from rllib_ners.algorithms.common.deferred_priorities import DeferredPriorityWrites
-from rllib_ners.algorithms.common.weight_sharing import (
+from rllib_ners.algorithms.common.training.deferred_priorities import (
+    DeferredPriorityWrites,
+)
+from rllib_ners.algorithms.common.training.weight_sharing import (
     MirroredWeights,
     local_learner,
     share_weights_with_local_env_runner,
@@ -226,7 +228,7 @@ def test_mirrored_weights_follow_a_restored_learner(
     updates (a mirror of parameters the restore replaced would go stale)."""
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    from rllib_ners.algorithms.common import replay_loop
+    from rllib_ners.algorithms.common.training import replay_loop
 
     monkeypatch.setattr(
         replay_loop,

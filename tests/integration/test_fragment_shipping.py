@@ -16,7 +16,7 @@ import pytest
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES
 from resume_cases import assert_same_state
 
-from rllib_ners.algorithms.common import fragment_shipping, replay_loop
+from rllib_ners.algorithms.common.training import fragment_shipping, replay_loop
 from rllib_ners.replay_buffers import (
     FastPrioritizedEpisodeReplayBuffer,
     NERSEpisodeReplayBuffer,

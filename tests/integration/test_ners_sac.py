@@ -19,8 +19,8 @@ from rllib_ners import (
     NERSEpisodeReplayBuffer,
     NERSSACConfig,
 )
-from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_DIAGNOSTICS_KEYS
 from rllib_ners.algorithms.ners_sac.torch.ners_sac_torch_learner import (
     soft_td_error_and_target,

@@ -25,8 +25,8 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import RainbowDQNConfig
-from rllib_ners.algorithms.common import replay_loop
-from rllib_ners.algorithms.common.overlapped_sampling import (
+from rllib_ners.algorithms.common.training import replay_loop
+from rllib_ners.algorithms.common.training.overlapped_sampling import (
     NUM_WEIGHTS_SYNCS,
     UPDATES_WHILE_SAMPLING_FRACTION,
     WEIGHTS_STALENESS_MAX,

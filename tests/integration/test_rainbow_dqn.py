@@ -13,7 +13,7 @@ from rllib_ners import (
     RainbowDQNConfig,
     RainbowTorchRLModule,
 )
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -173,7 +173,7 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(
     the very same batch (names, dtypes, values)."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+    from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
 
     buffer_config = {**PER, "type": "rllib_ners.NERSEpisodeReplayBuffer"}
     if config_class is RainbowDQNConfig:

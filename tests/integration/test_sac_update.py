@@ -25,7 +25,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib_ners.algorithms.common.deferred_updates import DEFER_METRICS
+from rllib_ners.algorithms.common.learner.deferred_updates import DEFER_METRICS
 from rllib_ners.algorithms.ners_sac.presets import sac_config
 from rllib_ners.algorithms.ners_sac.torch.sac_torch_rl_module import SACTorchRLModule
 

@@ -10,7 +10,7 @@ import torch
 from helpers import TinyBoolImageEnv
 
 from rllib_ners import ACERConfig, NERSDQNConfig
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
 from rllib_ners.replay_buffers.ners_episode_buffer import ENCODING_KEYS
 
@@ -93,7 +93,7 @@ def test_scoring_reuses_cached_image_encodings_with_the_same_scores(ray_session)
     """The separate image encoder's outputs are cached between sampler updates:
     scoring a replayed batch again runs no CNN and gives the scores encoding
     afresh gives; every sampler update (REINFORCE step) empties the cache."""
-    from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
+    from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
     from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
         NERS_ENCODING_CACHE_HIT_RATE,
     )

@@ -17,7 +17,7 @@ import torch
 from helpers import build_small_td3 as small_td3
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from rllib_ners.algorithms.common.weight_sharing import local_learner
+from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config
 from rllib_ners.algorithms.td3.presets import TD3_REPLAYS
 

@@ -2,7 +2,7 @@
 
 Each test shows what RLlib 2.60 does with the setting and what ours does; if
 an RLlib upgrade fixes its side, the first assertion fails and tells which of
-our work-arounds (`rllib_ners/algorithms/common/rllib_validation.py`) to drop.
+our work-arounds (`rllib_ners/algorithms/common/config/rllib_validation.py`) to drop.
 """
 
 import pytest

@@ -65,7 +65,9 @@ def test_every_mixin_of_ours_precedes_the_rllib_classes_it_extends():
 def test_the_check_finds_a_mixin_listed_after_rllibs_class():
     from ray.rllib.algorithms.dqn import DQNConfig
 
-    from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
+    from rllib_ners.algorithms.common.config.fast_paths_config import (
+        FastPathsConfigMixin,
+    )
 
     class Misordered(DQNConfig, FastPathsConfigMixin):
         pass

@@ -30,7 +30,7 @@ def test_item_series_stats_keep_the_logged_values_in_items():
     items = getattr(stats, "items", None)
     assert items is not None and len(items) == 1, _fail(
         "item-series stats no longer keep the logged values in `.items`",
-        "rllib_ners/algorithms/common/training_ops.py (_logged_arrays)",
+        "rllib_ners/algorithms/common/training/training_ops.py (_logged_arrays)",
     )
     np.testing.assert_array_equal(np.asarray(items[0]), rows.numpy())
     np.testing.assert_array_equal(np.asarray(stats.peek()[0]), rows.numpy())
@@ -59,5 +59,5 @@ def test_dqn_learners_post_update_step_only_updates_the_target_networks():
     ), _fail(
         "DQNLearner.after_gradient_based_update does more than update the target "
         "networks",
-        "rllib_ners/algorithms/common/target_updates.py (DQNTargetUpdates)",
+        "rllib_ners/algorithms/common/learner/target_updates.py (DQNTargetUpdates)",
     )

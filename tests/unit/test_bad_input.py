@@ -659,7 +659,7 @@ def test_act_on_learner_device_says_why_the_cpu_acts(caplog):
 
     import torch
 
-    from rllib_ners.algorithms.common import weight_sharing
+    from rllib_ners.algorithms.common.training import weight_sharing
 
     runner = SimpleNamespace(uses_fast_sampling=False, module=torch.nn.Linear(2, 2))
     learner = SimpleNamespace(device=torch.device("cuda"))
@@ -681,7 +681,7 @@ def test_act_on_learner_device_with_graphs_says_how_the_gpu_acts(caplog, monkeyp
 
     import torch
 
-    from rllib_ners.algorithms.common import weight_sharing
+    from rllib_ners.algorithms.common.training import weight_sharing
 
     monkeypatch.setattr(weight_sharing, "set_runner_device", lambda *args: None)
     learner = SimpleNamespace(device=torch.device("cuda"))

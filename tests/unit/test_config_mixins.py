@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from ray.rllib.algorithms.dqn import DQNConfig
 
-from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
+from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
 from rllib_ners.ners.settings import NERSSettings

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_ners.algorithms.common.deferred_priorities import (
+from rllib_ners.algorithms.common.training.deferred_priorities import (
     DeferredPriorityWrites,
     deferred_priority_writes_blocker,
 )

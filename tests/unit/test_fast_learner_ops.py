@@ -31,12 +31,12 @@ from ray.rllib.utils.torch_utils import (
 )
 from torch import nn
 
-from rllib_ners.algorithms.common.deferred_updates import columns_to_tensors
-from rllib_ners.algorithms.common.gradient_step import (
+from rllib_ners.algorithms.common.learner.deferred_updates import columns_to_tensors
+from rllib_ners.algorithms.common.learner.gradient_step import (
     all_finite,
     clip_gradients_foreach,
 )
-from rllib_ners.algorithms.common.target_updates import (
+from rllib_ners.algorithms.common.learner.target_updates import (
     PolyakTargets,
     flatten_into_one,
     polyak_pairs,

@@ -109,7 +109,7 @@ def test_step_without_host_reads_steps_as_rllib(poison, monkeypatch):
     from ray.rllib.core import ALL_MODULES
     from ray.rllib.utils.torch_utils import clip_gradients
 
-    from rllib_ners.algorithms.common.gradient_step import (
+    from rllib_ners.algorithms.common.learner.gradient_step import (
         NUM_NON_FINITE_GRADIENT_UPDATES,
     )
 

@@ -2,7 +2,7 @@
 EnvRunners get requests, the staleness stamped on each fragment, the wait for
 stale requests, and a restarted EnvRunner asked again."""
 
-from rllib_ners.algorithms.common.overlapped_sampling import (
+from rllib_ners.algorithms.common.training.overlapped_sampling import (
     SAMPLE_REQUEST_TAG,
     SMALL_REQUEST_ENV_STEPS,
     OverlappedSampler,

@@ -40,7 +40,7 @@ RAY_FREE = [
     "rllib_ners.replay_buffers.ners_slot_memory",
     "rllib_ners.replay_buffers.packed_fragments",
     "rllib_ners.seam.torch_internals",
-    "rllib_ners.algorithms.common.lap_losses",
+    "rllib_ners.algorithms.common.learner.lap_losses",
     "rllib_ners.env.atari",
     "rllib_ners.utils.plotting",
     "rllib_ners.utils.checks",
@@ -108,7 +108,7 @@ def test_every_utils_module_is_checked():
 
 def test_the_check_finds_a_ray_import():
     # The walk itself must see Ray where it is imported.
-    assert _chain_to_ray("rllib_ners.algorithms.common.training_ops", set())
+    assert _chain_to_ray("rllib_ners.algorithms.common.training.training_ops", set())
 
 
 # The study harness imports Ray and torch inside the functions that build and

@@ -23,7 +23,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from torch.nn import functional as F
 
-from rllib_ners.algorithms.common.lap_losses import huber, pal
+from rllib_ners.algorithms.common.learner.lap_losses import huber, pal
 from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config
 from rllib_ners.algorithms.td3.torch.td3_torch_learner import (
     critic_loss,

@@ -25,7 +25,7 @@ from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 from rllib_ners.algorithms.acer.presets import ACER_REPLAYS, atari_acer
-from rllib_ners.algorithms.common.resources import with_learner_threads
+from rllib_ners.algorithms.common.config.resources import with_learner_threads
 from rllib_ners.cli import run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 

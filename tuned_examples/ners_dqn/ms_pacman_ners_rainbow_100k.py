@@ -54,7 +54,7 @@ well those features shape replay is not yet measured on Atari.
 from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
-from rllib_ners.algorithms.common.resources import with_learner_threads
+from rllib_ners.algorithms.common.config.resources import with_learner_threads
 from rllib_ners.algorithms.rainbow.presets import (
     ATARI_REPLAYS,
     atari_data_efficient_rainbow,

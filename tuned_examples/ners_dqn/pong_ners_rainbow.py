@@ -26,7 +26,7 @@ the game score is `env_runners/game_return_mean` (-21 for a random agent).
 from ray.rllib.examples.utils import add_rllib_example_script_args
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
-from rllib_ners.algorithms.common.resources import with_learner_threads
+from rllib_ners.algorithms.common.config.resources import with_learner_threads
 from rllib_ners.algorithms.rainbow.presets import (
     ATARI_REPLAYS,
     atari_data_efficient_rainbow,

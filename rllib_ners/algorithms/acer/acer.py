@@ -53,22 +53,22 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners.algorithms.acer.acer_learner import SEQUENCE_START_TS, SEQUENCE_WEIGHTS
-from rllib_ners.algorithms.common.buffer_config_checks import (
+from rllib_ners.algorithms.common.config.buffer_config_checks import (
     check_replay_buffer_config,
     our_replay_buffer_config,
 )
-from rllib_ners.algorithms.common.buffer_types import (
+from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     buffer_type_to_string,
 )
-from rllib_ners.algorithms.common.config_checks import (
+from rllib_ners.algorithms.common.config.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
     check_learning_rates,
 )
-from rllib_ners.algorithms.common.replay_state import ReplayStateMixin
-from rllib_ners.algorithms.common.training_ops import (
+from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
+from rllib_ners.algorithms.common.training.training_ops import (
     pop_priority_rows,
     sample_into_buffer,
     sync_env_runner_weights,

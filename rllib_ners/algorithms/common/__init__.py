@@ -1,12 +1,36 @@
-"""Pieces every algorithm of this package shares, NERS or not.
+"""Pieces the algorithms of this package share (Rainbow DQN, NERS-DQN, NERS-SAC,
+TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 
-`replay_checkpoint` (building the replay buffer, buffer/RNG state in
-checkpoints), `training_ops` (EnvRunner sampling into the buffer, weight sync),
-`columnar_replay` (DQN's and SAC's training step on numpy columns),
-`config_checks` (env-space checks run in `validate()`); the torch Learners'
-update pieces, each an exact speed-up of one part of RLlib's update:
-`deferred_updates` (metrics reduced once per iteration), `gradient_step`
-(fused gradient step), `target_updates` (multi-tensor Polyak updates),
-`update_step` (the forward pass without a mode switch) and `distributed`
-(averaging over several Learners).
+`config/`, the configs' settings and their checks in `validate()`:
+
+* `buffer_types`: this package's buffer types by name; a `type` resolved;
+* `buffer_config_checks`: `replay_buffer_config` checked in `validate()`;
+* `config_checks`: env-space checks (actions, frame stack, CNN), learning rates;
+* `rllib_validation`: RLlib's own `validate()`, its TypeErrors as ValueErrors;
+* `fast_paths_config`: the fast paths' switches (`FastPathsConfigMixin`);
+* `resources`: CPU threads for a local Learner (the tuned examples).
+
+`training/`, the Algorithm's side of a training iteration:
+
+* `replay_loop`: RLlib's DQN/SAC training step as one loop per iteration;
+* `columnar_replay`: replayed numpy columns as the Learners' train batch;
+* `fragment_shipping`: remote EnvRunners' fragments shipped as packed columns;
+* `overlapped_sampling`: remote EnvRunners sampling while the Learner updates;
+* `deferred_priorities`: priority writes kept on the GPU until a round ends;
+* `weight_sharing`: the local EnvRunner acting with the local Learner's weights;
+* `replay_state`: building the replay buffer, and its state in checkpoints;
+* `training_ops`: ACER's training-step pieces, as RLlib's DQN step does them.
+
+`learner/`, the torch Learners' update pieces, each an exact speed-up of one
+part of RLlib's update (or, for `lap_losses`, a loss):
+
+* `deferred_updates`: updates whose metrics are reduced once per iteration;
+* `update_step`: the update with the modules kept in training mode;
+* `gradient_step`: the gradient step with fewer passes and fused Adam steps;
+* `target_updates`: multi-tensor Polyak updates, their times in checkpoints;
+* `cuda_graph_updates`: a GPU Learner's updates replayed from CUDA graphs;
+* `distributed`: averaging what DDP does not see over several Learners;
+* `lap_losses`: LAP's and PAL's losses (NERS-SAC, TD3).
+
+The NERS sampler's glue lives in `rllib_ners.algorithms.ners`.
 """

@@ -36,7 +36,9 @@ class NERSConfigMixin:
     @property
     def uses_ners_replay(self) -> bool:
         """Whether the replay buffer is the NERS buffer (or a subclass)."""
-        from rllib_ners.algorithms.common.buffer_types import resolve_buffer_class
+        from rllib_ners.algorithms.common.config.buffer_types import (
+            resolve_buffer_class,
+        )
         from rllib_ners.replay_buffers.ners_episode_buffer import (
             NERSEpisodeReplayBuffer,
         )

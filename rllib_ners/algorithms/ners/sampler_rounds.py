@@ -14,7 +14,7 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
+from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 
 

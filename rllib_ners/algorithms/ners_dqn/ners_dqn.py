@@ -25,7 +25,7 @@ from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.common.buffer_types import (
+from rllib_ners.algorithms.common.config.buffer_types import (
     NERS_BUFFER_TYPE,
     buffer_type_to_string,
     resolve_buffer_class,

@@ -29,20 +29,23 @@ from ray.rllib.algorithms.sac.sac import SAC, SACConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.common.buffer_config_checks import (
+from rllib_ners.algorithms.common.config.buffer_config_checks import (
     check_replay_buffer_config,
     our_replay_buffer_config,
 )
-from rllib_ners.algorithms.common.buffer_types import FAST_BUFFER_TYPE, NERS_BUFFER_TYPE
-from rllib_ners.algorithms.common.config_checks import (
+from rllib_ners.algorithms.common.config.buffer_types import (
+    FAST_BUFFER_TYPE,
+    NERS_BUFFER_TYPE,
+)
+from rllib_ners.algorithms.common.config.config_checks import (
     check_bounded_box_actions,
     check_frame_stack_fits_observations,
     check_learning_rates,
 )
-from rllib_ners.algorithms.common.fast_paths_config import FastPathsConfigMixin
-from rllib_ners.algorithms.common.replay_loop import ReplayLoopMixin
-from rllib_ners.algorithms.common.replay_state import ReplayStateMixin
-from rllib_ners.algorithms.common.rllib_validation import rllib_validation
+from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
+from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
+from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
+from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.seam.config import raise_config_error

@@ -13,7 +13,10 @@ import dataclasses
 
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-from rllib_ners.algorithms.common.buffer_types import FAST_BUFFER_TYPE, NERS_BUFFER_TYPE
+from rllib_ners.algorithms.common.config.buffer_types import (
+    FAST_BUFFER_TYPE,
+    NERS_BUFFER_TYPE,
+)
 
 # Replay arms of the SAC experiments: buffer type and priority exponent.
 SAC_REPLAYS = {

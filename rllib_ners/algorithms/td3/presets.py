@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-from rllib_ners.algorithms.common.buffer_types import FAST_BUFFER_TYPE, NERS_BUFFER_TYPE
+from rllib_ners.algorithms.common.config.buffer_types import (
+    FAST_BUFFER_TYPE,
+    NERS_BUFFER_TYPE,
+)
 
 TD3_BATCH_SIZE = 256
 # PER's priority exponent and initial importance-sampling exponent (the SAC

@@ -56,8 +56,8 @@ from rllib_ners.algorithms.acer.torch.retrace_torch import (
     retrace_q_targets,
     trust_region_step,
 )
-from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
-from rllib_ners.algorithms.common.update_step import (
+from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
+from rllib_ners.algorithms.common.learner.update_step import (
     rllib_update_needed,
     update_in_training_mode,
 )

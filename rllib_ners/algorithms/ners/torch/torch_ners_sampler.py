@@ -29,12 +29,12 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
-from rllib_ners.algorithms.common.distributed import (
+from rllib_ners.algorithms.common.learner.distributed import (
     average_over_learners,
     learners_share_process_group,
     sum_over_learners,
 )
-from rllib_ners.algorithms.common.gradient_step import gradients_of
+from rllib_ners.algorithms.common.learner.gradient_step import gradients_of
 from rllib_ners.algorithms.ners.ners_learner import ners_settings_from_config
 from rllib_ners.ners.encoding_cache import EncodingCache
 from rllib_ners.ners.reinforce import priority_base, sampler_loss

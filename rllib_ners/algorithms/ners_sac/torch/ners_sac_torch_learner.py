@@ -56,13 +56,13 @@ from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
 from torch.nn import functional as F
 
-from rllib_ners.algorithms.common.distributed import (
+from rllib_ners.algorithms.common.learner.distributed import (
     average_over_learners,
     learners_share_process_group,
 )
-from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
-from rllib_ners.algorithms.common.lap_losses import pal, pal_normaliser
-from rllib_ners.algorithms.common.target_updates import DQNTargetUpdates
+from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
+from rllib_ners.algorithms.common.learner.lap_losses import pal, pal_normaliser
+from rllib_ners.algorithms.common.learner.target_updates import DQNTargetUpdates
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
     add_sampler_state,

@@ -44,12 +44,12 @@ from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGa
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.metrics import ALL_MODULES
 
-from rllib_ners.algorithms.common.distributed import (
+from rllib_ners.algorithms.common.learner.distributed import (
     average_over_learners,
     learners_share_process_group,
 )
-from rllib_ners.algorithms.common.gradient_step import gradients_of
-from rllib_ners.algorithms.common.update_step import plain_gradient_step_blocker
+from rllib_ners.algorithms.common.learner.gradient_step import gradients_of
+from rllib_ners.algorithms.common.learner.update_step import plain_gradient_step_blocker
 from rllib_ners.algorithms.ners_sac.torch.sac_torch_rl_module import SACTorchRLModule
 from rllib_ners.seam.learner import (
     learner_parameters,

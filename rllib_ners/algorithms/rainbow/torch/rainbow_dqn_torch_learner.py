@@ -33,9 +33,9 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 from torch.nn import functional as F
 
-from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
-from rllib_ners.algorithms.common.target_updates import DQNTargetUpdates
-from rllib_ners.algorithms.common.update_step import (
+from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
+from rllib_ners.algorithms.common.learner.target_updates import DQNTargetUpdates
+from rllib_ners.algorithms.common.learner.update_step import (
     rllib_update_needed,
     update_in_training_mode,
 )

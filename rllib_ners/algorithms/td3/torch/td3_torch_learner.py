@@ -44,20 +44,20 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 from ray.rllib.utils.typing import ModuleID, TensorType
 
-from rllib_ners.algorithms.common.distributed import (
+from rllib_ners.algorithms.common.learner.distributed import (
     average_over_learners,
     learners_share_process_group,
 )
-from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
-from rllib_ners.algorithms.common.gradient_step import (
+from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
+from rllib_ners.algorithms.common.learner.gradient_step import (
     all_finite,
     clip_gradients_foreach,
     finite_gradients_without_host_reads,
     gradients_of,
     learner_reads_on_host,
 )
-from rllib_ners.algorithms.common.lap_losses import huber, pal, pal_normaliser
-from rllib_ners.algorithms.common.target_updates import PolyakTargets
+from rllib_ners.algorithms.common.learner.lap_losses import huber, pal, pal_normaliser
+from rllib_ners.algorithms.common.learner.target_updates import PolyakTargets
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
     add_sampler_state,

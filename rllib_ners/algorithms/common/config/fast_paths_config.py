@@ -7,7 +7,7 @@
   where the default pipelines describe the config; switch back with
   `config.env_runners(env_runner_cls=SingleAgentEnvRunner)`. Multi-agent configs
   get RLlib's default EnvRunner;
-* `fast_training_loop=True` (`rllib_ners.algorithms.common.replay_loop`): one
+* `fast_training_loop=True` (`rllib_ners.algorithms.common.training.replay_loop`): one
   loop per training iteration, numpy columns to the Learners, metrics reduced
   once per iteration, weights shared between a local Learner and a local
   EnvRunner. `config.training(fast_training_loop=False)` runs RLlib's own
@@ -18,16 +18,16 @@ Both are exact: the same actions, episodes and updates for the same seeds
 in one INFO log line.
 
 Opt-in, with remote EnvRunners: `overlap_sampling=True`
-(`rllib_ners.algorithms.common.overlapped_sampling`): the EnvRunners keep
+(`rllib_ners.algorithms.common.training.overlapped_sampling`): the EnvRunners keep
 sampling while the Learner updates, the replay ratio still held per env step,
 each sample's weights at most `max_weights_staleness` updates old, the weights
 sent at most every `weights_sync_interval` updates.
 
 Opt-in, for a Learner on a GPU: `cuda_graph_updates=True`
-(`rllib_ners.algorithms.common.cuda_graph_updates`): the loop's gradient
+(`rllib_ners.algorithms.common.learner.cuda_graph_updates`): the loop's gradient
 updates replayed from captured CUDA graphs, equal to the eager updates within
 float tolerance; `act_on_learner_device=True`
-(`rllib_ners.algorithms.common.weight_sharing`): the local EnvRunner acts on
+(`rllib_ners.algorithms.common.training.weight_sharing`): the local EnvRunner acts on
 the GPU with the Learner's own parameters (with both: from captured CUDA
 graphs, `rllib_ners.env.acting_graphs`).
 """

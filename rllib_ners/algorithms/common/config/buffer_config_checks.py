@@ -14,7 +14,7 @@ from typing import Any, Dict
 
 from ray.util.debug import log_once
 
-from rllib_ners.algorithms.common.buffer_types import (
+from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     MULTI_AGENT_FAST_BUFFER_TYPE,
     buffer_type_to_string,

@@ -46,11 +46,11 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY, WEIGHTS_SEQ_NO
 from ray.rllib.utils.typing import ParamDict
 
-from rllib_ners.algorithms.common.cuda_graph_updates import (
+from rllib_ners.algorithms.common.learner.cuda_graph_updates import (
     build_update_graphs,
     make_capturable,
 )
-from rllib_ners.algorithms.common.deferred_updates import (
+from rllib_ners.algorithms.common.learner.deferred_updates import (
     DEFER_METRICS,
     PRIORITY_ROWS,
     columns_to_tensors,
@@ -58,7 +58,7 @@ from rllib_ners.algorithms.common.deferred_updates import (
     numpy_rows,
     single_batch,
 )
-from rllib_ners.algorithms.common.gradient_step import (
+from rllib_ners.algorithms.common.learner.gradient_step import (
     all_finite,
     clip_gradients_foreach,
     finite_gradients_without_host_reads,

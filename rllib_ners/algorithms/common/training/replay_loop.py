@@ -44,7 +44,7 @@ With `config.training(overlap_sampling=True)` and remote EnvRunners, the
 rounds do not wait for every EnvRunner: `OverlappedSampler` keeps a request in
 flight on each, a round takes the fragments that are ready and the Learner
 makes the updates they owe while the EnvRunners sample the next ones
-(`rllib_ners.algorithms.common.overlapped_sampling`).
+(`rllib_ners.algorithms.common.training.overlapped_sampling`).
 
 Subclasses run per-round work (the NERS sampler update) in `_after_round()`.
 """
@@ -76,31 +76,31 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from rllib_ners.algorithms.common.columnar_replay import replay_train_batch
-from rllib_ners.algorithms.common.deferred_priorities import (
-    DeferredPriorityWrites,
-    deferred_priority_writes_blocker,
-)
-from rllib_ners.algorithms.common.deferred_updates import (
+from rllib_ners.algorithms.common.learner.deferred_updates import (
     DEFER_METRICS,
     PRIORITY_ROWS,
     ROWS_ON_DEVICE,
 )
-from rllib_ners.algorithms.common.fast_torch_learner import FastTorchLearner
-from rllib_ners.algorithms.common.fragment_shipping import (
+from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
+from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
+from rllib_ners.algorithms.common.training.deferred_priorities import (
+    DeferredPriorityWrites,
+    deferred_priority_writes_blocker,
+)
+from rllib_ners.algorithms.common.training.fragment_shipping import (
     fragment_packing_blocker,
     packed_fragment_spaces,
     receive_fragments,
     sample_packed_and_metrics,
     sample_remote_fragments,
 )
-from rllib_ners.algorithms.common.overlapped_sampling import (
+from rllib_ners.algorithms.common.training.overlapped_sampling import (
     OverlappedSampler,
     OverlapTally,
     request_size_line,
 )
-from rllib_ners.algorithms.common.replay_state import ReplayStateMixin
-from rllib_ners.algorithms.common.weight_sharing import (
+from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
+from rllib_ners.algorithms.common.training.weight_sharing import (
     MirroredWeights,
     SharedWeights,
     share_weights_with_local_env_runner,

@@ -39,8 +39,10 @@ from typing import Hashable, Optional
 
 import torch
 
-from rllib_ners.algorithms.common.distributed import learners_share_process_group
-from rllib_ners.algorithms.common.update_step import plain_gradient_step_blocker
+from rllib_ners.algorithms.common.learner.distributed import (
+    learners_share_process_group,
+)
+from rllib_ners.algorithms.common.learner.update_step import plain_gradient_step_blocker
 from rllib_ners.seam.learner import (
     learner_optimizers,
 )

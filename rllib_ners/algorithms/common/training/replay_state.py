@@ -21,7 +21,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import from_config
 from ray.rllib.utils.replay_buffers import ReplayBuffer
 
-from rllib_ners.algorithms.common.buffer_types import (
+from rllib_ners.algorithms.common.config.buffer_types import (
     buffer_type_to_string,
     is_fast_buffer,
     is_ners_buffer,

@@ -1,0 +1,2 @@
+"""The torch Learners' update pieces, each an exact speed-up of one part of
+RLlib's update. One line per module: `rllib_ners.algorithms.common`."""
