@@ -29,11 +29,12 @@ print one line, `rllib-ners: error: ...`, and exit non-zero; `main(argv)` return
 the exit code, so the CLI is testable in-process.
 
 One module per subcommand (`train`, `resume`, `evaluate`, `plot`, `examples`);
-`parser` builds the argument parser, `overrides` applies config overrides and loads
-tuned examples, `progress` prints the per-iteration lines, `session` holds the Ray
-session and the Tune run with its summary. `run_example(config, args)`
-(`example_runner`) is how the tuned examples run: RLlib's example flags, the same
-progress lines and summary.
+`common` holds what they share (result keys, the user-facing error, one-line
+error texts), `parser` builds the argument parser, `overrides` applies config
+overrides and loads tuned examples, `progress` prints the per-iteration lines,
+`session` holds the Ray session and the Tune run with its summary.
+`run_example(config, args)` (`example_runner`) is how the tuned examples run:
+RLlib's example flags, the same progress lines and summary.
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ a seeded rliable report computed from the CSVs alone.
 * `agents`: the agent settings the built-in tasks train (RLlib configs);
 * `runs`: one run (`run_one`) and a resumable study in child processes
   (`plan_runs`, `run_study`);
+* `claims`: which runs are training now (a lock per run), so none trains twice;
 * `results`: the finished runs a results folder holds (`load_runs`);
+* `status`: where a study stands and the CPU time it has cost and needs;
 * `statistics`: every number of the report (`compute`), seeded;
 * `report`: `write_report()`, the Markdown and the figure;
-* `cli`: `rllib-ners study run|report|list`.
+* `cli`: `rllib-ners study run|status|report|list`.
 
 Ray and torch are imported inside the functions that build and run a run's
 config, never at module level here: reading CSVs and writing a report need

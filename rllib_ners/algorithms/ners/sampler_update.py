@@ -10,8 +10,9 @@ code's frozen baseline) or "ema" (`(G_k - b) / std`, with b an exponential
 moving average of G and std a running standard deviation of `G - b`). Then
 I_train is drawn from I_all and every Learner takes one REINFORCE step.
 
-Used by `NERSDQN.training_step()`, `NERSCallback` (stock DQN route) and
-`ACER.training_step()`.
+Run by `NERSSamplerRoundsMixin` after every round of the replay loop (NERS-DQN,
+NERS-SAC, TD3 / DDPG), by `ACER.training_step()` and by `NERSCallback` once per
+iteration (a stock DQN through `enable_ners`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The fast training paths' settings on this package's replay configs.
 
-`RainbowDQNConfig` (so `NERSDQNConfig`) and `NERSSACConfig` default to:
+`RainbowDQNConfig` (so `NERSDQNConfig`), `NERSSACConfig` and `TD3Config` (so
+`DDPGConfig`) default to:
 
 * `env_runner_cls=FastSingleAgentEnvRunner` (`rllib_ners.env.fast_env_runner`):
   RLlib's EnvRunner with a sampling loop that skips the connector pipelines

@@ -1,4 +1,4 @@
-"""Target-network updates of the DQN and SAC Learners, as multi-tensor ops.
+"""Target-network updates of the DQN, SAC and TD3 Learners, as multi-tensor ops.
 
 RLlib's `DQNLearner.after_gradient_based_update` (SAC's too) updates each
 (main, target) network pair through `update_target_network`: a `state_dict()`
