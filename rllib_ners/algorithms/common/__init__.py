@@ -21,13 +21,16 @@ TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 * `replay_state`: building the replay buffer, and its state in checkpoints;
 * `training_ops`: ACER's training-step pieces, as RLlib's DQN step does them.
 
-`learner/`, the torch Learners' update pieces, each an exact speed-up of one
-part of RLlib's update (or, for `lap_losses`, a loss):
+`learner/`, the torch Learners' shared base and the update pieces it composes,
+each an exact speed-up of one part of RLlib's update (or, for `lap_losses`, a
+loss):
 
+* `fast_torch_learner`: `FastTorchLearner`, the base every Learner lists;
 * `deferred_updates`: updates whose metrics are reduced once per iteration;
 * `update_step`: the update with the modules kept in training mode;
 * `gradient_step`: the gradient step with fewer passes and fused Adam steps;
-* `target_updates`: multi-tensor Polyak updates, their times in checkpoints;
+* `target_updates`: multi-tensor Polyak updates, their times in checkpoints
+  (`DQNTargetUpdates`, the part DQN's and SAC's Learners hold);
 * `cuda_graph_updates`: a GPU Learner's updates replayed from CUDA graphs;
 * `distributed`: averaging what DDP does not see over several Learners;
 * `lap_losses`: LAP's and PAL's losses (NERS-SAC, TD3).
