@@ -91,6 +91,24 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
+def status_mb(field: str) -> float:
+    """A `/proc/self/status` size in MB (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def grown_peak_mb() -> Callable[[], float]:
+    """Resets the peak resident size (Linux); returns the call giving the MB
+    the peak has since grown above the resident size now."""
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    base = status_mb("VmRSS")
+    return lambda: status_mb("VmHWM") - base
+
+
 # ------------------------------------------------------------ the rounds
 
 
@@ -120,6 +138,14 @@ def take_turns(
                 samples[name].setdefault(key, []).append(value)
         print(f"round {round_index + 1}/{rounds} done", flush=True)
     return medians(samples)
+
+
+def timed(call: Callable[[], object], repeats: int = 1) -> float:
+    """Seconds per call of `repeats` calls."""
+    start = time.perf_counter()
+    for _ in range(repeats):
+        call()
+    return (time.perf_counter() - start) / repeats
 
 
 def ratio(value: float, reference: float) -> str:

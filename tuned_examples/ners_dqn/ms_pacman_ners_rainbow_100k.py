@@ -41,7 +41,7 @@ Results to expect
 Data-efficient Rainbow scores 1204 on MsPacman at 100k steps (van Hasselt et
 al. 2019; random 307, human 6952); the NERS paper reports NERS above PER and
 uniform there. On this project's 2-core CPU a 100k run takes hours, not
-minutes: see `benchmarks/atari_100k.py` and the README for measured speed.
+minutes: see docs/atari.md ("Costs") for measured speed.
 
 Cost: the sampler keeps the paper's own CNN encoder here; it runs on every
 replayed batch, and NERS trains at ~0.8x PER's env steps per second
