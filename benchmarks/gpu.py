@@ -10,7 +10,7 @@ keep it on the CPU; every process runs torch on one CPU thread.
 
 Suites
 ------
-sac      Hopper-v5 with SAC's usual settings (as `baselines.py --suite sac`).
+sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
          sb3-gpu / sb3-cpu        Stable-Baselines3 SAC on cuda / on the CPU
          per-gpu / ners-gpu       NERSSACConfig with our PER / the NERS buffer,
                                   a GPU Learner
@@ -85,8 +85,8 @@ from gpu_runners import (
     cuda_available,
     runners_suite,
 )
-from harness import cpu_model, header, measure, ratio
-from peers import print_arm_parts
+from harness import cpu_model, header, measure, rotation
+from peers import print_arm_parts, rates_table
 
 SUITES = {
     "sac": (
@@ -179,8 +179,7 @@ def run_main_job(arm: str, steps: int) -> dict:
 def main_job_suite(names: List[str], rounds: int, steps: int) -> None:
     runs: Dict[str, List[dict]] = {name: [] for name in names}
     for round_index in range(rounds):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in rotation(names, round_index):
             run = run_main_job(name, steps)
             runs[name].append(run)
             print(
@@ -302,16 +301,8 @@ def report(suite, median: Dict[str, dict], args, load_before, arms) -> None:
         # On a GPU Learner, "priorities" holds the wait for the update's kernels
         # (its TD errors are read back there).
         print_arm_parts(name, arm)
-    references = [ref for ref in REFERENCES if ref in median]
-    columns = ["arm", "env steps/s", "env steps / CPU s", "updates/s"]
-    columns += [f"vs {ref}" for ref in references]
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for name, rate in median.items():
-        cells = [name, f"{rate['wall']:.1f}", f"{rate['cpu']:.1f}"]
-        cells.append(f"{rate['updates']:.1f}")
-        cells += [ratio(rate["wall"], median[ref]["wall"]) for ref in references]
-        print("| " + " | ".join(cells) + " |")
+    references = {ref: ref for ref in REFERENCES}
+    print("\n".join(rates_table(median, references, cpu_ratios=False)))
 
 
 # -------------------------------------------------------------- main

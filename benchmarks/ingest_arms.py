@@ -14,10 +14,6 @@ GAME = "MsPacman"
 BATCH = 32
 PRESETS = ("rainbow", "der")
 
-GAME = "MsPacman"
-BATCH = 32
-PRESETS = ("rainbow", "der")
-
 
 # ------------------------------------------------------------------ helpers
 class PartTimer:

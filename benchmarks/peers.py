@@ -369,20 +369,24 @@ def print_arm_parts(name: str, arm: Arm) -> None:
         )
 
 
-def rates_table(median: Dict[str, dict], references: Dict[str, str]) -> List[str]:
+def rates_table(
+    median: Dict[str, dict], references: Dict[str, str], cpu_ratios: bool = True
+) -> List[str]:
     """The markdown rows: per arm its rates and, per reference arm present
-    ({arm: label}), the ratios to it (wall clock and CPU)."""
+    ({arm: label}), the ratios to it (wall clock, and CPU with `cpu_ratios`)."""
     present = {arm: label for arm, label in references.items() if arm in median}
     columns = ["arm", "env steps/s", "env steps / CPU s", "updates/s"]
     for label in present.values():
-        columns += [f"vs {label} (wall)", f"vs {label} (CPU)"]
+        columns += [f"vs {label} (wall)", f"vs {label} (CPU)"] if cpu_ratios else []
+        columns += [] if cpu_ratios else [f"vs {label}"]
     rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for name, rate in median.items():
         cells = [name, f"{rate['wall']:.1f}", f"{rate['cpu']:.1f}"]
         cells.append(f"{rate['updates']:.1f}")
         for ref in present:
             cells.append(ratio(rate["wall"], median[ref]["wall"]))
-            cells.append(ratio(rate["cpu"], median[ref]["cpu"]))
+            if cpu_ratios:
+                cells.append(ratio(rate["cpu"], median[ref]["cpu"]))
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 

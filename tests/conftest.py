@@ -18,7 +18,8 @@ config builder per algorithm family (the builders live in `helpers.py`).
   machine torch's spinning worker threads made each op several times slower).
 
 `benchmarks/` is on the import path (after everything else), so that the tests
-of the benchmarks' harness and of the runners plot import them by name.
+of the benchmarks' harness, the runners plot and study_costs import them by
+name.
 """
 
 import sys

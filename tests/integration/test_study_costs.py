@@ -9,27 +9,11 @@ step), with the absolute rates left alone: these machines are shared.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+import study_costs  # benchmarks/ is on the path (tests/conftest.py)
 
 from rllib_ners.study import declarations as decl
 from rllib_ners.study.runs import build_config
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-_spec = importlib.util.spec_from_file_location(
-    "study_costs", BENCHMARKS / "study_costs.py"
-)
-study_costs = importlib.util.module_from_spec(_spec)
-# study_costs imports peers.py from beside it; the other tests' imports never
-# see the benchmarks folder.
-sys.path.insert(0, str(BENCHMARKS))
-try:
-    _spec.loader.exec_module(study_costs)
-finally:
-    sys.path.remove(str(BENCHMARKS))
 
 POINT, ROUNDS, STEPS = 1200, 2, 100
 
