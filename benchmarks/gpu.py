@@ -1,64 +1,41 @@
 """Our training loop with a GPU Learner against Stable-Baselines3 and the bare math.
 
-The GPU counterpart of `benchmarks/baselines.py`, whose arms and rules it reuses:
-every arm of a suite does the same work, the arms live in one process and take
-turns round by round (the order rotating), each timing one chunk of `--steps`
-env steps; printed per arm: env steps/s (wall clock) and per CPU second,
-updates/s and ratios, the median over the rounds. Arms whose name ends in
-`-gpu` put the Learner (or the update) on the first CUDA device, `-cpu` ones
-keep it on the CPU; every process runs torch on one CPU thread.
+The GPU counterpart of `benchmarks/peers.py`, whose arms and rules it reuses
+(the arms take turns in one process, the medians of `--rounds` chunks of
+`--steps` env steps; one torch thread). An arm's name says what it runs:
+
+    <replay>-<device>[-graph][-act | -hostframes]
+    replay      per / ners / uniform: NERSSACConfig (sac) or data-efficient
+                Rainbow (atari) with our PER buffer, the NERS buffer, or alpha 0
+                (whose priority writes wait for the round's last update)
+    device      gpu: the Learner on the first CUDA device; cpu: on the CPU
+    -graph      `cuda_graph_updates=True`: updates replayed from CUDA graphs
+    -act        the EnvRunner acting on the GPU (`act_on_learner_device=True`)
+    -hostframes frame stacks built on the host and copied (no `device_frames`)
+    sb3-gpu / sb3-cpu          Stable-Baselines3 SAC on cuda / on the CPU
+    floor-gpu[-graph]          the bare update on the GPU (SAC's; atari: the
+                               Learner's own on random batches), eager or
+                               captured in a CUDA graph, plus bare env steps
 
 Suites
 ------
 sac      Hopper-v5 with SAC's usual settings (as `peers.py --suite sac`).
-         sb3-gpu / sb3-cpu        Stable-Baselines3 SAC on cuda / on the CPU
-         per-gpu / ners-gpu       NERSSACConfig with our PER / the NERS buffer,
-                                  a GPU Learner
-         per-gpu-graph            per-gpu with `cuda_graph_updates=True`: its
-                                  updates replayed from CUDA graphs
-         ners-gpu-graph           ners-gpu with `cuda_graph_updates=True`
-         per-gpu-graph-act        per-gpu-graph, the EnvRunner acting on the GPU
-                                  (`act_on_learner_device=True`), its passes
-                                  replayed from a CUDA graph
-         per-cpu                  the same PER config, a CPU Learner
-         floor-gpu                the bare SAC update on the GPU, eager
-         floor-gpu-graph          the same update captured in a CUDA graph
-                                  (capturable fused Adam), replayed each step
-         (each floor adds bare Hopper steps with random actions)
 atari    MsPacman, data-efficient Rainbow (one update of 32 per env step).
-         per-gpu / ners-gpu       PER- / NERS-Rainbow, a GPU Learner
-         per-gpu-graph            per-gpu with `cuda_graph_updates=True`
-         per-gpu-graph-act        per-gpu-graph, the EnvRunner acting on the GPU
-                                  (`act_on_learner_device=True`), its passes
-                                  replayed from a CUDA graph
-         per-gpu-graph-hostframes per-gpu-graph with the frame stacks built on
-                                  the host and copied (no `device_frames`)
-         uniform-gpu-graph        per-gpu-graph with uniform replay (alpha 0),
-                                  whose priority writes wait for the round's
-                                  last update (`deferred_priorities`)
-         per-cpu                  PER-Rainbow, a CPU Learner
-         floor-gpu                the Learner's own update on the GPU on random
-                                  batches, plus bare env steps
 main     The README's main job (`tuned_examples/ners_dqn/cartpole_ners_dqn.py
          --num-env-runners=0`) as separate processes, one run per arm and round:
          gpu (`--num-gpus-per-learner=1`), default (the example's own choice)
-         and hidden (`CUDA_VISIBLE_DEVICES=`: no GPU visible); env steps/s is
-         the median of the run's iteration rates once learning has started.
-profile  A torch.profiler trace of `--steps` env steps of an arm after
-         warm-up: the sac per-gpu and per-gpu-graph arms, and
-         atari-per-gpu-graph (the atari suite's per-gpu-graph). Per env step:
-         kernel launches, host/device copies, synchronisations and `.item()`
-         calls, the GPU's busy time and the host's time waiting in
-         synchronisations and copies.
-runners  Rainbow on MsPacman fed by `--runners` remote EnvRunners: the
-         scaling suite of `benchmarks/gpu_runners.py` (its docstring).
+         and hidden (`CUDA_VISIBLE_DEVICES=`); env steps/s is the median of the
+         run's iteration rates once learning has started.
+profile  A torch.profiler trace of `--steps` env steps of a sac arm, or an atari
+         one prefixed `atari-`, after warm-up: per env step its kernel launches,
+         host/device copies, synchronisations and `.item()` calls, the GPU's
+         busy time and the host's time waiting in synchronisations and copies.
+runners  Rainbow on MsPacman fed by `--runners` remote EnvRunners
+         (`benchmarks/gpu_runners.py`).
 
-How to run (on the GPU machine, see `../shared/tools/gpu/README.md`)
---------------------------------------------------------------------
     python benchmarks/gpu.py --suite sac
     python benchmarks/gpu.py --suite atari --rounds 2 --steps 150
     python benchmarks/gpu.py --suite main --steps 6000
-    python benchmarks/gpu.py --suite profile --steps 100
     python benchmarks/gpu.py --suite runners --runners 1 2 4 8 12 --steps 4000
 
 Without CUDA the `-gpu` arms are left out (a dry run of the rest on the CPU).
@@ -90,38 +67,20 @@ from peers import print_arm_parts, rates_table
 
 SUITES = {
     "sac": (
-        "sb3-gpu",
-        "sb3-cpu",
-        "per-gpu",
-        "per-gpu-graph",
-        "ners-gpu",
-        "ners-gpu-graph",
-        "per-cpu",
-        "floor-gpu",
-        "floor-gpu-graph",
-    ),
+        "sb3-gpu sb3-cpu per-gpu per-gpu-graph per-gpu-graph-act ners-gpu "
+        "ners-gpu-graph per-cpu floor-gpu floor-gpu-graph"
+    ).split(),
     "atari": (
-        "per-gpu",
-        "per-gpu-graph",
-        "per-gpu-graph-act",
-        "per-gpu-graph-hostframes",
-        "uniform-gpu-graph",
-        "ners-gpu",
-        "ners-gpu-graph",
-        "per-cpu",
-        "floor-gpu",
-    ),
-    "main": ("gpu", "default", "hidden"),
-    "profile": ("per-gpu", "per-gpu-graph", "atari-per-gpu-graph"),
-    "runners": ("per", "ners"),
+        "per-gpu per-gpu-graph per-gpu-graph-act per-gpu-graph-hostframes "
+        "uniform-gpu-graph ners-gpu ners-gpu-graph per-cpu floor-gpu"
+    ).split(),
+    "main": ["gpu", "default", "hidden"],
+    "profile": ["per-gpu", "per-gpu-graph", "atari-per-gpu-graph"],
+    "runners": ["per", "ners"],
 }
-DEFAULT_STEPS = {
-    "sac": 200,
-    "atari": 200,
-    "main": 6000,
-    "profile": 100,
-    "runners": 4000,
-}
+# Env steps per arm and round (main: per run; runners: per point).
+DEFAULT_STEPS = {"sac": 200, "atari": 200, "main": 6000, "profile": 100}
+DEFAULT_STEPS["runners"] = 4000
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = REPO_ROOT / "tuned_examples" / "ners_dqn" / "cartpole_ners_dqn.py"
 # The main job's progress line: "iter    3 | env steps  3000 | ... | 628.5 steps/s |".
