@@ -1,25 +1,17 @@
 """The many-EnvRunner scaling suite of `benchmarks/gpu.py` (`--suite runners`).
 
-Rainbow with the paper's settings (`atari_rainbow`: Nature CNN, one
-update of 32 per 4 env steps; `--preset der`: data-efficient Rainbow,
-one update of 32 per env step) on MsPacman fed by `--runners` remote
-EnvRunners (default 1 2 4 8 12), for `--arms` per and ners, each
-`lockstep` (RLlib's sample-then-learn) and `overlapped`
-(`overlap_sampling=True`), plus `ceiling`: the same EnvRunners
-sampling into the buffer with no updates. The Learner on the GPU where
-there is one. Per point: env steps/s, updates/s, the Learner's busy
-share of the wall time, the fragments' weight staleness, the weight
-syncs and the driver's ms per env step in each loop section; at the
-end, what bounds each point. `--modes` picks the points,
-`--training-intensity` overrides the preset's replay ratio,
-`--weights-sync-interval K [K ...]` the overlapped points' (one each),
-`--rollout-fragment-length L [L ...]` and `--envs-per-runner E
-[E ...]` the env steps each `sample()` request carries (every point
-once per shape: the driver pays a fixed cost per request).
-Each point is its own algorithm (N EnvRunners each), measured over
-`--steps` env steps after warm-up; `--rounds R` measures each
-EnvRunner count's points R times, the order reversed every other
-round. `benchmarks/runners_plot.py` draws the output.
+Rainbow on MsPacman (`--preset rainbow`: `atari_rainbow`, Nature CNN, one update
+of 32 per 4 env steps; `der`: data-efficient Rainbow, one per env step) fed by
+`--runners` remote EnvRunners, for `--arms` per and ners, each `lockstep`
+(RLlib's sample-then-learn) and `overlapped` (`overlap_sampling=True`), plus
+`ceiling`: the same EnvRunners sampling into the buffer with no updates; the
+Learner on the GPU where there is one. Each point is its own algorithm,
+measured over `--steps` env steps after warm-up. Per point: env steps/s,
+updates/s, the Learner's busy share of the wall time, the fragments' weight
+staleness, the weight syncs and the driver's ms per env step in each loop
+section; at the end, what bounds each point. The options (`--help`) pick the
+points, the replay ratio, the weight sync intervals and the request shapes;
+`benchmarks/runners_plot.py` draws the output.
 """
 
 from __future__ import annotations
@@ -42,60 +34,38 @@ def cuda_available() -> bool:
 
 
 def add_runner_arguments(parser) -> None:
-    """The options of --suite runners."""
-    parser.add_argument(
-        "--runners",
-        type=int,
-        nargs="+",
-        default=[1, 2, 4, 8, 12],
-        help="EnvRunner counts of --suite runners",
-    )
-    parser.add_argument(
-        "--preset",
-        choices=sorted(RUNNER_PRESETS),
-        default="rainbow",
-        help="the Atari config of --suite runners: rainbow (atari_rainbow, one "
-        "update per 4 env steps) or der (atari_data_efficient_rainbow, one "
-        "update per env step)",
-    )
-    parser.add_argument(
+    """The options of --suite runners (several values: a point per value)."""
+    add = parser.add_argument
+    add("--runners", type=int, nargs="+", default=[1, 2, 4, 8, 12], help="counts")
+    add("--preset", choices=sorted(RUNNER_PRESETS), default="rainbow")
+    add(
         "--envs-per-runner",
         type=int,
         nargs="+",
         default=[1],
-        help="sub-envs per EnvRunner in --suite runners (the Nature CNN's "
-        "batch-1 forward is half of an EnvRunner's time per step on a CPU: "
-        "benchmarks/atari_ingest.py); several: every point once per value",
+        help="sub-envs per EnvRunner (the Nature CNN's batch-1 forward is half "
+        "of an EnvRunner's time per step on a CPU: benchmarks/atari_ingest.py)",
     )
-    parser.add_argument(
+    add(
         "--rollout-fragment-length",
         type=int,
         nargs="+",
-        help="env steps per sub-env in each sample() request of --suite "
-        "runners (default: the preset's); several: every point once per value",
+        help="env steps per sub-env in each sample() request (default: the "
+        "preset's); the driver pays a fixed cost per request",
     )
-    parser.add_argument(
-        "--modes",
-        nargs="+",
-        choices=RUNNER_MODES,
-        default=list(RUNNER_MODES),
-        help="the points of --suite runners: ceiling (sampling only), lockstep, "
-        "overlapped",
-    )
-    parser.add_argument(
+    add("--modes", nargs="+", choices=RUNNER_MODES, default=list(RUNNER_MODES))
+    add(
         "--training-intensity",
         type=float,
-        help="replayed per sampled env step in --suite runners (default: the "
-        "preset's; 1 for the scaling where the Learner is not the bound)",
+        help="replayed per sampled env step (default: the preset's; 1 for the "
+        "scaling where the Learner is not the bound)",
     )
-    parser.add_argument(
+    add(
         "--weights-sync-interval",
         type=int,
         nargs="+",
         default=[1],
-        help="the overlapped points' weights_sync_interval in --suite runners "
-        "(the fewest Learner updates between weight syncs to the EnvRunners); "
-        "several: one overlapped point per interval",
+        help="the overlapped points' fewest Learner updates between weight syncs",
     )
 
 
