@@ -7,57 +7,36 @@ buffer, for this package's Atari config (`atari_rainbow`, or with `--preset der`
 1  bare env      `make_atari_env` stepping with random actions: the ceiling of
                  one process.
 2  EnvRunner     `FastSingleAgentEnvRunner.sample()` as the algorithm calls it
-                 (no arguments: one rollout fragment per sub-env): its fast
-                 loop, which keeps Atari's frame stacks itself; beside it
-                 RLlib's `SingleAgentEnvRunner` on the same config (the frame-
-                 stacking connector rebuilding the stacks from the episodes).
-                 Split by timers wrapped around the env's `step`, the
-                 RLModule's exploration pass, the env-to-module and
-                 module-to-env connector pipelines (RLlib's loop only) and the
-                 episodes' `to_numpy` / `cut`; the rest is the episode
-                 bookkeeping (`add_env_step`, callbacks, metrics). Once with 1
-                 sub-env (the preset) and once with 4 (`--envs`).
-3  shipping      the `sample()` output of a remote EnvRunner on its way to the
-                 algorithm's `training_step`, two ways: packed (our training
-                 loop: `pack_fragments` on the EnvRunner, one numpy column per
-                 field, no spaces, no lookback; `fragment_shipping`) and as
-                 episodes (RLlib's `synchronous_parallel_sample`: Ray pickles
-                 the episode objects, numpy columns out of band). Timed as the
-                 round trip of the same fragments returned by a remote actor
-                 (`ray.get` in the driver; packing on the actor, inside it),
-                 and split into `pack`, `ray.put` (pickle + object-store copy)
-                 and `ray.get` (unpickle, zero-copy) in the driver. Printed
-                 beside it: the bytes per env step, split into new frames,
-                 repeated frames (the lookback the EnvRunner keeps for its own
-                 frame stacking, plus each fragment's first observation) and
-                 the pickled spaces every episode carries; whether frames
-                 travel stacked, and their dtype. Also a real remote EnvRunner
-                 sampled both ways (driver wall time: the EnvRunner's work plus
-                 the shipping).
-4  buffer add    `FastPrioritizedEpisodeReplayBuffer.add()` (PER) and
-                 `NERSEpisodeReplayBuffer.add()` (PER plus the NERS per-slot
-                 memory and episode returns) with the preset's replay settings
-                 (capacity, alpha, beta, `frame_stack=4`), adding the fragments
-                 of stage 2 in bulk: `--bulk` (8) `sample()` outputs per `add()`
-                 call, what `_sample_episodes()` returns with 8 remote
-                 EnvRunners, as packed fragments and as episodes, and one
-                 episode output per call.
-5  buffer sample `sample_batch(32)` (n-step transitions, frame stacks rebuilt),
-                 `replay_train_batch` (the Learner's batch) and
-                 `update_priorities` (random TD errors / NERS rows) per update,
-                 per env step at the preset's replay ratio (`atari_rainbow`: one
-                 update per 4 env steps; `der`: one per env step); also PER
-                 with the stacks laid out channels-first in memory
+                 (its fast loop keeps Atari's frame stacks itself), beside
+                 RLlib's `SingleAgentEnvRunner` on the same config (its frame-
+                 stacking connector rebuilding the stacks), with 1 sub-env and
+                 with `--envs`; split by timers on the env's `step`, the
+                 RLModule's exploration pass, the connector pipelines (RLlib's
+                 loop) and the episodes' `to_numpy` / `cut`; the rest is
+                 episode bookkeeping.
+3  shipping      a remote EnvRunner's `sample()` output on its way to
+                 `training_step`: packed (`pack_fragments`: one numpy column per
+                 field, no spaces, no lookback; our training loop) and as
+                 episodes (RLlib's `synchronous_parallel_sample`): the round
+                 trip from a remote actor, and `pack`, `ray.put` and `ray.get`
+                 in the driver; the bytes per env step (new frames, repeated
+                 frames, pickled spaces); and a real remote EnvRunner sampled
+                 both ways (driver wall time).
+4  buffer add    `add()` of the stage-2 fragments into our PER and NERS buffers
+                 with the preset's replay settings: `--bulk` `sample()` outputs
+                 per call (what 8 remote EnvRunners give), packed and as
+                 episodes, and one output per call.
+5  buffer sample `sample_batch(32)`, `replay_train_batch` and
+                 `update_priorities` per update, per env step at the preset's
+                 replay ratio; also PER with the stacks channels-first in memory
                  (`frames_channels_first`, what a local GPU Learner gets).
 
-All arms live in this process (plus two idle Ray actors) and take turns, round
-by round, the order rotating, each timing `--steps` env steps per round; the
-table shows the median over `--rounds`. Columns: µs per env step, its share of
-the whole path as the training loop runs it (EnvRunner with 1 sub-env +
-packed shipping + packed add + sample, with the PER or the NERS buffer), the
-ceiling in env steps/s that stage alone would allow, and env steps per CPU
-second of this process where the stage runs here.
-Indented rows are parts of the row above them. One torch thread everywhere.
+The arms take turns (`harness.take_turns`, `--rounds` of `--steps` env steps
+each, one torch thread); the table gives the median µs per env step, its share
+of the whole path as the training loop runs it (EnvRunner with 1 sub-env +
+packed shipping + packed add + sample, PER or NERS), the ceiling in env
+steps/s that stage alone would allow, and env steps per CPU second where the
+stage runs in this process. Indented rows are parts of the row above them.
 
 How to run
 ----------

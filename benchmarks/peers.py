@@ -2,21 +2,14 @@
 
 Every arm of a suite does the same work: the same networks (sizes and
 activations), batch, learning rate, updates per env step, learning start and
-one env in one process with one torch thread. The arms live in this process
-and take turns, round by round (the order rotating every round), each timing
-one chunk of `--steps` env steps, so that whatever else loads the machine hits
-them alike. Printed per arm: env steps/s (wall clock) and per CPU second of the
-process, updates/s, and the ratios to Stable-Baselines3 and to the floor, the
-median over the rounds. For the NERS arms also the sampler's own parts over
-all rounds: scoring each replayed batch and the REINFORCE steps (calls, ms per
-call, ms per env step). For the arms on our training loop, where each env step
-goes: the loop's own section timers (sampling, adding to the buffer, replay
-sampling, the Learner update, priorities, weight sync) summed over all rounds,
-in ms per env step.
-
-The floor is the same network updates in a bare PyTorch loop on random
-batches (each written as lean as eager PyTorch allows), plus the bare env steps
-with random actions: no acting forward pass, no replay buffer.
+one env in one process with one torch thread. The arms take turns
+(`harness.measure`: `--rounds` chunks of `--steps` env steps each, the order
+rotating). Printed per arm, the medians over the rounds: env steps/s (wall
+clock) and per CPU second, updates/s, and the ratios to Stable-Baselines3 and
+to the floor; for the arms on our training loop, the ms per env step of each
+loop section, and for the NERS arms the sampler's scoring and REINFORCE steps.
+The floor (`baselines.py`) is the same network updates in a bare PyTorch loop
+on random batches plus bare env steps with random actions.
 
 Suites
 ------

@@ -1,26 +1,19 @@
 """What the study's arms and the replay methods cost, side by side in one process.
 
-`rllib-ners study report` gives each arm's throughput from its runs' CPU time.
-The runs of a long study are made hours apart, on whatever CPU model the machine
-had that day and beside other work, so that figure spreads by tens of percent
-between runs of one arm: more than the arms differ. This benchmark measures the
-arms of a study task the way `peers.py` measures the peers. Every arm is the
-study's own config (`rllib_ners.study.runs.build_config`: the task's agent with
-the arm's replay, tuning seed 0, one torch thread, no EnvRunner actors), built in
-this one process. Each is trained to a point of its run (`--at`, env steps);
-then the arms take turns, round by round with the order rotating, each training
-one chunk of `--steps` env steps, so whatever else loads the machine hits them
-alike. With several `--at` points every arm then trains on to the next point
-(untimed) and the rounds repeat there: the NERS arms' costs change along a run
-(one REINFORCE step per finished episode; `ners_reference` plays greedy
-episodes, longer as it learns, for its replay reward).
-
-Printed per task and point: env steps per second (wall clock) and per CPU second
-of this process, updates per second, the ratios to uniform (median over the
-rounds of each), and for the NERS arms the sampler's own parts (scoring the
-replayed batches, the REINFORCE steps). An arm's cost is everything its
-`train()` does, `ners_reference`'s replay-reward episodes included; the study's
-own greedy evaluations are not part of it (the report leaves them out too).
+`rllib-ners study report` gives each arm's throughput from its runs' CPU time,
+which spreads by tens of percent between runs made hours apart on a shared
+machine: more than the arms differ. This measures the arms of a study task as
+`peers.py` measures the peers: every arm is the study's own config
+(`rllib_ners.study.runs.build_config`, tuning seed 0, one torch thread, no
+EnvRunner actors) in this one process, trained to a point of its run (`--at`,
+env steps), then the arms take turns (`harness.measure`), each training chunks
+of `--steps` env steps. With several `--at` points every arm trains on
+(untimed) and the rounds repeat there: the NERS arms' costs change along a run.
+Printed per task and point: env steps per second (wall clock) and per CPU
+second, updates per second, the ratios to uniform, and for the NERS arms the
+sampler's own parts (scoring, REINFORCE). An arm's cost is everything its
+`train()` does (`ners_reference`'s replay-reward episodes included), not the
+study's greedy evaluations.
 
 That is `--suite study` (the default). Two more suites time the replay methods
 on configs of their own, the arms taking turns the same way:
