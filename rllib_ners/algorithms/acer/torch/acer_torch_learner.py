@@ -63,8 +63,6 @@ from rllib_ners.algorithms.common.learner.update_step import (
 )
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
-    add_sampler_state,
-    restore_sampler_state,
     uses_ners_replay,
 )
 from rllib_ners.replay_buffers.ners_episode_buffer import (
@@ -146,7 +144,6 @@ class ACERTorchLearner(FastTorchLearner, ACERLearner, TorchLearner):
 
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True
-    ners: Optional[TorchNERSSampler] = None
 
     @override(TorchLearner)
     def build(self) -> None:
@@ -316,17 +313,6 @@ class ACERTorchLearner(FastTorchLearner, ACERLearner, TorchLearner):
             position = batch[SAMPLE_POSITION].to(scores.dtype)
             rows = torch.stack([scores, delta_0, value_0, position], dim=-1)
         self.metrics.log_value((module_id, TD_ERROR_KEY), rows, reduce="item_series")
-
-    @override(TorchLearner)
-    def get_state(self, components=None, *, not_components=None, **kwargs):
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        add_sampler_state(self, state, components, not_components)
-        return state
-
-    @override(TorchLearner)
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        restore_sampler_state(self, state)
 
 
 def _retrace_terms(seq: _Sequences, batch: Dict[str, Any], config) -> _RetraceTerms:

@@ -65,6 +65,7 @@ from rllib_ners.algorithms.common.learner.gradient_step import (
     gradients_of,
     learner_reads_on_host,
 )
+from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import (
     advance_weights_seq_no,
     check_learner_built,
@@ -84,6 +85,9 @@ from rllib_ners.utils.update_graphs import (
     UpdateGraphs,
 )
 
+# Learner state entry holding the NERS sampler's state, if the Learner has one.
+NERS_SAMPLER_STATE = "ners_sampler"
+
 
 class FastTorchLearner:
     """For this package's `TorchLearner` subclasses (list it before the RLlib
@@ -97,6 +101,10 @@ class FastTorchLearner:
     """
 
     host_reads: Optional[bool] = None
+    # The NERS sampler (`TorchNERSSampler`) a Learner that replays with NERS
+    # builds in `build()`, None otherwise; part of the Learner's state
+    # (`NERS_SAMPLER_STATE`).
+    ners = None
     make_update_graph: Callable[[], Any] = CudaUpdateGraph
     update_graphs: Optional[UpdateGraphs] = None
     graphs_checked = False
@@ -253,8 +261,19 @@ class FastTorchLearner:
 
     # ------------------------------------------------ state
     @override(TorchLearner)
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self.ners is not None and includes_component(
+            self, NERS_SAMPLER_STATE, components, not_components
+        ):
+            state[NERS_SAMPLER_STATE] = self.ners.get_state()
+        return state
+
+    @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
+        if self.ners is not None and NERS_SAMPLER_STATE in state:
+            self.ners.set_state(state[NERS_SAMPLER_STATE])
         # The restored optimizers carry the settings they were saved with.
         if self.update_graphs is not None:
             make_capturable(learner_optimizers(self))

@@ -7,8 +7,8 @@ updates never zero or step them), batch scoring with the global context
 (`score`, and `report_scores`, which logs a batch's rows for the buffer), the
 REINFORCE step (`reinforce`) that the algorithm runs on every Learner at
 episode ends, and its checkpoint state (`get_state` / `set_state`, which the
-Learner's own state methods call through `add_sampler_state` /
-`restore_sampler_state`). NERS-DQN, NERS-SAC, TD3 / DDPG and ACER hold one.
+Learners' shared base `FastTorchLearner` puts in the Learner's state). NERS-DQN,
+NERS-SAC, TD3 / DDPG and ACER hold one.
 
 With several Learners (`num_learners > 1`) RLlib splits each sampled batch
 between them; the scorer then takes its global context over the whole batch (an
@@ -45,13 +45,10 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
     SAMPLE_POSITION,
     TARGET_Q,
 )
-from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.utils.optimizer_steps import make_adam
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 from rllib_ners.utils.spaces import is_image_space
 
-# Learner state entry holding the sampler's state.
-NERS_SAMPLER_STATE = "ners_sampler"
 # Learner metric: the share of scored observations whose image encoding came
 # from the encoding cache, over the Learner's lifetime.
 NERS_ENCODING_CACHE_HIT_RATE = "ners_encoding_cache_hit_rate"
@@ -347,19 +344,3 @@ class TorchNERSSampler:
             cache.invalidate()
         if "global_rng" in state:
             set_global_rng_state(state["global_rng"])
-
-
-def add_sampler_state(learner, state: Dict[str, Any], components, not_components):
-    """Adds `learner.ners`'s state to the Learner's `state` (when it holds a
-    sampler and the components asked for include it)."""
-    if learner.ners is not None and includes_component(
-        learner, NERS_SAMPLER_STATE, components, not_components
-    ):
-        state[NERS_SAMPLER_STATE] = learner.ners.get_state()
-
-
-def restore_sampler_state(learner, state: Dict[str, Any]) -> None:
-    """Restores `learner.ners` from the Learner's `state`, if it holds one."""
-    sampler_state: Optional[dict] = state.get(NERS_SAMPLER_STATE)
-    if sampler_state is not None and learner.ners is not None:
-        learner.ners.set_state(sampler_state)

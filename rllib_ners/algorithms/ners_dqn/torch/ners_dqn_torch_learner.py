@@ -17,7 +17,7 @@ are the part the Learner holds as `self.ners`, a `TorchNERSSampler`
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import torch
 from ray.rllib.algorithms.dqn.dqn_learner import (
@@ -27,14 +27,11 @@ from ray.rllib.algorithms.dqn.dqn_learner import (
 )
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, TensorType
 
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
-    add_sampler_state,
-    restore_sampler_state,
 )
 from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
     RainbowDQNTorchLearner,
@@ -52,7 +49,6 @@ class NERSDQNTorchLearner(RainbowDQNTorchLearner):
 
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True
-    ners: Optional[TorchNERSSampler] = None
 
     @override(DQNTorchLearner)
     def build(self) -> None:
@@ -115,14 +111,3 @@ class NERSDQNTorchLearner(RainbowDQNTorchLearner):
                 ),
             )
         return loss
-
-    @override(TorchLearner)
-    def get_state(self, components=None, *, not_components=None, **kwargs):
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        add_sampler_state(self, state, components, not_components)
-        return state
-
-    @override(TorchLearner)
-    def set_state(self, state: Dict[str, Any]) -> None:
-        super().set_state(state)
-        restore_sampler_state(self, state)

@@ -30,7 +30,7 @@ Beyond RLlib's SACTorchLearner it also
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import gymnasium as gym
 import torch
@@ -65,8 +65,6 @@ from rllib_ners.algorithms.common.learner.lap_losses import pal, pal_normaliser
 from rllib_ners.algorithms.common.learner.target_updates import DQNTargetUpdates
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
-    add_sampler_state,
-    restore_sampler_state,
     uses_ners_replay,
 )
 from rllib_ners.algorithms.ners_sac.torch.sac_update import (
@@ -169,7 +167,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
 
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True
-    ners: Optional[TorchNERSSampler] = None
 
     @override(SACTorchLearner)
     def build(self) -> None:
@@ -417,7 +414,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     ) -> Dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
         self.target_updates.add_state(state, components, not_components)
-        add_sampler_state(self, state, components, not_components)
         if includes_component(self, LOG_ALPHA_STATE, components, not_components):
             state[LOG_ALPHA_STATE] = {
                 module_id: log_alpha.detach().cpu().clone()
@@ -429,7 +425,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.target_updates.set_state(state)
-        restore_sampler_state(self, state)
         with torch.no_grad():
             for module_id, value in state.get(LOG_ALPHA_STATE, {}).items():
                 # In place: the "alpha" optimiser holds this very tensor.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 from ray.rllib.algorithms.sac.sac_learner import (
@@ -60,8 +60,6 @@ from rllib_ners.algorithms.common.learner.lap_losses import huber, pal, pal_norm
 from rllib_ners.algorithms.common.learner.target_updates import PolyakTargets
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
-    add_sampler_state,
-    restore_sampler_state,
     uses_ners_replay,
 )
 from rllib_ners.algorithms.td3.default_td3_rl_module import QF_PREDS, QF_TWIN_PREDS
@@ -150,7 +148,6 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
 
     # Checked by NERSEpisodeReplayBuffer at build time.
     supports_ners_replay = True
-    ners: Optional[TorchNERSSampler] = None
 
     @override(TorchLearner)
     def build(self) -> None:
@@ -356,7 +353,6 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
     @override(TorchLearner)
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
-        add_sampler_state(self, state, components, not_components)
         if includes_component(self, TD3_UPDATE_COUNT_STATE, components, not_components):
             state[TD3_UPDATE_COUNT_STATE] = dict(self.update_counts)
         return state
@@ -364,5 +360,4 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
     @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
-        restore_sampler_state(self, state)
         self.update_counts.update(state.get(TD3_UPDATE_COUNT_STATE, {}))
