@@ -1,5 +1,36 @@
 """Replay buffers: the vectorised prioritized episode buffers (single- and
-multi-agent) and the NERS buffer."""
+multi-agent) and the NERS buffer, built from parts that hold no Ray.
+
+The buffers (RLlib's buffer API: episodes in and out, counters, metrics,
+state):
+
+* `fast_prioritized_episode_buffer`: `FastPrioritizedEpisodeReplayBuffer`,
+  the drop-in for RLlib's `PrioritizedEpisodeReplayBuffer` (alpha 0: uniform;
+  LAP with `min_priority=1`);
+* `ners_episode_buffer`: `NERSEpisodeReplayBuffer`, priorities from the NERS
+  scorer; `ners_slot_memory`: its per-slot delta, q, replay counts, I_all;
+* `fast_multi_agent_episode_buffer`: one fast buffer per module;
+  `agent_episodes`: which multi-agent episode a stored agent episode is of;
+* `ring_replay_buffer`: `RingReplayBuffer`, their base: the parts below and
+  the mechanics on them (and why RLlib's base class is kept);
+* `rllib_compat`: buffer types and `with_replay_buffer` for stock configs;
+* `rllib_states`: RLlib's buffer states in and out;
+* `buffer_metrics`: what the buffers count between reports, in RLlib's terms.
+
+The parts (numpy only):
+
+* `ring_storage`: the ring arrays and eviction; `writer`: adding episode
+  chunks; `episode_adapter`: RLlib episodes in and out;
+* `sum_tree`: sum and min trees; `priority_sampler`: sampling by priority,
+  importance weights, the beta schedule;
+* `n_step`, `sequences`, `frame_stack`: what a sample reads from the ring;
+  `device_frames`: stored frames mirrored on a local GPU Learner's device;
+* `bookkeeping`: the sample awaiting priorities, step counts;
+  `buffer_state`: the checkpoint as one flat dict; `buffer_settings`: setting
+  checks; `buffer_names`: the names the parts share;
+* `packed_fragments`: episode fragments as joined numpy columns, what remote
+  EnvRunners ship.
+"""
 
 from rllib_ners.replay_buffers.fast_multi_agent_episode_buffer import (
     FastMultiAgentPrioritizedEpisodeReplayBuffer,

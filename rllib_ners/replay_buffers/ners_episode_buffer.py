@@ -16,7 +16,8 @@ and calls `reset_sampled_set()`.
 The buffer also sums the rewards of every episode it is given and hands out the
 returns of episodes finished since the last call of
 `pop_finished_episode_returns()`: the training returns the replay reward is
-computed from, whatever route (NERSDQN or stock DQN + callback) feeds it.
+computed from, whatever algorithm (NERS-DQN, NERS-SAC, TD3, ACER, or a stock
+DQN through `NERSCallback`) feeds it.
 
 For the sampler diagnostics (`rllib_ners.ners.diagnostics`) it keeps a per-slot
 "scored" mask: set when a NERS row sets the slot's priority, cleared when `add`

@@ -29,6 +29,7 @@ MAPPED = {
     "cli": False,
     "env": False,
     "ners": False,
+    "replay_buffers": False,
     "seam": False,
     "study": False,
     "utils": False,
