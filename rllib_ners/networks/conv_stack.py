@@ -22,12 +22,17 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
+import gymnasium as gym
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rllib_ners.utils.spaces import is_image_space
+
 # uint8 pixels are divided by this (to [0, 1]).
 MAX_PIXEL = 255.0
+# The model_config key that picks the CNN (Rainbow's and ACER's modules).
+CNN_ENCODER_KEY = "cnn_encoder"
 
 # (out_channels, kernel, stride) per conv layer, each followed by a ReLU.
 CNN_LAYERS: Dict[str, List[Tuple[int, int, int]]] = {
@@ -64,6 +69,35 @@ def cnn_fits(obs_shape: Sequence[int], kind: str) -> bool:
 def fitting_cnn_kind(obs_shape: Sequence[int], preferred: str) -> str:
     """`preferred` when `[H, W, C]` images are large enough for it, else "small"."""
     return preferred if cnn_fits(obs_shape, preferred) else "small"
+
+
+def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
+    """Our CNN kind ("nature", "data_efficient", "small") for image spaces, or
+    None for RLlib's own encoders (vectors, or a CNN from `conv_filters`)."""
+    kind = cfg.get(CNN_ENCODER_KEY)
+    if kind is not None and kind not in CNN_LAYERS:
+        raise ValueError(
+            f"Unknown model_config cnn_encoder={kind!r}; use 'nature', "
+            f"'data_efficient', 'small', or None (a CNN that fits the images, or "
+            f"RLlib's CNN from conv_filters)."
+        )
+    if not is_image_space(observation_space):
+        if kind is not None:
+            raise ValueError(
+                f"model_config cnn_encoder={kind!r} needs [H, W, C] image "
+                f"observations, got {observation_space}. Remove cnn_encoder."
+            )
+        return None
+    if kind is None:
+        if cfg.get("conv_filters"):
+            return None
+        return fitting_cnn_kind(observation_space.shape, "nature")
+    if cfg.get("conv_filters"):
+        raise ValueError(
+            f"model_config sets both cnn_encoder={kind!r} and conv_filters; "
+            f"remove one (conv_filters builds RLlib's CNN instead)."
+        )
+    return kind
 
 
 def cnn_output_dim(obs_shape: Sequence[int], kind: str) -> int:

@@ -16,12 +16,12 @@ from ray.rllib.core.models.base import Encoder
 from ray.rllib.core.models.catalog import Catalog
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.algorithms.rainbow.rainbow_catalog import resolve_cnn_encoder
 from rllib_ners.algorithms.rainbow.torch.rainbow_networks import (
     QStream,
     RainbowCNNEncoder,
     cnn_output_dim,
 )
+from rllib_ners.networks.conv_stack import resolve_cnn_encoder
 from rllib_ners.seam.rl_module import (
     catalog_model_config,
     clear_encoder_config,

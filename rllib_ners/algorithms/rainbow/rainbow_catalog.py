@@ -18,27 +18,23 @@ the streams use `head_fcnet_hiddens` and `head_fcnet_activation`, as RLlib's
 
 from __future__ import annotations
 
-import gymnasium as gym
 from ray.rllib.algorithms.dqn.dqn_catalog import DQNCatalog
 from ray.rllib.core.models.base import Encoder, Model
 from ray.rllib.core.models.catalog import Catalog
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.algorithms.rainbow.torch.rainbow_networks import (
-    CNN_LAYERS,
     QStream,
     RainbowCNNEncoder,
     cnn_output_dim,
 )
-from rllib_ners.networks.conv_stack import fitting_cnn_kind
+from rllib_ners.networks.conv_stack import CNN_ENCODER_KEY, resolve_cnn_encoder
 from rllib_ners.seam.rl_module import (
     catalog_model_config,
     clear_encoder_config,
     set_catalog_model_config,
 )
-from rllib_ners.utils.spaces import is_image_space
 
-CNN_ENCODER_KEY = "cnn_encoder"
 NOISY_KEY = "noisy"
 SIGMA0_KEY = "std_init"
 
@@ -55,35 +51,6 @@ RAINBOW_MODEL_DEFAULTS = {
     SIGMA0_KEY: 0.5,
     CNN_ENCODER_KEY: None,
 }
-
-
-def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
-    """Our CNN kind ("nature", "data_efficient", "small") for image spaces, or
-    None for RLlib's own encoders (vectors, or a CNN from `conv_filters`)."""
-    kind = cfg.get(CNN_ENCODER_KEY)
-    if kind is not None and kind not in CNN_LAYERS:
-        raise ValueError(
-            f"Unknown model_config cnn_encoder={kind!r}; use 'nature', "
-            f"'data_efficient', 'small', or None (a CNN that fits the images, or "
-            f"RLlib's CNN from conv_filters)."
-        )
-    if not is_image_space(observation_space):
-        if kind is not None:
-            raise ValueError(
-                f"model_config cnn_encoder={kind!r} needs [H, W, C] image "
-                f"observations, got {observation_space}. Remove cnn_encoder."
-            )
-        return None
-    if kind is None:
-        if cfg.get("conv_filters"):
-            return None
-        return fitting_cnn_kind(observation_space.shape, "nature")
-    if cfg.get("conv_filters"):
-        raise ValueError(
-            f"model_config sets both cnn_encoder={kind!r} and conv_filters; "
-            f"remove one (conv_filters builds RLlib's CNN instead)."
-        )
-    return kind
 
 
 class RainbowCatalog(DQNCatalog):

@@ -106,8 +106,7 @@ def check_cnn_encoder_fits_observations(config) -> None:
     spaces = env_spaces(config)
     if spaces is None:
         return
-    from rllib_ners.algorithms.rainbow.rainbow_catalog import resolve_cnn_encoder
-    from rllib_ners.networks.conv_stack import cnn_output_dim
+    from rllib_ners.networks.conv_stack import cnn_output_dim, resolve_cnn_encoder
 
     try:
         kind = resolve_cnn_encoder(spaces[0], config.model_config)
