@@ -11,7 +11,7 @@ with the same loss code the Learners run (`rllib_ners.ners.reinforce`). We
 track the sampling mass on the marked transitions: 0.10 at the start.
 
 `tests/unit/test_sampler_oracle.py` runs it at CI size;
-`benchmarks/sampler_variants.py` runs the same variants in a real NERS-DQN run.
+`tests/sampler_variants.py` runs the same variants in a real NERS-DQN run.
 
     python tests/sampler_oracle.py            # every objective x parameterization
     python tests/sampler_oracle.py --steps 500 --seeds 10 11 12

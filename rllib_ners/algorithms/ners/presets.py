@@ -54,7 +54,7 @@ REFERENCE_EVAL_EPISODES = 5
 
 
 # The sampler's variants the oracle (`tests/sampler_oracle.py`) and
-# `benchmarks/sampler_variants.py` compare, by name: the paper's semantics
+# `tests/sampler_variants.py` compare, by name: the paper's semantics
 # and each objective x parameterization, the default among them.
 SAMPLER_VARIANTS = {
     # The reference preset's sampler settings (REFERENCE_SETTINGS) without its

@@ -1,6 +1,9 @@
 """What each NERS sampler variant does to replay in a real run: NERS-DQN on
 CartPole-v1 for a fixed env-step budget, then the sampler diagnostics.
 
+The real-run companion of `tests/sampler_oracle.py` (the same variants): a
+diagnostics run, not a timing benchmark.
+
 Every variant of `SAMPLER_VARIANTS` (`rllib_ners.algorithms.ners.presets`: the
 paper's semantics, the objective x parameterisation grid, the default) plus the
 same run with the sampler frozen (`lr=1e-12`, the old sampler's settings: the
@@ -17,8 +20,8 @@ settings differ. For each run it prints the smoothed training return and the
   spearman  priority_td_spearman (rank correlation with |delta|)
   probe     probe_score_std
 
-    python benchmarks/sampler_variants.py                    # 20k steps, seed 0
-    python benchmarks/sampler_variants.py --seeds 0 1 --variants default frozen
+    python tests/sampler_variants.py                    # 20k steps, seed 0
+    python tests/sampler_variants.py --seeds 0 1 --variants default frozen
 
 Runs one after the other in one process (`num_env_runners=0`, one torch thread);
 about 3-5 minutes per 20k-step run on this project's 2-core CPU.
