@@ -15,23 +15,9 @@ sampler's own parts (scoring, REINFORCE). An arm's cost is everything its
 `train()` does (`ners_reference`'s replay-reward episodes included), not the
 study's greedy evaluations.
 
-That is `--suite study` (the default). Two more suites time the replay methods
-on configs of their own, the arms taking turns the same way:
+That is `--suite study` (the default). `--suite updates` times the replay
+methods on configs of their own, the arms taking turns the same way:
 
-iterations  (`--task cartpole|ms_pacman`) every arm trains `--steps` env steps,
-    one training iteration each in turn; per arm env steps per second and per
-    CPU second over the iterations after learning began, as ratios to PER,
-    and for NERS with its own image encoder the share of scored observations
-    whose encoding came from the Learner's encoding cache (it falls as the
-    buffer fills: `--learning-starts 50000` measures with a half-full 100k
-    buffer). cartpole: RLlib's CartPole DQN example (the settings of
-    `tuned_examples/dqn/cartpole_dqn_fast_per.py`); arms ners, per, uniform,
-    rllib-per (RLlib's own prioritised buffer) and rainbow-per
-    (`RainbowDQNConfig` with our PER buffer, which replays through the same
-    columnar path as NERS-DQN: ners / rainbow-per is the sampler's cost alone).
-    ms_pacman: data-efficient Rainbow (one update of 32 per env step); arms
-    ners, per, uniform and ners-module (NERS with `encoder="module"`: the
-    agent's CNN features, no CNN of its own).
 updates  (`--algorithm td3|sac`) what one replayed update costs per replay
     method on Hopper-v5 (`td3_config` / `mujoco_sac`, one update of 256 per
     env step): every arm's buffer holds the same transitions at its learning
@@ -46,10 +32,7 @@ How to run
 ----------
     pip install torch==2.13.0 -e ".[study,mujoco,atari,bench]"
     python benchmarks/study_costs.py --tasks hopper_100k --at 10000 50000
-    python benchmarks/study_costs.py --tasks ms_pacman_100k --rounds 3
-    python benchmarks/study_costs.py --suite iterations --task cartpole --steps 10000
-    python benchmarks/study_costs.py --suite iterations --task ms_pacman \
-        --steps 4000 --arms ners ners-module per
+    python benchmarks/study_costs.py --tasks ms_pacman_100k --arms per ners ners_module
     python benchmarks/study_costs.py --suite updates --algorithm sac --rounds 7
 """
 
@@ -61,12 +44,14 @@ from typing import Dict, List, Sequence
 
 from harness import (
     cpu_model,
+    header,
+    loop_sections_into,
     measure,
     ratio,
+    take_turns,
     time_sampler_parts,
 )
 from peers import RLlibArm
-from replay_suites import TASK_ARMS, UPDATE_ARMS, iterations_suite, updates_suite
 
 # The arms the studies run per agent: SAC and the DQN family in the
 # paper-settings study (results/ners_paper_settings/PLAN.md), TD3 in the TD3/LAP
@@ -77,7 +62,7 @@ DEFAULT_ARMS = {
     "td3": ("uniform", "per", "lap", "ners"),
 }
 TUNING_SEED = 0
-SUITES = ("study", "iterations", "updates")
+SUITES = ("study", "updates")
 
 
 # ------------------------------------------------------ --suite study
@@ -196,6 +181,130 @@ def study_suite(args) -> None:
         ray.shutdown()
 
 
+# ---------------------------------------------------- --suite updates
+UPDATES_ENV = "Hopper-v5"
+UPDATES_LEARNING_STARTS = 2000
+UPDATE_ARMS = ("per", "lap", "pal", "uniform", "per-foreach")
+# Arms that are another arm's algorithm with one switch flipped.
+VARIANT_OF = {"per-foreach": "per"}
+
+
+def updates_arm(algorithm: str, replay: str, updates: int):
+    """The arm's algorithm, trained up to its learning start (random actions,
+    no update yet); each later `train()` makes `updates` replayed updates."""
+    replay = VARIANT_OF.get(replay, replay)
+    if algorithm == "td3":
+        from rllib_ners.algorithms.td3.presets import td3_config as preset
+    else:
+        from rllib_ners.algorithms.ners_sac.presets import mujoco_sac as preset
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_RESULTS,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    )
+
+    config = preset(UPDATES_ENV, replay=replay, learning_starts=UPDATES_LEARNING_STARTS)
+    config = (
+        config.env_runners(num_env_runners=0)
+        .reporting(
+            min_sample_timesteps_per_iteration=updates, min_time_s_per_iteration=0
+        )
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    sampled = 0
+    while sampled < UPDATES_LEARNING_STARTS:  # random steps, stored
+        result = algo.train()
+        sampled = result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
+    return algo
+
+
+def same_transitions(algos) -> bool:
+    """Whether every arm's buffer stored the same observations, actions and
+    rewards (before any replayed update)."""
+    import numpy as np
+
+    first = algos[0].local_replay_buffer.storage
+    for algo in algos[1:]:
+        storage = algo.local_replay_buffer.storage
+        for name in ("obs", "actions", "rewards"):
+            if not np.array_equal(getattr(storage, name), getattr(first, name)):
+                return False
+    return True
+
+
+def timed_updates(algo, arm: str) -> Dict[str, float]:
+    """One iteration; seconds per replayed update in each replay section of
+    the training loop, and their sum."""
+    from ray.rllib.utils.metrics import (
+        LEARNER_UPDATE_TIMER,
+        REPLAY_BUFFER_SAMPLE_TIMER,
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+    )
+
+    from rllib_ners.algorithms.common.learner.target_updates import PolyakTargets
+
+    keys = {
+        "sample": REPLAY_BUFFER_SAMPLE_TIMER,
+        "update": LEARNER_UPDATE_TIMER,
+        "priorities": REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+    }
+    sections: Dict[str, List[float]] = {}
+    PolyakTargets.flat_on_cpu = arm != "per-foreach"
+    try:
+        with loop_sections_into(algo, sections):
+            algo.train()
+    finally:
+        PolyakTargets.flat_on_cpu = True
+    updates = max(sections.get(LEARNER_UPDATE_TIMER, [1])[0], 1)
+    seconds = {
+        part: sections.get(key, [0, 0.0])[1] / updates for part, key in keys.items()
+    }
+    seconds["total"] = sum(seconds.values())
+    return seconds
+
+
+def updates_suite(args) -> None:
+    import ray
+
+    names = args.arms
+    load_before = os.getloadavg()[0]
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    algos = {}
+    try:
+        for name in names:
+            print(f"building {name}", flush=True)
+            algos[name] = updates_arm(args.algorithm, name, args.updates)
+        same_data = same_transitions(list(algos.values()))
+        for name in names:
+            timed_updates(algos[name], name)  # warm-up
+        median = take_turns(names, args.rounds, lambda n: timed_updates(algos[n], n))
+    finally:
+        for algo in algos.values():
+            algo.stop()
+        ray.shutdown()
+    reference = median.get("per", median[names[0]])["total"]
+    print("\n" + header())
+    print(
+        f"{args.algorithm} {UPDATES_ENV}: median of {args.rounds} rounds x "
+        f"{args.updates} replayed updates of 256 per arm, every buffer holding the "
+        f"same {UPDATES_LEARNING_STARTS} env steps at its learning start; "
+        f"1 torch thread; load average before {load_before:.2f}, after "
+        f"{os.getloadavg()[0]:.2f}"
+    )
+    print(f"the same transitions in every arm's buffer: {'yes' if same_data else 'NO'}")
+    print(
+        "| arm | µs per update | sample | Learner update | priorities | vs PER (time) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        m = median[name]
+        print(
+            f"| {name} | {1e6 * m['total']:,.0f} | {1e6 * m['sample']:,.0f} | "
+            f"{1e6 * m['update']:,.0f} | {1e6 * m['priorities']:,.0f} | "
+            f"{ratio(m['total'], reference)} |"
+        )
+
+
 # ---------------------------------------------------------------- main
 def suite_arms(parser, args) -> List[str]:
     """The arms of the chosen suite (checked), or its default arms."""
@@ -209,13 +318,10 @@ def suite_arms(parser, args) -> List[str]:
                 f"unknown tasks or arms: {', '.join(unknown)} (`rllib-ners study list`)"
             )
         return args.arms
-    known = TASK_ARMS[args.task] if args.suite == "iterations" else UPDATE_ARMS
-    arms = args.arms or list(known)
-    unknown = sorted(set(arms) - set(known))
+    arms = args.arms or list(UPDATE_ARMS)
+    unknown = sorted(set(arms) - set(UPDATE_ARMS))
     if unknown:
-        parser.error(f"--arms: {unknown} not arms of --suite {args.suite}: {known}")
-    if args.suite == "iterations" and "per" not in arms:
-        parser.error("--arms must include 'per' (the ratios are against it)")
+        parser.error(f"--arms: {unknown} not arms of --suite updates: {UPDATE_ARMS}")
     return arms
 
 
@@ -229,14 +335,11 @@ def main(argv=None) -> int:
         nargs="+",
         help="study: study arms (default: the studies' arms for the task's agent: "
         + "; ".join(f"{k}: {' '.join(v)}" for k, v in DEFAULT_ARMS.items())
-        + "); iterations, updates: the suite's arms (default: all)",
+        + "); updates: the suite's arms (default: all)",
     )
     parser.add_argument("--rounds", type=int, default=5, help="study, updates")
     parser.add_argument(
-        "--steps",
-        type=int,
-        help="study: env steps per chunk (default 1000); iterations: env steps "
-        "per arm (default 10000)",
+        "--steps", type=int, default=1000, help="study: env steps per chunk"
     )
     study = parser.add_argument_group("--suite study")
     study.add_argument("--tasks", nargs="+", default=["hopper_100k"])
@@ -255,17 +358,6 @@ def main(argv=None) -> int:
         metavar="FILE.py",
         help="a Python file declaring more tasks and arms (as `rllib-ners study`)",
     )
-    iterations = parser.add_argument_group("--suite iterations")
-    iterations.add_argument("--task", choices=sorted(TASK_ARMS), default="cartpole")
-    iterations.add_argument("--seed", type=int, default=0)
-    iterations.add_argument("--capacity", type=int, default=100_000, help="ms_pacman")
-    iterations.add_argument(
-        "--learning-starts",
-        type=int,
-        default=1600,
-        help="ms_pacman: env steps stored before learning (and measuring) starts; "
-        "e.g. 50000 measures with a half-full 100k buffer, as later in a 100k run",
-    )
     updates = parser.add_argument_group("--suite updates")
     updates.add_argument("--algorithm", choices=("sac", "td3"), default="td3")
     updates.add_argument("--updates", type=int, default=200, help="per arm and round")
@@ -273,7 +365,6 @@ def main(argv=None) -> int:
     for path in args.declarations:
         load_declarations(path)
     args.arms = suite_arms(parser, args)
-    args.steps = args.steps or (10_000 if args.suite == "iterations" else 1000)
     if args.at != sorted(args.at) or min(args.at) < 1:
         parser.error(f"--at takes ascending positive env steps, got {args.at}")
     if args.rounds < 1 or args.steps < 1 or args.updates < 1:
@@ -285,9 +376,7 @@ def main(argv=None) -> int:
 
     silence_known_noise()
     torch.set_num_threads(1)
-    {"study": study_suite, "iterations": iterations_suite, "updates": updates_suite}[
-        args.suite
-    ](args)
+    {"study": study_suite, "updates": updates_suite}[args.suite](args)
     return 0
 
 

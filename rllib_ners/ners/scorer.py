@@ -52,7 +52,7 @@ def _mlp(sizes: Sequence[int], *, final_activation: bool) -> nn.Sequential:
 
 # On CPU the image encoder runs large batches (a REINFORCE step's 2 x 1280
 # stacks) in chunks of this many images, which stay in the CPU caches and so
-# run faster (`benchmarks/study_costs.py --suite iterations` measures it); the
+# run faster (`benchmarks/study_costs.py --tasks ms_pacman_100k` measures it); the
 # values are the same. GPUs get the whole batch at once.
 _CPU_IMAGE_CHUNK = 64
 

@@ -552,7 +552,7 @@ ARMS: Dict[str, Arm] = {
 }
 # The recommended variant with encoder="module": the sampler reads the
 # Q-network's (detached) encoder features instead of training a CNN or MLP of
-# its own; cheaper on images (benchmarks/study_costs.py --suite iterations). Not
+# its own; cheaper on images (benchmarks/study_costs.py --arms ners_module). Not
 # in the study's default arms.
 ARMS["ners_module"] = dataclasses.replace(
     ARMS["ners"],

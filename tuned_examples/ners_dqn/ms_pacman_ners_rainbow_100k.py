@@ -45,7 +45,7 @@ minutes: see docs/atari.md ("Costs") for measured speed.
 
 Cost: the sampler keeps the paper's own CNN encoder here; it runs on every
 replayed batch, and NERS trains at ~0.8x PER's env steps per second
-(`benchmarks/study_costs.py --suite iterations --task ms_pacman`).
+(`benchmarks/study_costs.py --tasks ms_pacman_100k --arms per ners ners_module`).
 `.ners(encoder="module")` on the config scores with the Q-network's own
 features instead (taken from the training pass, no second CNN): ~0.9x PER. How
 well those features shape replay is not yet measured on Atari.
