@@ -43,15 +43,12 @@ Without CUDA the `-gpu` arms are left out (a dry run of the rest on the CPU).
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import re
 import statistics
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Dict, List
 
@@ -62,7 +59,17 @@ from gpu_runners import (
     cuda_available,
     runners_suite,
 )
-from harness import cpu_model, header, measure, rotation
+from harness import (
+    chosen_arms,
+    cpu_model,
+    header,
+    measure,
+    ray_in_this_process,
+    rotation,
+    rounds_line,
+    suite_parser,
+    warmed_up,
+)
 from peers import print_arm_parts, rates_table
 
 SUITES = {
@@ -251,11 +258,7 @@ REFERENCES = ("sb3-gpu", "sb3-cpu", "per-gpu", "per-gpu-graph", "floor-gpu")
 
 def report(suite, median: Dict[str, dict], args, load_before, arms) -> None:
     print("\n" + header())
-    print(
-        f"{suite}: median of {args.rounds} rounds x {args.steps} env steps per "
-        f"arm; {_machine()}; 1 torch thread; load average before "
-        f"{load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}"
-    )
+    print(rounds_line(suite, args, f"{_machine()}; 1 torch thread", load_before))
     for name, arm in arms.items():
         # On a GPU Learner, "priorities" holds the wait for the update's kernels
         # (its TD errors are read back there).
@@ -276,13 +279,11 @@ def _machine() -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", choices=sorted(SUITES), default="sac")
-    parser.add_argument("--arms", nargs="+", help="a subset of the suite's arms")
-    parser.add_argument(
-        "--rounds", type=int, help="rounds of each suite's arms (default 3; runners: 1)"
+    parser = suite_parser(
+        __doc__,
+        SUITES,
+        rounds_help="rounds of each suite's arms (default 3; runners: 1)",
     )
-    parser.add_argument("--steps", type=int, help="env steps per arm and round")
     parser.add_argument(
         "--out", type=Path, default=Path("."), help="folder for the profile's table"
     )
@@ -292,38 +293,18 @@ def main(argv=None) -> int:
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
     if args.suite != "runners":
         args.rounds = args.rounds or 3
-    names = args.arms or list(SUITES[args.suite])
-    unknown = set(names) - set(SUITES[args.suite])
-    if unknown:
-        parser.error(f"unknown arms for --suite {args.suite}: {sorted(unknown)}")
+    names = chosen_arms(parser, args, SUITES)
     if args.suite == "main":
         main_job_suite(names, args.rounds, args.steps)
         return 0
-
-    import ray
-    import torch
-
-    from rllib_ners.utils.log_noise import silence_known_noise
-
     if not cuda_available():
         if args.suite == "profile":
             parser.error("--suite profile needs a CUDA device")
         names = [name for name in names if "gpu" not in name]
         print(f"no CUDA device: only the CPU arms run ({', '.join(names)})")
-    if args.suite == "runners":
-        # The EnvRunners and the driver each take a logical CPU.
-        num_cpus = max(args.runners) + 1
-    else:
-        num_cpus = 1
-    silence_known_noise()
-    torch.set_num_threads(1)
-    ray.init(
-        num_cpus=num_cpus,
-        num_gpus=1 if cuda_available() else 0,
-        include_dashboard=False,
-        log_to_driver=False,
-    )
-    try:
+    # With --suite runners the EnvRunners and the driver each take a logical CPU.
+    num_cpus = max(args.runners) + 1 if args.suite == "runners" else 1
+    with ray_in_this_process(num_cpus, num_gpus=1 if cuda_available() else 0):
         if args.suite == "profile":
             for name in names:
                 profile_suite(name, args.steps, args.out)
@@ -343,28 +324,13 @@ def main(argv=None) -> int:
                 tuple(args.rollout_fragment_length or [None]),
             )
             return 0
-        load_before = os.getloadavg()
+        load_before = os.getloadavg()[0]
         arms = BUILDERS[args.suite](names, args.steps)
-        try:
-            for name, arm in list(arms.items()):
-                print(f"warming up {name}", flush=True)
-                try:
-                    arm.warm_up()
-                except Exception:  # report it; the other arms still run
-                    print(f"{name} left out: its warm-up failed:", flush=True)
-                    traceback.print_exc(limit=-8)
-                    del arms[name]
-                    with contextlib.suppress(Exception):
-                        arm.close()
+        with warmed_up(arms, leave_out_failures=True):
             if not arms:
                 return 1
             median = measure(arms, args.rounds, args.steps)
             graphs = {name: graph_status(arm) for name, arm in arms.items()}
-        finally:
-            for arm in arms.values():
-                arm.close()
-    finally:
-        ray.shutdown()
     report(args.suite, median, args, load_before, arms)
     for name, status in graphs.items():
         if status:

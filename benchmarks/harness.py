@@ -12,6 +12,7 @@ command, date, commit, machine), the form `docs/hooks/generated.py` reads.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import os
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
@@ -185,6 +187,88 @@ def measure(arms: Mapping[str, Arm], rounds: int, steps: int) -> Dict[str, dict]
         }
 
     return take_turns(list(arms), rounds, chunk)
+
+
+# ------------------------------------------------------ a suite's run
+
+
+def suite_parser(
+    doc: str, suites: Sequence[str], rounds_help: str = ""
+) -> argparse.ArgumentParser:
+    """The options every suite of arms takes: `--suite`, `--arms` (a subset of
+    the suite's), `--rounds` (default 3 unless `rounds_help` says otherwise)
+    and `--steps` (env steps per arm and round)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--suite", choices=sorted(suites), default="sac")
+    parser.add_argument("--arms", nargs="+", help="a subset of the suite's arms")
+    if rounds_help:
+        parser.add_argument("--rounds", type=int, help=rounds_help)
+    else:
+        parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, help="env steps per arm and round")
+    return parser
+
+
+def chosen_arms(parser, args, suites: Mapping[str, Sequence[str]]) -> List[str]:
+    """The arms of `--suite` that `--arms` names (all by default); an unknown
+    one ends the run with the parser's error."""
+    names = args.arms or list(suites[args.suite])
+    unknown = set(names) - set(suites[args.suite])
+    if unknown:
+        parser.error(f"unknown arms for --suite {args.suite}: {sorted(unknown)}")
+    return names
+
+
+@contextlib.contextmanager
+def ray_in_this_process(num_cpus: int = 1, **init):
+    """For the block: RLlib's known log noise silenced, one torch thread and a
+    local Ray of `num_cpus` CPUs (`init`: more `ray.init` arguments)."""
+    import ray
+    import torch
+
+    from rllib_ners.utils.log_noise import silence_known_noise
+
+    silence_known_noise()
+    torch.set_num_threads(1)
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, **init)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def warmed_up(arms: Dict[str, Arm], leave_out_failures: bool = False):
+    """Every arm warmed up, in order, for the block; every arm closed after it.
+    `leave_out_failures`: an arm whose warm-up fails is reported and left out
+    of `arms`, and the others still run."""
+    try:
+        for name, arm in list(arms.items()):
+            print(f"warming up {name}", flush=True)
+            try:
+                arm.warm_up()
+            except Exception:
+                if not leave_out_failures:
+                    raise
+                print(f"{name} left out: its warm-up failed:", flush=True)
+                traceback.print_exc(limit=-8)
+                del arms[name]
+                with contextlib.suppress(Exception):
+                    arm.close()
+        yield arms
+    finally:
+        for arm in arms.values():
+            arm.close()
+
+
+def rounds_line(suite: str, args, machine: str, load_before: float) -> str:
+    """The line above a suite's table: its rounds and steps, the machine and
+    the load average before and after."""
+    return (
+        f"{suite}: median of {args.rounds} rounds x {args.steps} env steps per "
+        f"arm; {machine}; load average before {load_before:.2f}, after "
+        f"{os.getloadavg()[0]:.2f}"
+    )
 
 
 # ------------------------------------- where an RLlib arm's time goes

@@ -69,7 +69,6 @@ How to run
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Dict, List, Tuple
 
@@ -98,13 +97,18 @@ from baselines import (
 )
 from harness import (
     Arm,
+    chosen_arms,
     cpu_model,
     header,
     loop_section_cells,
     loop_sections_into,
     measure,
     ratio,
+    ray_in_this_process,
+    rounds_line,
+    suite_parser,
     time_sampler_parts,
+    warmed_up,
 )
 
 SUITES = {
@@ -388,49 +392,23 @@ def report(
     suite: str, median: Dict[str, dict], args, load_before, arms: Dict[str, Arm]
 ) -> None:
     print("\n" + header())
-    print(
-        f"{suite}: median of {args.rounds} rounds x {args.steps} env steps per "
-        f"arm; {cpu_model()}, {os.cpu_count()} "
-        f"cores, 1 torch thread; load average before {load_before[0]:.2f}, after "
-        f"{os.getloadavg()[0]:.2f}"
-    )
+    machine = f"{cpu_model()}, {os.cpu_count()} cores, 1 torch thread"
+    print(rounds_line(suite, args, machine, load_before))
     for name, arm in arms.items():
         print_arm_parts(name, arm)
     print("\n".join(rates_table(median, {"sb3": "SB3", "floor": "floor"})))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", choices=sorted(SUITES), default="sac")
-    parser.add_argument("--arms", nargs="+", help="a subset of the suite's arms")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, help="env steps per arm and round")
+    parser = suite_parser(__doc__, SUITES)
     args = parser.parse_args(argv)
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
-    names = args.arms or list(SUITES[args.suite])
-    unknown = set(names) - set(SUITES[args.suite])
-    if unknown:
-        parser.error(f"unknown arms for --suite {args.suite}: {sorted(unknown)}")
-
-    import ray
-    import torch
-
-    from rllib_ners.utils.log_noise import silence_known_noise
-
-    silence_known_noise()
-    torch.set_num_threads(1)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    load_before = os.getloadavg()
-    arms = BUILDERS[args.suite](names, args.steps)
-    try:
-        for name, arm in arms.items():
-            print(f"warming up {name}", flush=True)
-            arm.warm_up()
-        median = measure(arms, args.rounds, args.steps)
-    finally:
-        for arm in arms.values():
-            arm.close()
-        ray.shutdown()
+    names = chosen_arms(parser, args, SUITES)
+    with ray_in_this_process():
+        load_before = os.getloadavg()[0]
+        arms = BUILDERS[args.suite](names, args.steps)
+        with warmed_up(arms):
+            median = measure(arms, args.rounds, args.steps)
     report(args.suite, median, args, load_before, arms)
     return 0
 
