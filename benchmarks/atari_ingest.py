@@ -52,7 +52,7 @@ import argparse
 import datetime
 import os
 import pickle
-from typing import Dict
+from typing import Dict, List, Tuple
 
 from harness import machine, take_turns
 from ingest_arms import (
@@ -141,6 +141,81 @@ def packed_bytes(packed) -> Dict[str, float]:
 
 
 # -------------------------------------------------------------- reporting
+KINDS = {"per": "PER", "ners": "NERS"}
+INDENT = "&nbsp;&nbsp;"
+RUNNER_PARTS = RunnerArm.PARTS + ("to_numpy + cut", "episode bookkeeping, rest")
+SHIP_PARTS = {"pack": "runner", "ray.put": "driver", "ray.get": "driver"}
+SHIP_PARTS["actor call, transfer"] = "both"
+SAMPLE_PARTS = ("sample_batch", "train batch", "update_priorities")
+
+
+def path_total(results, args, kind: str, shipped: str) -> float:
+    """µs per env step of the whole path (EnvRunner with the first sub-env
+    count, shipping, add of `--bulk` outputs, sample) for `kind`'s buffer;
+    `shipped`: "-packed" for packed fragments, "" for episodes."""
+    return (
+        results[f"runner-{args.envs[0]}"]["total"]
+        + results[f"ship{shipped}"]["total"]
+        + results[f"{kind}-add-{args.bulk}{shipped}"]["total"]
+        + results[f"{kind}-sample"]["total"]
+    )
+
+
+def stage_rows(
+    args, results, env_steps_per_update: float
+) -> List[Tuple[str, str, str, str, bool, bool]]:
+    """The table's rows in order: (label, where, arm, part, in the path's
+    shares, with the arm's env steps per CPU second)."""
+    envs = args.envs
+    bare = "1 bare env (ceiling of one process)"
+    rows = [(bare, "runner", "env", "total", False, True)]
+    for name in [f"runner-{n}" for n in envs] + [f"rllib-runner-{envs[0]}"]:
+        loop = "RLlib's loop" if name.startswith("rllib") else "our EnvRunner"
+        in_path = name == f"runner-{envs[0]}"
+        label = f"2 EnvRunner.sample(), {name.rsplit('-', 1)[1]} sub-env(s), {loop}"
+        rows.append((label, "runner", name, "total", in_path, True))
+        rows += [(INDENT + p, "runner", name, p, in_path, False) for p in RUNNER_PARTS]
+    for name, how in (("remote-packed", "packed"), ("remote", "episodes")):
+        if name in results:
+            label = (
+                f"(2+3 remote EnvRunner, {how}, as training_step samples; driver "
+                f"wall, driver CPU)"
+            )
+            rows.append((label, "both", name, "total", False, True))
+    for name, how in (("ship-packed", "packed fragments"), ("ship", "episodes")):
+        in_path = name == "ship-packed"
+        label = f"3 shipping {how}: actor -> driver round trip"
+        rows.append((label, "both", name, "total", in_path, False))
+        for part, where in SHIP_PARTS.items():
+            if part != "pack" or in_path:
+                rows.append((INDENT + part, where, name, part, in_path, False))
+    for kind, label in KINDS.items():
+        for bulk in sorted({args.bulk, 1}, reverse=True):
+            for packed, how in (("-packed", "packed fragments"), ("", "episodes")):
+                name = f"{kind}-add-{bulk}{packed}"
+                if name in results:
+                    text = f"4 buffer add of {how}, {label}, {bulk} sample() output(s)"
+                    in_path = bulk == args.bulk and bool(packed)
+                    rows.append(
+                        (text + " per call", "driver", name, "total", in_path, 1)
+                    )
+    samples = [(f"{kind}-sample", label, True) for kind, label in KINDS.items()]
+    samples.append(("per-sample-channels-first", "PER", False))
+    for name, label, in_path in samples:
+        per_update = results[name]["total"] * env_steps_per_update
+        if in_path:
+            label += f" ({per_update:,.0f} µs per update)"
+        else:
+            label += (
+                f", stacks channels-first in memory (a GPU Learner's layout; "
+                f"{per_update:,.0f} µs per update)"
+            )
+        text = f"5 buffer sample {BATCH} + priorities, {label}"
+        rows.append((text, "driver", name, "total", in_path, True))
+        rows += [(INDENT + p, "driver", name, p, in_path, False) for p in SAMPLE_PARTS]
+    return rows
+
+
 def report(args, config, results, arms, facts, load_before) -> None:
     load_after = os.getloadavg()
     envs = args.envs
@@ -196,132 +271,36 @@ def report(args, config, results, arms, facts, load_before) -> None:
     print(f"learner batch from the buffer: obs {facts['stacked']} (stacks rebuilt)")
 
     # The path as our training loop runs it: packed fragments shipped and added.
-    ship = results["ship-packed"]
-    totals = {
-        kind: results[runner]["total"]
-        + ship["total"]
-        + results[f"{kind}-add-{args.bulk}-packed"]["total"]
-        + results[f"{kind}-sample"]["total"]
-        for kind in ("per", "ners")
-    }
-    episodes_path = {
-        kind: results[runner]["total"]
-        + results["ship"]["total"]
-        + results[f"{kind}-add-{args.bulk}"]["total"]
-        + results[f"{kind}-sample"]["total"]
-        for kind in ("per", "ners")
-    }
-    header = (
+    totals = {kind: path_total(results, args, kind, "-packed") for kind in KINDS}
+    print(
         "| stage | where | µs per env step | share (PER path) | share (NERS path) | "
         "ceiling env steps/s | env steps / CPU s |"
     )
-    print(header)
     print("|" + "---|" * 7)
-
-    def row(label, where, micros, cpu=None, shares=True):
+    for label, where, name, part, in_path, with_cpu in stage_rows(args, results, ratio):
+        micros = results[name].get(part, 0.0)
         cells = [label, where, f"{micros:,.1f}"]
-        for kind in ("per", "ners"):
-            cells.append(f"{100 * micros / totals[kind]:.1f}%" if shares else "-")
+        for kind in KINDS:
+            cells.append(f"{100 * micros / totals[kind]:.1f}%" if in_path else "-")
         cells.append(f"{1e6 / micros:,.0f}" if micros > 0 else "-")
+        cpu = results[name]["cpu"] if with_cpu else None
         cells.append(f"{cpu:,.0f}" if cpu else "-")
         print("| " + " | ".join(cells) + " |")
-
-    row(
-        "1 bare env (ceiling of one process)",
-        "runner",
-        results["env"]["total"],
-        results["env"]["cpu"],
-        shares=False,
-    )
-    for name in [f"runner-{n}" for n in envs] + [f"rllib-runner-{envs[0]}"]:
-        num_envs = int(name.rsplit("-", 1)[1])
-        in_path = name == runner
-        r = results[name]
-        loop = "RLlib's loop" if name.startswith("rllib") else "our EnvRunner"
-        row(
-            f"2 EnvRunner.sample(), {num_envs} sub-env(s), {loop}",
-            "runner",
-            r["total"],
-            r["cpu"],
-            shares=in_path,
-        )
-        for part in RunnerArm.PARTS + ("to_numpy + cut", "episode bookkeeping, rest"):
-            row(f"&nbsp;&nbsp;{part}", "runner", r.get(part, 0.0), shares=in_path)
-    for name, how in (("remote-packed", "packed"), ("remote", "episodes")):
-        if name in results:
-            row(
-                f"(2+3 remote EnvRunner, {how}, as training_step samples; driver "
-                f"wall, driver CPU)",
-                "both",
-                results[name]["total"],
-                results[name]["cpu"],
-                shares=False,
-            )
-    for name, how in (("ship-packed", "packed fragments"), ("ship", "episodes")):
-        in_path = name == "ship-packed"
-        row(
-            f"3 shipping {how}: actor -> driver round trip",
-            "both",
-            results[name]["total"],
-            shares=in_path,
-        )
-        for part in ("pack", "ray.put", "ray.get", "actor call, transfer"):
-            if part == "pack" and not in_path:
-                continue
-            where = {"actor call, transfer": "both", "pack": "runner"}
-            where = where.get(part, "driver")
-            row(f"&nbsp;&nbsp;{part}", where, results[name][part], shares=in_path)
-    for kind, label in (("per", "PER"), ("ners", "NERS")):
-        for bulk in sorted({args.bulk, 1}, reverse=True):
-            for packed in ("-packed", ""):
-                name = f"{kind}-add-{bulk}{packed}"
-                if name not in results:
-                    continue
-                how = "packed fragments" if packed else "episodes"
-                row(
-                    f"4 buffer add of {how}, {label}, {bulk} sample() output(s) "
-                    f"per call",
-                    "driver",
-                    results[name]["total"],
-                    results[name]["cpu"],
-                    shares=bulk == args.bulk and bool(packed),
-                )
-    for kind, label in (("per", "PER"), ("ners", "NERS")):
-        s = results[f"{kind}-sample"]
-        row(
-            f"5 buffer sample {BATCH} + priorities, {label} "
-            f"({s['total'] * ratio:,.0f} µs per update)",
-            "driver",
-            s["total"],
-            s["cpu"],
-        )
-        for part in ("sample_batch", "train batch", "update_priorities"):
-            row(f"&nbsp;&nbsp;{part}", "driver", s[part])
     planar = results["per-sample-channels-first"]
-    row(
-        f"5 buffer sample {BATCH} + priorities, PER, stacks channels-first in "
-        f"memory (a GPU Learner's layout; {planar['total'] * ratio:,.0f} µs per "
-        f"update)",
-        "driver",
-        planar["total"],
-        planar["cpu"],
-        shares=False,
-    )
-    for part in ("sample_batch", "train batch", "update_priorities"):
-        row(f"&nbsp;&nbsp;{part}", "driver", planar[part], shares=False)
     speedup = results["per-sample"]["sample_batch"] / planar["sample_batch"]
     print(
         f"sample_batch with stacks channels-first vs channels-last, PER, same "
         f"rounds: {speedup:.2f}x as fast"
     )
-    for kind, label in (("per", "PER"), ("ners", "NERS")):
+    for kind, label in KINDS.items():
+        episodes_path = path_total(results, args, kind, "")
         print(
             f"| total path, {label} (2 with {envs[0]} sub-env + 3 + 4 + 5, packed) "
             f"| | {totals[kind]:,.1f} | | | {1e6 / totals[kind]:,.0f} | |"
         )
         print(
             f"| total path, {label}, shipping and adding episodes instead | | "
-            f"{episodes_path[kind]:,.1f} | | | {1e6 / episodes_path[kind]:,.0f} | |"
+            f"{episodes_path:,.1f} | | | {1e6 / episodes_path:,.0f} | |"
         )
     driver = {
         how: results[f"ship{suffix}"]["ray.get"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import time
-from collections import defaultdict
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import numpy as np
+from harness import timed_method
 
 GAME = "MsPacman"
 BATCH = 32
@@ -16,26 +16,6 @@ PRESETS = ("rainbow", "der")
 
 
 # ------------------------------------------------------------------ helpers
-class PartTimer:
-    """Seconds spent in wrapped callables, by part."""
-
-    def __init__(self):
-        self.seconds: Dict[str, float] = defaultdict(float)
-
-    def wrap(self, part: str, function: Callable) -> Callable:
-        seconds = self.seconds
-        clock = time.perf_counter
-
-        def timed(*args, **kwargs):
-            start = clock()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                seconds[part] += clock() - start
-
-        return timed
-
-
 def env_steps_of(episodes) -> int:
     return sum(len(episode) for episode in episodes)
 
@@ -126,10 +106,9 @@ class RunnerArm(Arm):
             if rllib_loop
             else self.runner.fast_sampling_blocker
         )
-        self.timer = PartTimer()
+        self.tallies: Dict[str, List[float]] = {}  # part: [calls, seconds]
         self.input_dtypes = set()
-        runner, timer = self.runner, self.timer
-        runner.env.step = timer.wrap("env step", runner.env.step)
+        runner = self.runner
         # Both loops run the module's own exploration pass (RLlib's loop
         # through `forward_exploration`, which toggles eval/train around it).
         forward = runner.module._forward_exploration
@@ -140,11 +119,14 @@ class RunnerArm(Arm):
                 self.input_dtypes.add((str(obs.dtype), tuple(obs.shape[1:])))
             return forward(batch, **kwargs)
 
-        runner.module._forward_exploration = timer.wrap(
-            "RLModule forward", forward_seen
-        )
-        runner._env_to_module = timer.wrap("env-to-module", runner._env_to_module)
-        runner._module_to_env = timer.wrap("module-to-env", runner._module_to_env)
+        runner.module._forward_exploration = forward_seen
+        for part, owner, method in (
+            ("env step", runner.env, "step"),
+            ("RLModule forward", runner.module, "_forward_exploration"),
+            ("env-to-module", runner, "_env_to_module"),
+            ("module-to-env", runner, "_module_to_env"),
+        ):
+            timed_method(owner, method, self.tally(part))
         self.fragments: List[list] = []
 
     def warm_up(self, steps: int) -> None:
@@ -157,23 +139,28 @@ class RunnerArm(Arm):
             self.fragments.append(episodes)
             sampled += env_steps_of(episodes)
 
+    def tally(self, part: str) -> List[float]:
+        return self.tallies.setdefault(part, [0, 0.0])
+
     def run(self, steps: int):
         from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-        timer, sample = self.timer, self.runner.sample
-        timer.seconds.clear()
-        originals = (SingleAgentEpisode.to_numpy, SingleAgentEpisode.cut)
-        SingleAgentEpisode.to_numpy = timer.wrap("to_numpy + cut", originals[0])
-        SingleAgentEpisode.cut = timer.wrap("to_numpy + cut", originals[1])
+        for tally in self.tallies.values():
+            tally[:] = [0, 0.0]
+        restore = [
+            timed_method(SingleAgentEpisode, method, self.tally("to_numpy + cut"))
+            for method in ("to_numpy", "cut")
+        ]
         try:
             sampled = 0
             wall0, cpu0 = time.perf_counter(), time.process_time()
             while sampled < steps:
-                sampled += env_steps_of(sample())
+                sampled += env_steps_of(self.runner.sample())
             wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         finally:
-            SingleAgentEpisode.to_numpy, SingleAgentEpisode.cut = originals
-        parts = dict(timer.seconds)
+            for put_back in restore:
+                put_back()
+        parts = {part: tally[1] for part, tally in self.tallies.items() if tally[0]}
         parts["episode bookkeeping, rest"] = wall - sum(parts.values())
         parts["total"] = wall
         return sampled, parts, cpu
