@@ -64,13 +64,14 @@ from harness import (
     cpu_model,
     header,
     measure,
+    print_arm_parts,
+    rates_table,
     ray_in_this_process,
     rotation,
     rounds_line,
     suite_parser,
     warmed_up,
 )
-from peers import print_arm_parts, rates_table
 
 SUITES = {
     "sac": (

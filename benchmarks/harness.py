@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 # ------------------------------------------------------------ the machine
 
@@ -269,6 +269,56 @@ def rounds_line(suite: str, args, machine: str, load_before: float) -> str:
         f"arm; {machine}; load average before {load_before:.2f}, after "
         f"{os.getloadavg()[0]:.2f}"
     )
+
+
+# ------------------------------------------------------ the tables
+
+
+def print_arm_parts(name: str, arm: Arm) -> None:
+    """Where an RLlib arm's measured env steps spent their time: per section
+    of our training loop, and the NERS sampler's parts (nothing for others)."""
+    steps = getattr(arm, "counts", (0,))[0] - getattr(arm, "measured_from", 0)
+    cells = loop_section_cells(getattr(arm, "loop_times", {}), steps)
+    if cells:
+        print(
+            f"{name}: loop sections, ms per env step: {', '.join(cells)} "
+            f"({steps} measured env steps, all rounds)"
+        )
+    for part, (calls, seconds) in getattr(arm, "sampler_times", {}).items():
+        print(
+            f"{name}: {part} {int(calls)} calls, "
+            f"{1e3 * seconds / max(calls, 1):.2f} ms each, "
+            f"{1e3 * seconds / max(steps, 1):.3f} ms per env step "
+            f"({steps} measured env steps, all rounds)"
+        )
+
+
+def rates_table(
+    median: Dict[str, dict],
+    references: Dict[str, str],
+    cpu_ratios: bool = True,
+    extra: Optional[Tuple[str, Callable[[str], str]]] = None,
+) -> List[str]:
+    """The markdown rows: per arm its rates and, per reference arm present
+    ({arm: label}), the ratios to it (wall clock, and CPU with `cpu_ratios`);
+    `extra`: a last column's title and its cell per arm."""
+    present = {arm: label for arm, label in references.items() if arm in median}
+    columns = ["arm", "env steps/s", "env steps / CPU s", "updates/s"]
+    for label in present.values():
+        columns += [f"vs {label} (wall)", f"vs {label} (CPU)"] if cpu_ratios else []
+        columns += [] if cpu_ratios else [f"vs {label}"]
+    columns += [extra[0]] if extra else []
+    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for name, rate in median.items():
+        cells = [name, f"{rate['wall']:.1f}", f"{rate['cpu']:.1f}"]
+        cells.append(f"{rate['updates']:.1f}")
+        for ref in present:
+            cells.append(ratio(rate["wall"], median[ref]["wall"]))
+            if cpu_ratios:
+                cells.append(ratio(rate["cpu"], median[ref]["cpu"]))
+        cells += [extra[1](name)] if extra else []
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
 
 
 # ------------------------------------- where an RLlib arm's time goes

@@ -100,10 +100,10 @@ from harness import (
     chosen_arms,
     cpu_model,
     header,
-    loop_section_cells,
     loop_sections_into,
     measure,
-    ratio,
+    print_arm_parts,
+    rates_table,
     ray_in_this_process,
     rounds_line,
     suite_parser,
@@ -347,47 +347,6 @@ BUILDERS = {
 
 
 # -------------------------------------------------------------- main
-def print_arm_parts(name: str, arm: Arm) -> None:
-    """Where an RLlib arm's measured env steps spent their time: per section
-    of our training loop, and the NERS sampler's parts (nothing for others)."""
-    steps = getattr(arm, "counts", (0,))[0] - getattr(arm, "measured_from", 0)
-    cells = loop_section_cells(getattr(arm, "loop_times", {}), steps)
-    if cells:
-        print(
-            f"{name}: loop sections, ms per env step: {', '.join(cells)} "
-            f"({steps} measured env steps, all rounds)"
-        )
-    for part, (calls, seconds) in getattr(arm, "sampler_times", {}).items():
-        print(
-            f"{name}: {part} {int(calls)} calls, "
-            f"{1e3 * seconds / max(calls, 1):.2f} ms each, "
-            f"{1e3 * seconds / max(steps, 1):.3f} ms per env step "
-            f"({steps} measured env steps, all rounds)"
-        )
-
-
-def rates_table(
-    median: Dict[str, dict], references: Dict[str, str], cpu_ratios: bool = True
-) -> List[str]:
-    """The markdown rows: per arm its rates and, per reference arm present
-    ({arm: label}), the ratios to it (wall clock, and CPU with `cpu_ratios`)."""
-    present = {arm: label for arm, label in references.items() if arm in median}
-    columns = ["arm", "env steps/s", "env steps / CPU s", "updates/s"]
-    for label in present.values():
-        columns += [f"vs {label} (wall)", f"vs {label} (CPU)"] if cpu_ratios else []
-        columns += [] if cpu_ratios else [f"vs {label}"]
-    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for name, rate in median.items():
-        cells = [name, f"{rate['wall']:.1f}", f"{rate['cpu']:.1f}"]
-        cells.append(f"{rate['updates']:.1f}")
-        for ref in present:
-            cells.append(ratio(rate["wall"], median[ref]["wall"]))
-            if cpu_ratios:
-                cells.append(ratio(rate["cpu"], median[ref]["cpu"]))
-        rows.append("| " + " | ".join(cells) + " |")
-    return rows
-
-
 def report(
     suite: str, median: Dict[str, dict], args, load_before, arms: Dict[str, Arm]
 ) -> None:

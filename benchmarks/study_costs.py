@@ -47,6 +47,7 @@ from harness import (
     header,
     loop_sections_into,
     measure,
+    rates_table,
     ratio,
     take_turns,
     time_sampler_parts,
@@ -111,40 +112,18 @@ def table(
     median: Dict[str, dict], arms: Dict[str, StudyArm], reference: str
 ) -> List[str]:
     """The markdown rows for one task and point; ratios are to `reference`."""
-    ref = median[reference]
-    header = [
-        "arm",
-        "env steps/s",
-        "env steps / CPU s",
-        "updates/s",
-        f"vs {reference} (wall)",
-        f"vs {reference} (CPU)",
-        "sampler ms per env step (scoring, REINFORCE)",
-    ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name, rate in median.items():
+
+    def sampler_parts(name: str) -> str:
         arm = arms[name]
         measured = max(arm.counts[0] - arm.measured_from, 1)
         parts = ", ".join(
             f"{1e3 * seconds / measured:.2f}"
             for calls, seconds in arm.sampler_times.values()
         )
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    name,
-                    f"{rate['wall']:.1f}",
-                    f"{rate['cpu']:.1f}",
-                    f"{rate['updates']:.1f}",
-                    ratio(rate["wall"], ref["wall"]),
-                    ratio(rate["cpu"], ref["cpu"]),
-                    parts or "-",
-                ]
-            )
-            + " |"
-        )
-    return lines
+        return parts or "-"
+
+    column = "sampler ms per env step (scoring, REINFORCE)"
+    return rates_table(median, {reference: reference}, extra=(column, sampler_parts))
 
 
 def study_suite(args) -> None:
