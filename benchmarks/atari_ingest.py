@@ -54,7 +54,7 @@ import os
 import pickle
 from typing import Dict, List, Tuple
 
-from harness import machine, take_turns
+from harness import machine, ray_in_this_process, take_turns
 from ingest_arms import (
     BATCH,
     GAME,
@@ -345,17 +345,18 @@ def main(argv=None) -> int:
         help="skip the remote EnvRunner (saves ~10 s)",
     )
     args = parser.parse_args(argv)
-
-    import ray
-    import torch
-
-    from rllib_ners.replay_buffers.packed_fragments import pack_fragments
-    from rllib_ners.utils.log_noise import silence_known_noise
-
-    silence_known_noise()
-    torch.set_num_threads(1)
     load_before = os.getloadavg()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    with ray_in_this_process(num_cpus=2):
+        arms, results, facts, config = run_arms(args)
+    report(args, config, results, arms, facts, load_before)
+    return 0
+
+
+def run_arms(args):
+    """Every stage's arms warmed up (the later ones on the first EnvRunner's
+    fragments) and measured; (arms, results, facts, config)."""
+    from rllib_ners.replay_buffers.packed_fragments import pack_fragments
+
     config = preset_config(args.preset, "per")
     ners_config = preset_config(args.preset, "ners")
     env_steps_per_update = config.total_train_batch_size / config.training_intensity
@@ -416,9 +417,7 @@ def main(argv=None) -> int:
     finally:
         for arm in arms.values():
             arm.close()
-        ray.shutdown()
-    report(args, config, results, arms, facts, load_before)
-    return 0
+    return arms, results, facts, config
 
 
 if __name__ == "__main__":

@@ -88,11 +88,6 @@ def header() -> str:
     )
 
 
-def load_average() -> float:
-    """The 1-minute load average."""
-    return os.getloadavg()[0]
-
-
 def status_mb(field: str) -> float:
     """A `/proc/self/status` size in MB (Linux)."""
     with open("/proc/self/status") as status:

@@ -49,6 +49,8 @@ from harness import (
     measure,
     rates_table,
     ratio,
+    ray_in_this_process,
+    rounds_line,
     take_turns,
     time_sampler_parts,
 )
@@ -127,14 +129,12 @@ def table(
 
 
 def study_suite(args) -> None:
-    import ray
-
     from rllib_ners.study.declarations import TASKS
     from rllib_ners.study.runs import check_task_available, register_envs
 
     register_envs()
-    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
+    machine = f"{cpu_model()}, {os.cpu_count()} cores, 1 torch thread"
+    with ray_in_this_process(address="local"):
         for task_name in args.tasks:
             task = TASKS[task_name]
             check_task_available(task)
@@ -145,19 +145,12 @@ def study_suite(args) -> None:
                 for point in args.at:
                     load_before = os.getloadavg()[0]
                     median = measure_at(arms, point, args.rounds, args.steps)
-                    print(
-                        f"\n{task_name} at {point} env steps: median of "
-                        f"{args.rounds} rounds x {args.steps} env steps per arm; "
-                        f"{cpu_model()}, {os.cpu_count()} cores, 1 torch thread; "
-                        f"load average before {load_before:.2f}, after "
-                        f"{os.getloadavg()[0]:.2f}"
-                    )
+                    what = f"{task_name} at {point} env steps"
+                    print("\n" + rounds_line(what, args, machine, load_before))
                     print("\n".join(table(median, arms, reference)), flush=True)
             finally:
                 for arm in arms.values():
                     arm.close()
-    finally:
-        ray.shutdown()
 
 
 # ---------------------------------------------------- --suite updates
@@ -243,24 +236,23 @@ def timed_updates(algo, arm: str) -> Dict[str, float]:
 
 
 def updates_suite(args) -> None:
-    import ray
-
     names = args.arms
     load_before = os.getloadavg()[0]
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     algos = {}
-    try:
-        for name in names:
-            print(f"building {name}", flush=True)
-            algos[name] = updates_arm(args.algorithm, name, args.updates)
-        same_data = same_transitions(list(algos.values()))
-        for name in names:
-            timed_updates(algos[name], name)  # warm-up
-        median = take_turns(names, args.rounds, lambda n: timed_updates(algos[n], n))
-    finally:
-        for algo in algos.values():
-            algo.stop()
-        ray.shutdown()
+    with ray_in_this_process():
+        try:
+            for name in names:
+                print(f"building {name}", flush=True)
+                algos[name] = updates_arm(args.algorithm, name, args.updates)
+            same_data = same_transitions(list(algos.values()))
+            for name in names:
+                timed_updates(algos[name], name)  # warm-up
+            median = take_turns(
+                names, args.rounds, lambda n: timed_updates(algos[n], n)
+            )
+        finally:
+            for algo in algos.values():
+                algo.stop()
     reference = median.get("per", median[names[0]])["total"]
     print("\n" + header())
     print(
@@ -349,12 +341,6 @@ def main(argv=None) -> int:
     if args.rounds < 1 or args.steps < 1 or args.updates < 1:
         parser.error("--rounds, --steps and --updates must be at least 1")
 
-    import torch
-
-    from rllib_ners.utils.log_noise import silence_known_noise
-
-    silence_known_noise()
-    torch.set_num_threads(1)
     {"study": study_suite, "updates": updates_suite}[args.suite](args)
     return 0
 
