@@ -157,6 +157,24 @@ def _mlp(sizes, activation):
     return nn.Sequential(*layers)
 
 
+def q_values(nets, obs, actions):
+    """Each critic's Q-values of the pairs [obs, actions]."""
+    import torch
+
+    x = torch.cat([obs, actions], dim=-1)
+    return [net(x).squeeze(-1) for net in nets]
+
+
+def random_batch(obs_dim: int, act_dim: int, batch: int):
+    """A fixed random batch: obs, next obs, actions in [-1, 1), rewards and
+    not-done flags (on the current default device)."""
+    import torch
+
+    obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
+    actions = torch.rand(batch, act_dim) * 2 - 1
+    return obs, next_obs, actions, torch.randn(batch), torch.ones(batch)
+
+
 def sac_floor_update(
     obs_dim: int,
     act_dim: int,
@@ -179,9 +197,9 @@ def sac_floor_update(
         actor = _mlp([obs_dim, 256, 256, 2 * act_dim], torch.nn.ReLU)
         critics = [_mlp([obs_dim + act_dim, 256, 256, 1], torch.nn.ReLU) for _ in "12"]
         log_alpha = torch.zeros(1, requires_grad=True)
-        obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
-        actions = torch.rand(batch, act_dim) * 2 - 1
-        rewards, not_done = torch.randn(batch), torch.ones(batch)
+        obs, next_obs, actions, rewards, not_done = random_batch(
+            obs_dim, act_dim, batch
+        )
     targets = [copy.deepcopy(critic) for critic in critics]
     critic_params = [p for critic in critics for p in critic.parameters()]
     target_params = [p for target in targets for p in target.parameters()]
@@ -199,10 +217,6 @@ def sac_floor_update(
         logp = (-0.5 * z**2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
         logp = logp - torch.log(1 - a * a + 1e-6).sum(-1)
         return a, logp
-
-    def q_values(nets, o, a):
-        x = torch.cat([o, a], dim=-1)
-        return [net(x).squeeze(-1) for net in nets]
 
     def update():
         alpha = log_alpha.exp().detach()
@@ -249,14 +263,8 @@ def td3_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
     target_params = [p for target in targets for p in target.parameters()]
     critic_optimizer = torch.optim.Adam(critic_params, lr=3e-4, fused=True)
     actor_optimizer = torch.optim.Adam(actor.parameters(), lr=3e-4, fused=True)
-    obs, next_obs = torch.randn(batch, obs_dim), torch.randn(batch, obs_dim)
-    actions = torch.rand(batch, act_dim) * 2 - 1
-    rewards, not_done = torch.randn(batch), torch.ones(batch)
+    obs, next_obs, actions, rewards, not_done = random_batch(obs_dim, act_dim, batch)
     count = [0]
-
-    def q_values(nets, o, a):
-        x = torch.cat([o, a], dim=-1)
-        return [net(x).squeeze(-1) for net in nets]
 
     def update():
         count[0] += 1

@@ -153,6 +153,14 @@ class RLlibArm(Arm):
         self.sampler_times = time_sampler_parts(self.algo)
         self.measured_from = self.counts[0]
 
+    def train_to(self, env_steps: int) -> None:
+        """Builds the algorithm where not yet built, then trains it (untimed)
+        until it has sampled `env_steps` env steps."""
+        if self.algo is None:
+            self.algo = self.build()
+        while self.counts[0] < env_steps:
+            self._read(self.algo.train())
+
     def _read(self, result) -> Tuple[int, int]:
         from ray.rllib.utils.metrics import (
             ALL_MODULES,

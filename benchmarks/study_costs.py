@@ -80,14 +80,15 @@ class StudyArm(RLlibArm):
         self.sampler_times: Dict[str, List[float]] = {}
         self.measured_from = 0
 
+    def build(self):
+        algo = super().build()
+        self.sampler_times = time_sampler_parts(algo)
+        return algo
+
     def train_to(self, env_steps: int) -> None:
         """Trains (untimed) until the run has sampled `env_steps` env steps, then
         restarts the sampler parts' tallies: they cover the next rounds only."""
-        if self.algo is None:
-            self.algo = self.config.build_algo()
-            self.sampler_times = time_sampler_parts(self.algo)
-        while self.counts[0] < env_steps:
-            self._read(self.algo.train())
+        super().train_to(env_steps)
         for tally in self.sampler_times.values():
             tally[:] = [0, 0.0]
         self.measured_from = self.counts[0]
@@ -169,25 +170,10 @@ def updates_arm(algorithm: str, replay: str, updates: int):
         from rllib_ners.algorithms.td3.presets import td3_config as preset
     else:
         from rllib_ners.algorithms.ners_sac.presets import mujoco_sac as preset
-    from ray.rllib.utils.metrics import (
-        ENV_RUNNER_RESULTS,
-        NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    )
-
     config = preset(UPDATES_ENV, replay=replay, learning_starts=UPDATES_LEARNING_STARTS)
-    config = (
-        config.env_runners(num_env_runners=0)
-        .reporting(
-            min_sample_timesteps_per_iteration=updates, min_time_s_per_iteration=0
-        )
-        .debugging(seed=0)
-    )
-    algo = config.build_algo()
-    sampled = 0
-    while sampled < UPDATES_LEARNING_STARTS:  # random steps, stored
-        result = algo.train()
-        sampled = result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
-    return algo
+    arm = RLlibArm(config, updates, config.train_batch_size_per_learner)
+    arm.train_to(UPDATES_LEARNING_STARTS)  # random steps, stored
+    return arm.algo
 
 
 def same_transitions(algos) -> bool:
