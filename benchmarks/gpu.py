@@ -67,9 +67,9 @@ from harness import (
     print_arm_parts,
     rates_table,
     ray_in_this_process,
-    rotation,
     rounds_line,
     suite_parser,
+    take_turns,
     warmed_up,
 )
 
@@ -144,32 +144,30 @@ def run_main_job(arm: str, steps: int) -> dict:
 
 
 def main_job_suite(names: List[str], rounds: int, steps: int) -> None:
-    runs: Dict[str, List[dict]] = {name: [] for name in names}
-    for round_index in range(rounds):
-        for name in rotation(names, round_index):
-            run = run_main_job(name, steps)
-            runs[name].append(run)
-            print(
-                f"round {round_index + 1} {name}: {run['rate']:.1f} env steps/s, "
-                f"{run['wall']:.1f} s wall",
-                flush=True,
-            )
+    notes: Dict[str, str] = {}  # per arm, its first run's Learner device line
+
+    def one_run(name: str) -> dict:
+        run = run_main_job(name, steps)
+        notes.setdefault(name, run.pop("note"))
+        print(f"{name}: {run['rate']:.1f} env steps/s, {run['wall']:.1f} s wall")
+        return run
+
+    median = take_turns(names, rounds, one_run)
     print(
         f"\nmain: the README's main job, {steps} env steps per run, {rounds} "
         f"rounds; {_machine()}"
     )
     print("| arm | env steps/s (iter >= 3) | run wall s | driver CPU s | vs hidden |")
     print("|---|---|---|---|---|")
-    hidden = statistics.median(r["rate"] for r in runs.get("hidden", [{"rate": 0}]))
-    for name, results in runs.items():
-        rate = statistics.median(r["rate"] for r in results)
-        wall = statistics.median(r["wall"] for r in results)
-        cpu = statistics.median(r["cpu"] for r in results)
-        ratio = f"{rate / hidden:.2f}x" if hidden else "-"
-        print(f"| {name} | {rate:.1f} | {wall:.1f} | {cpu:.1f} | {ratio} |")
-    for name, results in runs.items():
-        if results[0]["note"]:
-            print(f"{name}: {results[0]['note']}")
+    hidden = median.get("hidden", {}).get("rate", 0)
+    for name, m in median.items():
+        ratio = f"{m['rate'] / hidden:.2f}x" if hidden else "-"
+        print(
+            f"| {name} | {m['rate']:.1f} | {m['wall']:.1f} | {m['cpu']:.1f} | {ratio} |"
+        )
+    for name, note in notes.items():
+        if note:
+            print(f"{name}: {note}")
 
 
 # -------------------------------------------------------------- profile
