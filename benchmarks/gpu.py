@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from gpu_arms import BUILDERS, atari_arms, graph_status, sac_arms, synchronize
+from gpu_arms import graph_status, synchronize
 from gpu_runners import (
     add_runner_arguments,
     check_runner_arguments,
@@ -72,6 +72,7 @@ from harness import (
     take_turns,
     warmed_up,
 )
+from peers import BUILDERS, atari_arms, sac_arms
 
 SUITES = {
     "sac": (

@@ -70,7 +70,7 @@ How to run
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 from baselines import (
     ATARI_BATCH,
@@ -95,19 +95,19 @@ from baselines import (
     sb3_td3,
     td3_floor_update,
 )
+from gpu_arms import DeviceFloorArm, HostFramesArm, graph_captured, on_device
 from harness import (
     Arm,
+    RLlibArm,
     chosen_arms,
     cpu_model,
     header,
-    loop_sections_into,
     measure,
     print_arm_parts,
     rates_table,
     ray_in_this_process,
     rounds_line,
     suite_parser,
-    time_sampler_parts,
     warmed_up,
 )
 
@@ -120,91 +120,29 @@ SUITES = {
 DEFAULT_STEPS = {"sac": 300, "dqn": 2000, "atari": 400, "td3": 300}
 
 
-# ------------------------------------------------------------------ arms
-class RLlibArm(Arm):
-    """An RLlib algorithm; one chunk is one `train()` iteration. It warms up
-    until the config's own learning start has passed (the first iteration with
-    updates, then one more)."""
-
-    def __init__(self, config, steps: int, batch_size: int):
-        self.config = (
-            config.env_runners(num_env_runners=0)
-            .reporting(
-                min_sample_timesteps_per_iteration=steps,
-                min_time_s_per_iteration=0,
-            )
-            .debugging(seed=0)
-        )
-        self.batch_size = batch_size
-        self.algo = None
-        self.counts = (0, 0)
-        # Our training loop's section timers over the measured rounds.
-        self.loop_times: Dict[str, List[float]] = {}
-
-    def build(self):
-        """The algorithm (subclasses change it before it trains)."""
-        return self.config.build_algo()
-
-    def warm_up(self) -> None:
-        self.algo = self.build()
-        while self._read(self.algo.train())[1] == 0:
-            pass
-        self._read(self.algo.train())
-        self.sampler_times = time_sampler_parts(self.algo)
-        self.measured_from = self.counts[0]
-
-    def train_to(self, env_steps: int) -> None:
-        """Builds the algorithm where not yet built, then trains it (untimed)
-        until it has sampled `env_steps` env steps."""
-        if self.algo is None:
-            self.algo = self.build()
-        while self.counts[0] < env_steps:
-            self._read(self.algo.train())
-
-    def _read(self, result) -> Tuple[int, int]:
-        from ray.rllib.utils.metrics import (
-            ALL_MODULES,
-            ENV_RUNNER_RESULTS,
-            LEARNER_RESULTS,
-            NUM_ENV_STEPS_SAMPLED_LIFETIME,
-            NUM_ENV_STEPS_TRAINED_LIFETIME,
-        )
-
-        env_steps = int(result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME])
-        trained = int(
-            result.get(LEARNER_RESULTS, {})
-            .get(ALL_MODULES, {})
-            .get(NUM_ENV_STEPS_TRAINED_LIFETIME, 0)
-        )
-        before, self.counts = self.counts, (env_steps, trained // self.batch_size)
-        return self.counts[0] - before[0], self.counts[1] - before[1]
-
-    def run(self, steps: int) -> Tuple[int, int]:
-        with loop_sections_into(self.algo, self.loop_times):
-            return self._read(self.algo.train())
-
-    def close(self) -> None:
-        if self.algo is not None:
-            self.algo.stop()
-
-
 # ------------------------------------------------------------- suites
 def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
+    """The sac suite's arms; also `gpu.py`'s, whose names add a device and
+    switches (`gpu_arms.on_device`)."""
     import gymnasium as gym
     from ray.rllib.algorithms.sac import SACConfig
 
     from rllib_ners.algorithms.ners_sac.presets import sac_config
 
+    env = gym.make(SAC_ENV)
+    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     arms: Dict[str, Arm] = {}
     for name in names:
-        if name == "sb3":
-            arms[name] = SB3Arm(sb3_sac, SAC_LEARNING_STARTS, SAC_BATCH)
-        elif name == "floor":
-            env = gym.make(SAC_ENV)
-            update = sac_floor_update(
-                env.observation_space.shape[0], env.action_space.shape[0]
+        kind = name.split("-")[0]
+        if kind == "sb3":
+            device = "cuda" if "-gpu" in name else "cpu"
+            arms[name] = SB3Arm(
+                lambda d=device: sb3_sac(d), SAC_LEARNING_STARTS, SAC_BATCH
             )
-            arms[name] = FloorArm(lambda: gym.make(SAC_ENV), update, every=1)
+        elif kind == "floor":
+            arm = sac_floor_arm(name, obs_dim, act_dim)
+            if arm is not None:
+                arms[name] = arm
         elif name == "rllib":
             config = sac_config(
                 SAC_ENV,
@@ -221,14 +159,36 @@ def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
             )
             arms[name] = RLlibArm(config, steps, SAC_BATCH)
         else:
-            replay, _, vec = name.partition("-vec")
             config = sac_config(
-                SAC_ENV, replay=replay, learning_starts=SAC_LEARNING_STARTS
+                SAC_ENV, replay=kind, learning_starts=SAC_LEARNING_STARTS
             )
+            vec = name.partition("-vec")[2]
             if vec:
                 config = config.env_runners(num_envs_per_env_runner=int(vec))
-            arms[name] = RLlibArm(config, steps, SAC_BATCH)
+            arms[name] = RLlibArm(on_device(config, name), steps, SAC_BATCH)
     return arms
+
+
+def sac_floor_arm(name: str, obs_dim: int, act_dim: int):
+    """The bare SAC updates on the CPU (`floor`) or on the GPU (`floor-gpu`),
+    there eager or captured in a CUDA graph (`floor-gpu-graph`); None where
+    the capture failed (reported: the other arms still run)."""
+    import gymnasium as gym
+
+    def make_env():
+        return gym.make(SAC_ENV)
+
+    if "-gpu" not in name:
+        return FloorArm(make_env, sac_floor_update(obs_dim, act_dim), every=1)
+    graph = name.endswith("graph")
+    update = sac_floor_update(obs_dim, act_dim, device="cuda", capturable=graph)
+    if graph:
+        try:
+            update = graph_captured(update)
+        except Exception as error:
+            print(f"{name} left out: graph capture failed: {error!r}")
+            return None
+    return DeviceFloorArm(make_env, update, every=1)
 
 
 def _dqn_config(config, buffer: dict):
@@ -325,24 +285,28 @@ def td3_arms(names: List[str], steps: int) -> Dict[str, Arm]:
 
 
 def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
+    """The atari suite's arms; also `gpu.py`'s, whose names add a device and
+    switches (`gpu_arms.on_device`; `-hostframes`: `HostFramesArm`)."""
     from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
+    from rllib_ners.env.atari import make_atari_env
 
     arms: Dict[str, Arm] = {}
     for name in names:
-        if name == "floor":
-            from rllib_ners.env.atari import make_atari_env
-
+        kind = name.split("-")[0]
+        if kind == "floor":
             config = atari_data_efficient_rainbow(ATARI_GAME, replay="per")
-            arms[name] = FloorArm(
+            floor_class = DeviceFloorArm if "-gpu" in name else FloorArm
+            arms[name] = floor_class(
                 lambda: make_atari_env({"game": ATARI_GAME}),
-                atari_floor_update(config, ATARI_GAME, ATARI_BATCH),
+                atari_floor_update(on_device(config, name), ATARI_GAME, ATARI_BATCH),
                 every=1,
             )
         else:
             config = atari_data_efficient_rainbow(
-                ATARI_GAME, replay=name, learning_starts=ATARI_LEARNING_STARTS
+                ATARI_GAME, replay=kind, learning_starts=ATARI_LEARNING_STARTS
             )
-            arms[name] = RLlibArm(config, steps, ATARI_BATCH)
+            arm_class = HostFramesArm if name.endswith("-hostframes") else RLlibArm
+            arms[name] = arm_class(on_device(config, name), steps, ATARI_BATCH)
     return arms
 
 
