@@ -1,13 +1,13 @@
 """What `benchmarks/gpu.py`'s arms add to `peers.py`'s: an arm name's device
 and switches (`on_device`), floors whose updates run on the GPU, and how an
-arm's Learner made its updates with `cuda_graph_updates`."""
+arm's Learner made its updates with `cuda_graph_updates` (`HostFramesArm`, an
+RLlibArm, lives with it in `peers.py`)."""
 
 from __future__ import annotations
 
 from typing import Tuple
 
 from baselines import FloorArm
-from harness import RLlibArm
 
 
 def synchronize() -> None:
@@ -80,14 +80,3 @@ def graph_status(arm) -> str:
     if graphs.disabled_because is not None:
         status += f"; then eager: {graphs.disabled_because}"
     return status
-
-
-class HostFramesArm(RLlibArm):
-    """The algorithm without the GPU copy of its buffer's frames: sampled
-    frame stacks built on the host and copied to the Learner, as before
-    `device_frames`."""
-
-    def build(self):
-        algo = super().build()
-        algo.local_replay_buffer.device_frames = None
-        return algo

@@ -70,7 +70,7 @@ How to run
 from __future__ import annotations
 
 import os
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from baselines import (
     ATARI_BATCH,
@@ -95,19 +95,20 @@ from baselines import (
     sb3_td3,
     td3_floor_update,
 )
-from gpu_arms import DeviceFloorArm, HostFramesArm, graph_captured, on_device
+from gpu_arms import DeviceFloorArm, graph_captured, on_device
 from harness import (
     Arm,
-    RLlibArm,
     chosen_arms,
     cpu_model,
     header,
+    loop_sections_into,
     measure,
     print_arm_parts,
     rates_table,
     ray_in_this_process,
     rounds_line,
     suite_parser,
+    time_sampler_parts,
     warmed_up,
 )
 
@@ -118,6 +119,85 @@ SUITES = {
     "td3": ("sb3", "ners", "per", "lap", "uniform", "floor"),
 }
 DEFAULT_STEPS = {"sac": 300, "dqn": 2000, "atari": 400, "td3": 300}
+
+
+# ------------------------------------------------------------------ arms
+class RLlibArm(Arm):
+    """An RLlib algorithm; one chunk is one `train()` iteration. It warms up
+    until the config's own learning start has passed (the first iteration with
+    updates, then one more)."""
+
+    def __init__(self, config, steps: int, batch_size: int):
+        self.config = (
+            config.env_runners(num_env_runners=0)
+            .reporting(
+                min_sample_timesteps_per_iteration=steps,
+                min_time_s_per_iteration=0,
+            )
+            .debugging(seed=0)
+        )
+        self.batch_size = batch_size
+        self.algo = None
+        self.counts = (0, 0)
+        # Our training loop's section timers over the measured rounds.
+        self.loop_times: Dict[str, List[float]] = {}
+
+    def build(self):
+        """The algorithm (subclasses change it before it trains)."""
+        return self.config.build_algo()
+
+    def warm_up(self) -> None:
+        self.algo = self.build()
+        while self._read(self.algo.train())[1] == 0:
+            pass
+        self._read(self.algo.train())
+        self.sampler_times = time_sampler_parts(self.algo)
+        self.measured_from = self.counts[0]
+
+    def train_to(self, env_steps: int) -> None:
+        """Builds the algorithm where not yet built, then trains it (untimed)
+        until it has sampled `env_steps` env steps."""
+        if self.algo is None:
+            self.algo = self.build()
+        while self.counts[0] < env_steps:
+            self._read(self.algo.train())
+
+    def _read(self, result) -> Tuple[int, int]:
+        from ray.rllib.utils.metrics import (
+            ALL_MODULES,
+            ENV_RUNNER_RESULTS,
+            LEARNER_RESULTS,
+            NUM_ENV_STEPS_SAMPLED_LIFETIME,
+            NUM_ENV_STEPS_TRAINED_LIFETIME,
+        )
+
+        env_steps = int(result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME])
+        trained = int(
+            result.get(LEARNER_RESULTS, {})
+            .get(ALL_MODULES, {})
+            .get(NUM_ENV_STEPS_TRAINED_LIFETIME, 0)
+        )
+        before, self.counts = self.counts, (env_steps, trained // self.batch_size)
+        return self.counts[0] - before[0], self.counts[1] - before[1]
+
+    def run(self, steps: int) -> Tuple[int, int]:
+        with loop_sections_into(self.algo, self.loop_times):
+            return self._read(self.algo.train())
+
+    def close(self) -> None:
+        if self.algo is not None:
+            self.algo.stop()
+
+
+class HostFramesArm(RLlibArm):
+    """The algorithm without the GPU copy of its buffer's frames: sampled
+    frame stacks built on the host and copied to the Learner, as before
+    `device_frames`."""
+
+    def build(self):
+        algo = super().build()
+        algo.local_replay_buffer.device_frames = None
+        return algo
 
 
 # ------------------------------------------------------------- suites

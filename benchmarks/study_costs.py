@@ -43,7 +43,6 @@ import os
 from typing import Dict, List, Sequence
 
 from harness import (
-    RLlibArm,
     cpu_model,
     header,
     loop_sections_into,
@@ -55,6 +54,7 @@ from harness import (
     take_turns,
     time_sampler_parts,
 )
+from peers import RLlibArm
 
 # The arms the studies run per agent: SAC and the DQN family in the
 # paper-settings study (results/ners_paper_settings/PLAN.md), TD3 in the TD3/LAP
