@@ -40,6 +40,20 @@ class SB3Arm(Arm):
         return self.model.num_timesteps - env0, self.model._n_updates - updates0
 
 
+# SB3's SAC and TD3 on Hopper take the settings the package's SAC and TD3
+# arms use (the same networks, batch, learning rate and replay ratio).
+SB3_CONTINUOUS_SETTINGS = {
+    "learning_rate": 3e-4,
+    "buffer_size": 1_000_000,
+    "learning_starts": SAC_LEARNING_STARTS,
+    "batch_size": SAC_BATCH,
+    "tau": 0.005,
+    "gamma": 0.99,
+    "train_freq": 1,
+    "gradient_steps": 1,
+}
+
+
 def sb3_sac(device: str = "cpu"):
     import gymnasium as gym
     from stable_baselines3 import SAC
@@ -47,14 +61,7 @@ def sb3_sac(device: str = "cpu"):
     return SAC(
         "MlpPolicy",
         gym.make(SAC_ENV),
-        learning_rate=3e-4,
-        buffer_size=1_000_000,
-        learning_starts=SAC_LEARNING_STARTS,
-        batch_size=SAC_BATCH,
-        tau=0.005,
-        gamma=0.99,
-        train_freq=1,
-        gradient_steps=1,
+        **SB3_CONTINUOUS_SETTINGS,
         policy_kwargs={"net_arch": [256, 256]},
         seed=0,
         device=device,
@@ -100,14 +107,7 @@ def sb3_td3():
     return TD3(
         "MlpPolicy",
         env,
-        learning_rate=3e-4,
-        buffer_size=1_000_000,
-        learning_starts=SAC_LEARNING_STARTS,
-        batch_size=SAC_BATCH,
-        tau=0.005,
-        gamma=0.99,
-        train_freq=1,
-        gradient_steps=1,
+        **SB3_CONTINUOUS_SETTINGS,
         action_noise=NormalActionNoise(np.zeros(act_dim), 0.1 * np.ones(act_dim)),
         policy_delay=2,
         target_policy_noise=0.2,
