@@ -64,7 +64,7 @@ def cuda_graph_update_blocker(learner) -> Optional[str]:
         return reason
     if learner.host_reads:
         return "host_reads=True: the gradient step reads values on the host"
-    ners = getattr(learner, "ners", None)
+    ners = learner.ners  # `FastTorchLearner`'s NERS part, or None
     if (
         ners is not None
         and ners.encoding_cache is not None
@@ -124,7 +124,7 @@ def build_update_graphs(learner) -> Optional[UpdateGraphs]:
             reason,
         )
         return None
-    ners = getattr(learner, "ners", None)
+    ners = learner.ners
     if ners is not None and ners.encoding_cache is not None:
         # Its lookups keep host-side bookkeeping that no graph replays; the
         # image encoder's pass runs inside the graph instead (the same
