@@ -287,7 +287,7 @@ def draws_and_updates(sampler, rng, args) -> float:
     start = time.perf_counter()
     for _ in range(args.repeats):
         slots, _ = sampler.draw(args.batch, 0.4, rng)
-        sampler.update(slots, rng.random(args.batch) * 3.0, live)
+        sampler.set_priorities(slots, rng.random(args.batch) * 3.0, live)
     return 1e6 * (time.perf_counter() - start) / args.repeats
 
 

@@ -18,7 +18,7 @@ from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, TD_ERROR_KEY
 from ray.rllib.utils.numpy import convert_to_numpy
 
 from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
-from rllib_ners.algorithms.common.training.training_ops import pop_priority_rows
+from rllib_ners.algorithms.common.training.training_ops import pop_replay_feedback
 from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 
 
@@ -155,7 +155,7 @@ def columnar_replay_update(algo, env_steps):
         batch=replay_train_batch(buffer, columns),
         timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
     )
-    buffer.update_priorities(pop_priority_rows(results))
+    buffer.update_priorities(pop_replay_feedback(results))
     return columns["indices"]
 
 

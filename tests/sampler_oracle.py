@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from rllib_ners.algorithms.ners.presets import SAMPLER_VARIANTS as VARIANTS
+from rllib_ners.replay_buffers.feedback import ReplayFeedback
 
 OBS_DIM = 8
 
@@ -137,8 +138,11 @@ def run_oracle(
                     per_epsilon=settings.per_epsilon,
                     max_log_correction=settings.max_log_correction,
                 ).numpy()
-            rows = np.stack([base, batch["delta"], batch["q"]], axis=1)
-            buffer.update_priorities(rows)
+            buffer.update_feedback(
+                ReplayFeedback(
+                    scores=base, td_errors=batch["delta"], target_q=batch["q"]
+                )
+            )
             replayed_marked.append(_is_marked(batch["obs"], batch["rewards"], marker))
         replay_reward = baseline.reward(float(np.mean(replayed_marked)))
         if replay_reward is not None:

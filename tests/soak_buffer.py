@@ -90,7 +90,10 @@ def soak(cycles: int, capacity: int, check_every: int, sampler_every: int, seed:
         if len(buffer) < 32:
             continue
         buffer.sample_batch(32, n_step=3, gamma=0.99)
-        rows = np.stack([rng.random(32), rng.random(32), rng.normal(size=32)], axis=1)
+        rows = np.stack(
+            [rng.random(32), rng.random(32), rng.normal(size=32), np.arange(32.0)],
+            axis=1,
+        )
         if cycle % 7 == 0:
             column = int(rng.integers(0, 3))
             rows[rng.integers(0, 32), column] = rng.choice([np.nan, np.inf, -np.inf])

@@ -7,8 +7,8 @@ state):
 * `fast_prioritized_episode_buffer`: `FastPrioritizedEpisodeReplayBuffer`,
   the drop-in for RLlib's `PrioritizedEpisodeReplayBuffer` (alpha 0: uniform;
   LAP with `min_priority=1`);
-* `ners_episode_buffer`: `NERSEpisodeReplayBuffer`, priorities from the NERS
-  scorer; `ners_slot_memory`: its per-slot delta, q, replay counts, I_all;
+* `ners_episode_buffer`: `NERSEpisodeReplayBuffer`, the fast buffer with the
+  NERS sampler, and what the scorer's training draws from the storage;
 * `fast_multi_agent_episode_buffer`: one fast buffer per module;
   `agent_episodes`: which multi-agent episode a stored agent episode is of;
 * `ring_replay_buffer`: `RingReplayBuffer`, their base: the parts below and
@@ -21,8 +21,13 @@ The parts (numpy only):
 
 * `ring_storage`: the ring arrays and eviction; `writer`: adding episode
   chunks; `episode_adapter`: RLlib episodes in and out;
-* `sum_tree`: sum and min trees; `priority_sampler`: sampling by priority,
-  importance weights, the beta schedule;
+* the replay methods, as samplers (`replay_sampler`: the contract they keep):
+  `priority_sampler`: uniform, PER and LAP, by priority from TD errors, with
+  importance weights and the beta schedule, on `sum_tree`'s sum and min trees;
+  `ners_score_sampler`: NERS, by the scorer's scores, with `ners_slot_memory`,
+  its per-slot delta, q, replay counts, I_all;
+* `feedback`: what a Learner sends back about a sample's items
+  (`ReplayFeedback`) and how it is packed on the way (`FeedbackLayout`);
 * `n_step`, `sequences`, `frame_stack`: what a sample reads from the ring;
   `device_frames`: stored frames mirrored on a local GPU Learner's device;
 * `bookkeeping`: the sample awaiting priorities, step counts;

@@ -2,11 +2,12 @@
 
 `gather_state()` collects the entries of the buffer's parts, each under the
 key checkpoints have always used: the storage's (`RingStorage.get_state`:
-`_next`, `_obs`, ...), the sampler's (`_alpha`, `sum_tree`, ...), the pending
+`_next`, `_obs`, ...), the sampler's (`_alpha`, `sum_tree`, ..., and the
+NERS sampler's per-slot memory, `_delta`, `_q`, ...), the pending
 sample's and the step counts' (`bookkeeping`), RLlib's `sampled_timesteps`,
 the settings a restore must match (`capacity`, `frame_stack`) and the random
 generator's `rng`, so that a restored buffer draws the same next samples.
-`restore_parts()` reads them back. The NERS buffer adds its per-slot memory.
+`restore_parts()` reads them back.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Dict, NamedTuple
 import numpy as np
 
 from rllib_ners.replay_buffers.bookkeeping import PendingSample, StepCounts
-from rllib_ners.replay_buffers.priority_sampler import PrioritySampler
+from rllib_ners.replay_buffers.replay_sampler import ReplaySampler
 from rllib_ners.replay_buffers.ring_storage import RingStorage, copy_if_array, same
 
 
@@ -24,7 +25,7 @@ class BufferParts(NamedTuple):
     """The parts of a buffer that hold its state."""
 
     storage: RingStorage
-    sampler: PrioritySampler
+    sampler: ReplaySampler
     pending: PendingSample
     counts: StepCounts
 
@@ -38,9 +39,10 @@ def gather_state(
     copy: bool,
 ) -> Dict[str, Any]:
     """The checkpoint of a buffer; `copy=False` hands out the live arrays."""
+    take = copy_if_array if copy else same
     state = parts.storage.get_state(copy=copy)
-    state.update(parts.sampler.get_state())
-    state.update(parts.pending.get_state(copy_if_array if copy else same))
+    state.update(parts.sampler.get_state(take))
+    state.update(parts.pending.get_state(take))
     state.update(parts.counts.get_state())
     state["sampled_timesteps"] = sampled_timesteps
     state["capacity"] = parts.storage.capacity
@@ -67,9 +69,10 @@ def check_restorable(state: Dict[str, Any], *, capacity: int, frame_stack: int) 
 def restore_parts(parts: BufferParts, state: Dict[str, Any], *, copy: bool) -> None:
     """Sets the parts from `gather_state()`'s output; `copy=False` adopts its
     arrays."""
+    take = copy_if_array if copy else same
     parts.storage.set_state(state, copy=copy)
-    parts.sampler.set_state(state)
-    parts.pending.set_state(state, copy_if_array if copy else same)
+    parts.sampler.set_state(state, take)
+    parts.pending.set_state(state, take)
     parts.counts.set_state(state)
 
 

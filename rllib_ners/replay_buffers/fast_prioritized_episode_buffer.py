@@ -49,6 +49,7 @@ from rllib_ners.replay_buffers.buffer_names import (  # noqa: F401 (re-exported)
     WEIGHTS,
 )
 from rllib_ners.replay_buffers.buffer_settings import check_setting, check_weight
+from rllib_ners.replay_buffers.feedback import ReplayFeedback
 from rllib_ners.replay_buffers.n_step import (  # noqa: F401 (re-exported)
     check_gamma,
     draw_n_steps,
@@ -346,14 +347,24 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
     def update_priorities(self, priorities, module_id: Optional[str] = None) -> None:
         """Sets new priorities for the items of the last `sample()` call.
 
-        Non-finite or negative values are skipped (the item keeps its priority),
-        counted in `num_priorities_nonfinite_skipped_lifetime` and warned about
-        once. Items whose slot was overwritten since the sample are skipped too.
+        RLlib's entry point: `priorities` is the array a Learner logged under
+        RLlib's TD-error key, the feedback packed in the sampler's
+        `feedback_layout` (plain TD errors, or the NERS sampler's rows); see
+        `update_feedback()`.
         """
-        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
-        self.update_priorities_of(
-            self._take_last_sample(priorities.shape[0]), priorities
-        )
+        self.update_feedback(self.sampler.feedback_layout.unpack(priorities))
+
+    def update_feedback(self, feedback: ReplayFeedback) -> None:
+        """Hands the sampler the Learner's feedback on the items of the last
+        `sample()` call (put in sample order first, by its positions).
+
+        Non-finite or negative priorities are skipped (the item keeps its
+        priority), counted in `num_priorities_nonfinite_skipped_lifetime` and
+        warned about once. Items whose slot was overwritten since the sample
+        are skipped too.
+        """
+        feedback = feedback.in_sample_order()
+        self.update_feedback_of(self._take_last_sample(len(feedback)), feedback)
 
     @property
     def alpha(self) -> float:
@@ -363,24 +374,23 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
     def take_sampled_items(self) -> Tuple[np.ndarray, np.ndarray]:
         """The last `sample()`'s items (slots, and their write stamps), which
         `update_priorities()` then no longer answers: for
-        `update_priorities_of()`, when the priorities come back after the
-        next sample."""
+        `update_feedback_of()`, when the feedback comes back after the next
+        sample."""
         slots = self.last_sampled_slots
         return self._take_last_sample(slots.shape[0])
 
-    def update_priorities_of(
-        self, sampled: Tuple[np.ndarray, np.ndarray], priorities
+    def update_feedback_of(
+        self, sampled: Tuple[np.ndarray, np.ndarray], feedback: ReplayFeedback
     ) -> None:
-        """`update_priorities()` for the items `take_sampled_items()` gave (an
+        """`update_feedback()` for the items `take_sampled_items()` gave (an
         item rewritten since then is skipped, as there)."""
         slots, stamps = sampled
-        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
-        if priorities.shape != slots.shape:
+        if len(feedback) != slots.shape[0]:
             raise ValueError(
-                f"update_priorities_of() got {priorities.shape[0]} priorities for "
+                f"update_feedback_of() got feedback on {len(feedback)} items for "
                 f"{slots.shape[0]} sampled items."
             )
-        self.update_priorities_at(slots, priorities, stamps)
+        self.update_feedback_at(slots, feedback, stamps)
 
     # ------------------------------------------------------------------ state
     @override(PrioritizedEpisodeReplayBuffer)

@@ -1,17 +1,18 @@
 """The NERS replay buffer: priorities are learned scores, not TD errors.
 
-On top of `FastPrioritizedEpisodeReplayBuffer` it keeps, per stored transition,
-the latest TD error `delta`, the latest target value `q` (both refreshed by the
-Learner on every update; new transitions start at 1.0 as in the reference) and
-the timestep `t` inside the episode. After each update the Learner returns, for
-every sampled item, its score `sigma` (computed on the whole sampled batch, so
-with its global context), `delta` and `q`; the buffer sets the item's priority to
-`sigma ** alpha`, so `p_i = sigma_i^alpha / sum_k sigma_k^alpha`.
+`NERSEpisodeReplayBuffer` is `FastPrioritizedEpisodeReplayBuffer` with the
+NERS sampler (`ners_score_sampler.NERSScoreSampler`): after each update the
+Learner sends, for every sampled item, its score `sigma` (computed on the whole
+sampled batch, so with its global context), TD error `delta` and target `q`
+(`feedback.NERS_SCORES`); the sampler sets the item's priority to
+`sigma ** alpha`, so `p_i = sigma_i^alpha / sum_k sigma_k^alpha`, and caches
+`delta` and `q` (new transitions start at 1.0 as in the reference).
 
-Every item sampled since the last sampler update is remembered (the set I_all of
-Algorithm 1). At an episode end the algorithm draws I_train uniformly from I_all
-with `sample_sampler_training_batch()`, takes a REINFORCE step on the Learners,
-and calls `reset_sampled_set()`.
+What the buffer adds is what the scorer's training reads from the storage:
+every item sampled since the last sampler update is remembered (the set I_all
+of Algorithm 1, in the sampler's `slot_memory`); at an episode end the
+algorithm draws I_train from I_all with `sample_sampler_training_batch()`,
+takes a REINFORCE step on the Learners, and calls `reset_sampled_set()`.
 
 The buffer also sums the rewards of every episode it is given and hands out the
 returns of episodes finished since the last call of
@@ -19,10 +20,9 @@ returns of episodes finished since the last call of
 computed from, whatever algorithm (NERS-DQN, NERS-SAC, TD3, ACER, or a stock
 DQN through `NERSCallback`) feeds it.
 
-For the sampler diagnostics (`rllib_ners.ners.diagnostics`) it keeps a per-slot
-"scored" mask: set when a NERS row sets the slot's priority, cleared when `add`
-(re)writes the slot; part of `get_state()`. The per-slot arrays are
-`buffer.slot_memory` (`ners_slot_memory`).
+For the sampler diagnostics (`rllib_ners.ners.diagnostics`) the memory keeps a
+per-slot "scored" mask: set when NERS feedback sets the slot's priority,
+cleared when `add` (re)writes the slot; part of `get_state()`.
 """
 
 from __future__ import annotations
@@ -48,19 +48,16 @@ from rllib_ners.replay_buffers.fast_prioritized_episode_buffer import (
     FastPrioritizedEpisodeReplayBuffer,
 )
 from rllib_ners.replay_buffers.frame_stack import observation_keys
+from rllib_ners.replay_buffers.ners_score_sampler import NERSScoreSampler
 from rllib_ners.replay_buffers.ners_slot_memory import NERSSlotMemory
-from rllib_ners.replay_buffers.ring_storage import copy_if_array, same
 from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
 
 # Column names of the NERS feature cache in sampler-training batches.
 DELTA, TARGET_Q = "delta", "q"
 
-# Learners that return `[score, delta, q]` rows under TD_ERROR_KEY set this.
-SUPPORTS_NERS_REPLAY_ATTR = "supports_ners_replay"
-
-# Batch column: each sampled item's position in its `sample()` call. Learners
-# append it to their rows, since with several Learners RLlib shards the batch
-# (interleaving the items) and concatenates their rows Learner by Learner.
+# Batch column: each sampled item's position in its `sample()` call, which
+# Learners send back with their NERS feedback (`ReplayFeedback.
+# in_sample_order`).
 SAMPLE_POSITION = "sample_position"
 
 # Batch column: `[obs slot, obs key, new_obs slot, new_obs key]` per item
@@ -101,14 +98,16 @@ def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
 class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     """Prioritised episode replay whose priorities come from the NERS scorer.
 
-    `update_priorities()` expects, per sampled item, a row `[sigma, delta, q]` (an
-    array of shape `[num_items, 3]`, in sample order) or `[sigma, delta, q,
-    position]` (any order; `position` is the item's `sample_position` column),
-    which `NERSDQNTorchLearner` reports in place of plain TD errors. Plain TD
-    errors raise: this buffer must never run as ordinary PER by accident.
+    `update_priorities()` expects, per sampled item, a row `[sigma, delta, q,
+    position]` (`feedback.NERS_SCORES`; any order, `position` being the item's
+    `sample_position` column), which the NERS Learners send in place of plain
+    TD errors. Plain TD errors raise: this buffer must never run as ordinary
+    PER by accident.
 
     Args: those of `FastPrioritizedEpisodeReplayBuffer`.
     """
+
+    sampler_class = NERSScoreSampler
 
     def __init__(
         self,
@@ -119,28 +118,21 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     ):
         _check_scored_by_ners_learner(scored_by_ners_learner, kwargs)
         super().__init__(capacity, **kwargs)
-        self._init_ners_memory()
+        self._init_episode_returns()
 
-    def _init_ners_memory(self) -> None:
-        """The per-slot NERS memory, the last sample's n and the returns."""
-        self._slot_memory = NERSSlotMemory(self.capacity)
-        # The n of each item of the last sample, until its rows come back.
-        self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
+    def _init_episode_returns(self) -> None:
         self._finished_returns: List[float] = []
         self._partial_returns: Dict[str, float] = {}
-        self._score_mean = float("nan")
-        self._score_std = float("nan")
 
     # ---------------------------------------------------------------- add
     @property
     def slot_memory(self) -> NERSSlotMemory:
         """Per stored transition: the cached TD error and target, I_all, the
-        scored mask and n (see `ners_slot_memory`)."""
-        return self._slot_memory
+        scored mask and n (the sampler's, see `ners_slot_memory`)."""
+        return self._sampler.slot_memory
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
-        self._slot_memory.reset_written(step_slots)
         for chunk in chunks:
             ret = self._partial_returns.pop(chunk["id"], 0.0) + float(
                 chunk["rewards"].sum()
@@ -160,10 +152,6 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
                 self._finished_returns.append(ret)
         while len(self._partial_returns) > _MAX_OPEN_RETURNS:
             self._partial_returns.pop(next(iter(self._partial_returns)))
-
-    @override(FastPrioritizedEpisodeReplayBuffer)
-    def _on_evict(self, slots: np.ndarray) -> None:
-        self._slot_memory.forget_evicted(slots)
 
     def pop_finished_episode_returns(self) -> List[float]:
         """Returns (and forgets) the returns of episodes finished since last call."""
@@ -188,57 +176,11 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         return columns
 
     @override(FastPrioritizedEpisodeReplayBuffer)
-    def update_priorities(self, priorities, module_id: Optional[str] = None) -> None:
-        """Takes `[sigma, delta, q]` rows for the items of the last `sample()`.
-
-        Rows with a fourth column, the item's `sample_position`, may come in any
-        order (several Learners); they are put back in sample order first. Sets
-        each item's priority to `sigma ** alpha`, refreshes its cached
-        `delta` and `q`, and adds it to the sampled set I_all. Non-finite values
-        never reach the trees or the cache (they are skipped and counted).
-        """
-        rows = np.asarray(priorities, dtype=np.float64)
-        if rows.ndim == 2 and rows.shape[1] == 4:
-            rows = self._rows_in_sample_order(rows)
-        if rows.ndim != 2 or rows.shape[1] != 3:
-            raise ValueError(
-                f"{type(self).__name__}.update_priorities() needs one "
-                f"[score, delta, q] row per sampled item "
-                f"(shape [{len(self.last_sampled_slots)}, 3]), "
-                f"got shape {rows.shape}. Plain TD errors mean the learner is not a "
-                f"NERS learner: use NERSDQNConfig or `rllib_ners.enable_ners(config)`."
-            )
-        n_steps = self._last_sampled_n_steps
-        slots, stamps = self._take_last_sample(rows.shape[0])
-        if n_steps.shape != slots.shape:  # e.g. restored from an older state
-            n_steps = np.zeros(slots.shape, dtype=np.int64)
-        self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
-        scores, delta, q = rows[:, 0], rows[:, 1], rows[:, 2]
-        applied = self.update_priorities_at(slots, scores, stamps)
-        self._slot_memory.record_scores(slots, applied, delta, q, n_steps)
-        if applied.any():
-            self._score_mean = float(scores[applied].mean())
-            self._score_std = float(scores[applied].std())
-
-    def _rows_in_sample_order(self, rows: np.ndarray) -> np.ndarray:
-        """`[sigma, delta, q, position]` rows, sorted by position, minus it."""
-        position = rows[:, 3]
-        order = np.argsort(position, kind="stable")
-        if not np.array_equal(position[order], np.arange(rows.shape[0])):
-            raise ValueError(
-                f"{type(self).__name__}.update_priorities() got rows whose "
-                f"`{SAMPLE_POSITION}` column is not 0..{rows.shape[0] - 1} once each: "
-                f"return exactly one row per item of the last sample(), from all "
-                f"Learners together."
-            )
-        return rows[order, :3]
-
-    @override(FastPrioritizedEpisodeReplayBuffer)
     def sample_batch(self, *args, **kwargs) -> Dict[str, np.ndarray]:
         """`FastPrioritizedEpisodeReplayBuffer.sample_batch()`; remembers each
         item's n (the `n_step` it used), which its score is computed with."""
         batch = super().sample_batch(*args, **kwargs)
-        self._last_sampled_n_steps = np.asarray(batch[N_STEP], dtype=np.int64)
+        self._sampler.pending_n_steps = np.asarray(batch[N_STEP], dtype=np.int64)
         return batch
 
     @override(FastPrioritizedEpisodeReplayBuffer)
@@ -249,14 +191,14 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         starts (1-step transitions), in any order."""
         batch = super().sample_sequences(batch_size_B, batch_length_T, **kwargs)
         batch[SAMPLE_POSITION] = np.arange(batch[INDICES].shape[0])
-        self._last_sampled_n_steps = np.ones(batch[INDICES].shape[0], np.int64)
+        self._sampler.pending_n_steps = np.ones(batch[INDICES].shape[0], np.int64)
         return batch
 
     # ---------------------------------------------------- sampler training
     @property
     def sampled_set_size(self) -> int:
         """|I_all|: distinct stored transitions sampled since the last update."""
-        return int(self._slot_memory.in_sampled_set.sum())
+        return int(self.slot_memory.in_sampled_set.sum())
 
     def sample_sampler_training_batch(
         self,
@@ -292,7 +234,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             states saved before it was recorded).
         """
         train_size = check_setting("train_size", train_size)
-        memory = self._slot_memory
+        memory = self.slot_memory
         replayed = memory.in_sampled_set & self._storage.is_transition
         candidates = np.flatnonzero(replayed)
         if candidates.size == 0:
@@ -324,20 +266,20 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     def _sampler_feature_columns(
         self, slots: np.ndarray, n_step, gamma: float
     ) -> Dict[str, np.ndarray]:
-        n_steps = self._slot_memory.scored_n_step[slots].astype(np.int64)
+        n_steps = self.slot_memory.scored_n_step[slots].astype(np.int64)
         unknown = n_steps < 1
         if unknown.any():
             n_steps[unknown] = self._draw_n_steps(int(unknown.sum()), n_step)
         columns = self._transition_columns(slots, n_steps, gamma)
         features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
         batch = {key: columns[key] for key in features}
-        batch[DELTA] = self._slot_memory.delta[slots]
-        batch[TARGET_Q] = self._slot_memory.q[slots]
+        batch[DELTA] = self.slot_memory.delta[slots]
+        batch[TARGET_Q] = self.slot_memory.q[slots]
         return batch
 
     def reset_sampled_set(self) -> None:
         """Empties I_all (after a sampler update)."""
-        self._slot_memory.reset_sampled_set()
+        self.slot_memory.reset_sampled_set()
 
     # -------------------------------------------------------- diagnostics
     def transition_slots(self) -> np.ndarray:
@@ -350,8 +292,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         slots = np.asarray(slots, dtype=np.int64)
         return {
             "leaf": np.asarray(self._sampler.sum_tree.leaves)[slots],
-            "scored": self._slot_memory.scored[slots],
-            DELTA: self._slot_memory.delta[slots],
+            "scored": self.slot_memory.scored[slots],
+            DELTA: self.slot_memory.delta[slots],
         }
 
     def slot_stamps(self, slots: np.ndarray) -> np.ndarray:
@@ -373,8 +315,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         columns = self._transition_columns(slots, np.asarray(n_steps), gamma)
         features = (OBS, NEXT_OBS, ACTIONS, REWARDS, TIMESTEPS, INDICES)
         batch = {key: columns[key] for key in features}
-        batch[DELTA] = self._slot_memory.delta[slots]
-        batch[TARGET_Q] = self._slot_memory.q[slots]
+        batch[DELTA] = self.slot_memory.delta[slots]
+        batch[TARGET_Q] = self.slot_memory.q[slots]
         return batch
 
     # ------------------------------------------------------ metrics, state
@@ -383,28 +325,20 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         metrics.log_value(
             "ners_sampled_set_size", self.sampled_set_size, reduce="mean", window=1
         )
-        if np.isfinite(self._score_mean):
+        sampler = self._sampler
+        if np.isfinite(sampler.score_mean):
             metrics.log_value(
-                "ners_score_mean", self._score_mean, reduce="mean", window=1
+                "ners_score_mean", sampler.score_mean, reduce="mean", window=1
             )
             metrics.log_value(
-                "ners_score_std", self._score_std, reduce="mean", window=1
+                "ners_score_std", sampler.score_std, reduce="mean", window=1
             )
-
-    @override(FastPrioritizedEpisodeReplayBuffer)
-    def storage_nbytes(self) -> int:
-        return super().storage_nbytes() + self._slot_memory.nbytes()
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def get_state(self, *, copy: bool = True) -> Dict[str, Any]:
-        take = copy_if_array if copy else same
         state = super().get_state(copy=copy)
-        state.update(self._slot_memory.get_state(take))
-        state["_score_mean"] = self._score_mean
-        state["_score_std"] = self._score_std
         state["_finished_returns"] = list(self._finished_returns)
         state["_partial_returns"] = dict(self._partial_returns)
-        state["_last_sampled_n_steps"] = take(self._last_sampled_n_steps)
         return state
 
     # RLlib's priorities are TD errors, not scores: steps loaded from an RLlib
@@ -414,7 +348,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     @override(FastPrioritizedEpisodeReplayBuffer)
     def clear(self) -> None:
         super().clear()
-        self._init_ners_memory()
+        self._init_episode_returns()
 
     @override(FastPrioritizedEpisodeReplayBuffer)
     def set_state(self, state: Dict[str, Any], *, copy: bool = True) -> None:
@@ -432,18 +366,8 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
             )
             state.setdefault("_scored", np.zeros(self.capacity, dtype=bool))
         super().set_state(state, copy=copy)
-        take = copy_if_array if copy else same
-        memory = self._slot_memory
-        memory.set_state(state, take)
         if missing_scored:
+            memory = self.slot_memory
             memory.scored = self._storage.is_transition & (memory.delta != 1.0)
-        self._score_mean = state["_score_mean"]
-        self._score_std = state["_score_std"]
         self._finished_returns = list(state["_finished_returns"])
         self._partial_returns = dict(state["_partial_returns"])
-        # States saved before it existed restore as "no sample pending".
-        self._last_sampled_n_steps = np.zeros(0, dtype=np.int64)
-        if "_last_sampled_n_steps" in state:
-            self._last_sampled_n_steps = take(
-                np.asarray(state["_last_sampled_n_steps"], dtype=np.int64)
-            )

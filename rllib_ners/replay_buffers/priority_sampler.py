@@ -19,6 +19,15 @@ to their leaves and weighs them for importance sampling.
 no correction and 1 for full correction; it may be annealed linearly from
 `beta` to `beta_final` over `beta_annealing_timesteps` env steps added after
 the first sample (PER, data-efficient Rainbow).
+
+Three replay methods are this one sampler with their settings, since they
+differ in nothing else: uniform replay (`alpha = 0`, every leaf 1), PER
+(Schaul et al. 2016: `alpha > 0`, priority `|delta|`) and LAP (Fujimoto et
+al. 2020: `min_priority = 1`, `alpha = 0.4`, `beta = 0`: priority
+`max(|delta|, 1) ** alpha`). Each reads the TD errors of the Learner's
+feedback (`feedback.TD_ERRORS`); the NERS sampler (`ners_score_sampler`)
+extends it to read NERS's scores. The contract every sampler keeps is
+`replay_sampler.ReplaySampler`.
 """
 
 from __future__ import annotations
@@ -29,6 +38,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
+from rllib_ners.replay_buffers.feedback import TD_ERRORS, FeedbackLayout, ReplayFeedback
+from rllib_ners.replay_buffers.replay_sampler import ReplaySampler
+from rllib_ners.replay_buffers.ring_storage import copy_if_array
 from rllib_ners.replay_buffers.sum_tree import (
     DEFAULT_TYPICAL_BATCH,
     MinTree,
@@ -110,8 +122,9 @@ def check_beta(beta) -> float:
     return float(beta)
 
 
-class PrioritySampler:
-    """Sum/min trees over `capacity` slots, `alpha`, max priority and `beta`.
+class PrioritySampler(ReplaySampler):
+    """Sum/min trees over `capacity` slots, `alpha`, max priority and `beta`:
+    uniform replay, PER and LAP by their settings (see the module docstring).
 
     Raises a ValueError naming the fix for a bad setting.
 
@@ -124,6 +137,9 @@ class PrioritySampler:
         beta_annealing_timesteps: Length of the annealing in added env steps.
         min_priority: Priorities below it are raised to it before the exponent.
     """
+
+    # What the sampler reads of the Learner's feedback: its TD errors.
+    feedback_layout: FeedbackLayout = TD_ERRORS
 
     def __init__(
         self,
@@ -174,7 +190,7 @@ class PrioritySampler:
 
     def emptied(self) -> PrioritySampler:
         """A sampler with the same settings and no priorities."""
-        return PrioritySampler(
+        return type(self)(
             self.capacity,
             alpha=self.alpha,
             beta=self.default_beta,
@@ -267,7 +283,27 @@ class PrioritySampler:
         leaf = priority_leaf(max(priority, self.min_priority), self.alpha)
         self.set_leaves(slots, np.where(is_step, leaf, 0.0))
 
-    def update(
+    def priorities_of(self, feedback: ReplayFeedback) -> np.ndarray:
+        """The priority of each item the feedback is about: its TD error."""
+        return feedback.td_errors
+
+    def update_priority(
+        self, slots: np.ndarray, feedback: ReplayFeedback, live: np.ndarray
+    ) -> np.ndarray:
+        """Sets the priorities of the sampled `slots` (in sample order) from the
+        Learner's feedback; returns the mask of slots whose priority was set
+        (see `set_priorities`)."""
+        return self.set_priorities(slots, self.priorities_of(feedback), live)
+
+    def on_written(self, step_slots: np.ndarray) -> None:
+        """`step_slots` now hold new transitions (nothing to do here: `set_new`
+        gave them their leaves)."""
+
+    def on_evicted(self, slots: np.ndarray) -> None:
+        """`slots` are being overwritten (nothing to do here: `set_new` sets
+        their leaves when they are written)."""
+
+    def set_priorities(
         self, slots: np.ndarray, priorities: np.ndarray, live: np.ndarray
     ) -> np.ndarray:
         """Sets `priorities` (float64) at `slots` where valid; returns that mask.
@@ -340,14 +376,15 @@ class PrioritySampler:
             )
         )
 
-    def get_state(self) -> Dict[str, Any]:
-        """Trees and scalars under their checkpoint names (`_alpha`, ...)."""
+    def get_state(self, take=copy_if_array) -> Dict[str, Any]:
+        """Trees and scalars under their checkpoint names (`_alpha`, ...);
+        `take` (copy or not) is for subclasses' arrays."""
         state = {f"_{name}": getattr(self, name) for name in self.STATE_SCALARS}
         state["sum_tree"] = self.sum_tree.get_state()
         state["min_tree"] = self.min_tree.get_state()
         return state
 
-    def set_state(self, state: Dict[str, Any]) -> None:
+    def set_state(self, state: Dict[str, Any], take=copy_if_array) -> None:
         # States saved before `min_priority` was a setting had the default;
         # before `layout_batch` was kept, the trees had the default layout.
         state = {"_min_priority": MIN_PRIORITY, "_layout_batch": None, **state}

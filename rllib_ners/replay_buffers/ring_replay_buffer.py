@@ -5,9 +5,12 @@ replay buffer into Storage, Writer and Sampler:
 
 - `ring_storage.RingStorage`: ring arrays of observation slots, eviction.
 - `writer`: `add()`'s chunks into the ring, continuing stored episodes.
-- `priority_sampler.PrioritySampler`: sum/min trees, `alpha`, `beta`; draws
-  slots by `p_i = leaf_i / sum_k leaf_k` with `leaf_i = priority_i ** alpha`
-  and weighs them by `w_i = (N p_i) ** -beta / max_j w_j`.
+- the sampler (`replay_sampler.ReplaySampler`, the class's `sampler_class`):
+  `priority_sampler.PrioritySampler` (uniform, PER, LAP) draws slots by
+  `p_i = leaf_i / sum_k leaf_k` with `leaf_i = priority_i ** alpha`, weighs
+  them by `w_i = (N p_i) ** -beta / max_j w_j` and sets priorities from the
+  Learner's feedback (`feedback.ReplayFeedback`); the NERS buffer's is
+  `ners_score_sampler.NERSScoreSampler`.
 - `n_step`: truncated n-step transitions; `sequences`: `[B, T]` step
   sequences; `frame_stack`: k-frame stacks rebuilt at sample time.
 - `bookkeeping`: the sample awaiting priorities and the step counts;
@@ -58,6 +61,7 @@ from rllib_ners.replay_buffers.buffer_settings import (
     check_no_unknown_settings,
     check_setting,
 )
+from rllib_ners.replay_buffers.feedback import ReplayFeedback
 from rllib_ners.replay_buffers.frame_stack import stacked_observation_space
 from rllib_ners.replay_buffers.n_step import (
     draw_n_steps,
@@ -129,6 +133,9 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
       it too. Answering `in` as the dotted path keeps both working.
     """
 
+    # The replay method: the class of the sampler `__init__` builds.
+    sampler_class = PrioritySampler
+
     def __init__(
         self,
         capacity: int = 10000,
@@ -150,7 +157,7 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         batch_size_B = check_setting("batch_size_B", batch_size_B)
         batch_length_T = check_setting("batch_length_T", batch_length_T)
         self._frame_stack = check_setting("frame_stack", frame_stack)
-        self._sampler = PrioritySampler(
+        self._sampler = self.sampler_class(
             capacity,
             alpha=alpha,
             beta=beta,
@@ -230,8 +237,9 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
 
     @property
     def sampler(self) -> PrioritySampler:
-        """The priority sampler (`priority_sampler`): the trees, the max
-        priority, `alpha`, `beta` and the counts of skipped priorities."""
+        """The sampler (`sampler_class`): the trees, the max priority,
+        `alpha`, `beta` and the counts of skipped priorities, and what its
+        replay method keeps besides."""
         return self._sampler
 
     @property
@@ -302,13 +310,14 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         new_slots = storage.head_slots(writer.num_new_slots(kept, continuing))
         evicted, evicted_episodes = storage.evict(new_slots)
         if evicted.size:
-            self._on_evict(evicted)
+            self._sampler.on_evicted(evicted)
         obs_slots, step_slots = writer.write_chunks(
             storage, kept, continuing, new_slots
         )
         # Written slots plus the reused tails of continued episodes.
         touched = np.union1d(obs_slots, step_slots)
         self._sampler.set_new(touched, storage.is_transition[touched], weight)
+        self._sampler.on_written(step_slots)
 
         self._counts.steps_added += int(sum(c["len"] for c in chunks))
         self._last_added_steps = (
@@ -335,9 +344,6 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
 
     def _after_add(self, step_slots: np.ndarray, chunks: List[dict]) -> None:
         """Hook for subclasses: `step_slots` just became (or were reset as) steps."""
-
-    def _on_evict(self, slots: np.ndarray) -> None:
-        """Hook for subclasses: `slots` are being overwritten."""
 
     # ----------------------------------------------------------------- sample
     def _draw(self, num_items: int, beta: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -398,17 +404,32 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
     def update_priorities_at(
         self, slots, priorities, stamps: Optional[np.ndarray] = None
     ) -> np.ndarray:
-        """Sets priorities at explicit buffer slots; returns the applied mask.
+        """Sets TD-error priorities at explicit buffer slots (PER, LAP,
+        uniform); returns the applied mask (see `update_feedback_at`)."""
+        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        return self.update_feedback_at(
+            slots, ReplayFeedback(td_errors=priorities), stamps
+        )
+
+    def update_feedback_at(
+        self, slots, feedback: ReplayFeedback, stamps: Optional[np.ndarray] = None
+    ) -> np.ndarray:
+        """Hands the sampler a Learner's feedback on explicit buffer slots (in
+        sample order); returns the mask of slots it was applied to.
 
         A slot counts only while it holds a transition and, given `stamps`
         (of the sample), still the one sampled.
         """
         slots = np.asarray(slots, dtype=np.int64).reshape(-1)
-        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        if len(feedback) != slots.shape[0]:
+            raise ValueError(
+                f"Got replay feedback on {len(feedback)} items for "
+                f"{slots.shape[0]} slots."
+            )
         live = self._storage.is_transition[slots]
         if stamps is not None:
             live &= self._storage.stamp[slots] == stamps
-        return self._sampler.update(slots, priorities, live)
+        return self._sampler.update_priority(slots, feedback, live)
 
     def get_priorities(self, slots) -> np.ndarray:
         """The current `priority ** alpha` of the given slots."""

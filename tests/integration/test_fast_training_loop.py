@@ -161,14 +161,14 @@ def test_deferred_priority_writes_train_as_rllibs_step_with_uniform_replay(
     from rllib_ners.replay_buffers import FastPrioritizedEpisodeReplayBuffer
 
     writes = []
-    write = FastPrioritizedEpisodeReplayBuffer.update_priorities_at
+    write = FastPrioritizedEpisodeReplayBuffer.update_feedback_at
 
-    def recorded(buffer, slots, priorities, stamps=None):
-        writes[-1].append((np.array(slots), np.array(priorities)))
-        return write(buffer, slots, priorities, stamps)
+    def recorded(buffer, slots, feedback, stamps=None):
+        writes[-1].append((np.array(slots), np.array(feedback.td_errors)))
+        return write(buffer, slots, feedback, stamps)
 
     monkeypatch.setattr(
-        FastPrioritizedEpisodeReplayBuffer, "update_priorities_at", recorded
+        FastPrioritizedEpisodeReplayBuffer, "update_feedback_at", recorded
     )
     # 8 updates per round of 4 env steps, from env step 100 to 450: 700 each.
     short = {"learning_starts": 100, "min_sample_timesteps_per_iteration": 150}

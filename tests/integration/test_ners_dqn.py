@@ -19,6 +19,7 @@ from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
     NEXT_OBS_ENCODER_OUT,
     OBS_ENCODER_OUT,
 )
+from rllib_ners.replay_buffers.feedback import ReplayFeedback
 from rllib_ners.replay_buffers.ners_episode_buffer import DELTA, TARGET_Q
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -215,7 +216,11 @@ def test_module_encoder_mode_scores_with_the_rlmodule_encoder_detached(small_dqn
         assert learner.ners.scorer.encoder is None
         buffer = algo.local_replay_buffer
         buffer.sample_batch(32)
-        buffer.update_priorities(np.tile([0.5, 1.0, 1.0], (32, 1)))
+        buffer.update_feedback(
+            ReplayFeedback(
+                td_errors=np.ones(32), scores=np.full(32, 0.5), target_q=np.ones(32)
+            )
+        )
         batch = buffer.sample_sampler_training_batch(
             16, n_step=3, gamma=0.99, normalizer_size=64
         )

@@ -33,6 +33,9 @@ RAY_FREE_PARTS = [
     "n_step",
     "ners_slot_memory",
     "priority_sampler",
+    "feedback",
+    "ners_score_sampler",
+    "replay_sampler",
     "ring_storage",
     "sequences",
     "sum_tree",
@@ -94,7 +97,9 @@ def test_sampler_draws_by_leaf_and_skips_bad_priorities():
     np.testing.assert_allclose(weights, 1.0 / np.sqrt([1.0, 4.0, 9.0])[slots])
 
     live = np.array([True, True, False])
-    applied = sampler.update(np.array([0, 1, 2]), np.array([np.nan, 16.0, 25.0]), live)
+    applied = sampler.set_priorities(
+        np.array([0, 1, 2]), np.array([np.nan, 16.0, 25.0]), live
+    )
     np.testing.assert_array_equal(applied, [False, True, False])
     assert sampler.num_nonfinite_priorities == 1
     assert sampler.num_stale_priorities == 1
@@ -142,7 +147,7 @@ def test_a_restored_sampler_has_the_same_trees_and_draws(drawn_before_checkpoint
         np.testing.assert_array_equal(again_weights, weights)
         priorities = np.random.default_rng(seed).random(256) * 3
         for sampler in (original, restored):
-            sampler.update(slots, priorities, np.ones(256, dtype=bool))
+            sampler.set_priorities(slots, priorities, np.ones(256, dtype=bool))
     # A state saved before the layout was kept restores the default one.
     del state["_layout_batch"]
     old = _sampler_with_leaves(1_000_000, 10)

@@ -21,6 +21,7 @@ from rllib_ners.replay_buffers import (
     FastPrioritizedEpisodeReplayBuffer,
     NERSEpisodeReplayBuffer,
 )
+from rllib_ners.replay_buffers.feedback import ReplayFeedback
 
 ON_GPU = SimpleNamespace(device=torch.device("cuda"))
 
@@ -51,8 +52,8 @@ class RecordingBuffer:
     def __init__(self):
         self.writes = []
 
-    def update_priorities_of(self, sampled, priorities):
-        self.writes.append((sampled, priorities))
+    def update_feedback_of(self, sampled, feedback):
+        self.writes.append((sampled, feedback.td_errors))
 
 
 def test_a_flush_writes_each_update_in_order_after_one_copy():
@@ -79,7 +80,7 @@ def test_holding_the_wrong_number_of_priorities_fails_at_once():
 
 
 def test_taken_items_are_written_as_update_priorities_writes_them():
-    """`take_sampled_items()` / `update_priorities_of()` after a later sample
+    """`take_sampled_items()` / `update_feedback_of()` after a later sample
     leave the buffer as `update_priorities()` right after each sample would
     (alpha = 0: the draws do not depend on the priorities)."""
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -106,11 +107,11 @@ def test_taken_items_are_written_as_update_priorities_writes_them():
         np.testing.assert_array_equal(a["indices"], b["indices"])
         held.append(later.take_sampled_items())
     for sampled, p in zip(held, priorities):
-        later.update_priorities_of(sampled, p)
+        later.update_feedback_of(sampled, ReplayFeedback(td_errors=p))
     state_now, state_later = now.get_state(), later.get_state()
     assert state_now["_max_priority"] == state_later["_max_priority"] == 5.0
     np.testing.assert_array_equal(
         state_now["sum_tree"]["leaves"], state_later["sum_tree"]["leaves"]
     )
-    with pytest.raises(ValueError, match="2 priorities for 8 sampled items"):
-        later.update_priorities_of(held[0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="feedback on 2 items for 8 sampled items"):
+        later.update_feedback_of(held[0], ReplayFeedback(td_errors=[1.0, 2.0]))

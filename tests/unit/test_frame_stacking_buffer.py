@@ -280,7 +280,8 @@ def test_ners_buffer_stacks_its_sampler_training_batch():
     buffer = make_buffer(NERSEpisodeReplayBuffer)
     buffer.add([chunk(0, 0, 8, terminated=True), chunk(1, 0, 5)])
     sampled = buffer.sample_batch(32, n_step=2, gamma=GAMMA)
-    buffer.update_priorities(np.tile([0.5, 0.1, 0.2], (32, 1)))
+    positions = np.arange(32.0)[:, None]
+    buffer.update_priorities(np.hstack([np.tile([0.5, 0.1, 0.2], (32, 1)), positions]))
     assert sampled["obs"].shape == (32, H, W, K)
     train = buffer.sample_sampler_training_batch(8, n_step=2, gamma=GAMMA)
     assert train["obs"].shape[1:] == (H, W, K)

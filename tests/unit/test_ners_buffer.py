@@ -35,10 +35,12 @@ def _filled(capacity=200, alpha=1.0, seed=0):
 
 
 def _rows(scores, delta=None, q=None):
+    """NERS feedback rows `[score, delta, q, sample_position]`, in sample order."""
     scores = np.asarray(scores, dtype=np.float64)
     delta = np.full_like(scores, 0.5) if delta is None else np.asarray(delta)
     q = np.full_like(scores, 2.0) if q is None else np.asarray(q)
-    return np.stack([scores, delta, q], axis=1)
+    positions = np.arange(scores.shape[0], dtype=np.float64)
+    return np.stack([scores, delta, q, positions], axis=1)
 
 
 def test_scores_become_priorities_sigma_to_the_alpha():

@@ -179,7 +179,10 @@ def _episode(ep, length):
 
 
 def _rows(num, delta=0.5):
-    return np.stack([np.full(num, 0.5), np.full(num, delta), np.full(num, 2.0)], 1)
+    """NERS feedback rows `[score, delta, q, sample_position]`."""
+    return np.stack(
+        [np.full(num, 0.5), np.full(num, delta), np.full(num, 2.0), np.arange(num)], 1
+    )
 
 
 def _filled(capacity=66, episodes=range(1, 6)):
@@ -282,7 +285,15 @@ def test_compute_reports_every_key_and_state_round_trips():
     buffer = _filled(capacity=200)
     buffer.sample_batch(32)
     buffer.update_priorities(
-        np.stack([np.linspace(0.2, 0.8, 32), np.linspace(1, 3, 32), np.ones(32)], 1)
+        np.stack(
+            [
+                np.linspace(0.2, 0.8, 32),
+                np.linspace(1, 3, 32),
+                np.ones(32),
+                np.arange(32),
+            ],
+            1,
+        )
     )
     algo = _FakeAlgorithm(buffer)
     diag = SamplerDiagnostics(sample_size=30, n_step=1, seed=1, probe_size=20)

@@ -14,6 +14,7 @@ from rllib_ners.algorithms.ners.sampler_update import (
     ReplayRewardBaseline,
     ReplayRewardWindow,
 )
+from rllib_ners.replay_buffers.feedback import ReplayFeedback
 
 
 # ------------------------------------------------------------------ baselines
@@ -98,7 +99,13 @@ def _buffer_with_replays(seed=0):
     for slots in ([3, 3, 7], [3, 12]):
         buffer.sample_batch(len(slots))
         buffer.set_last_sample(np.asarray(slots))
-        buffer.update_priorities(np.tile([0.5, 1.0, 2.0], (len(slots), 1)))
+        buffer.update_feedback(
+            ReplayFeedback(
+                scores=np.full(len(slots), 0.5),
+                td_errors=np.ones(len(slots)),
+                target_q=np.full(len(slots), 2.0),
+            )
+        )
     return buffer
 
 

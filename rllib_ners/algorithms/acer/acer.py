@@ -69,7 +69,7 @@ from rllib_ners.algorithms.common.config.config_checks import (
 )
 from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.common.training.training_ops import (
-    pop_priority_rows,
+    pop_replay_feedback,
     sample_into_buffer,
     sync_env_runner_weights,
 )
@@ -506,7 +506,7 @@ class ACER(ReplayStateMixin, Algorithm):
                     )
                 },
             )
-        rows = pop_priority_rows(results)
+        rows = pop_replay_feedback(results)
         if with_priorities:
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
                 self.local_replay_buffer.update_priorities(rows)

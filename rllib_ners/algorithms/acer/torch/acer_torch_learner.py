@@ -65,6 +65,7 @@ from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
     uses_ners_replay,
 )
+from rllib_ners.replay_buffers.feedback import NERS_SCORES, TD_ERRORS
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
     SAMPLE_POSITION,
@@ -142,8 +143,9 @@ class ACERTorchLearner(FastTorchLearner, ACERLearner, TorchLearner):
     and the fused gradient step (`FastTorchLearner`), as
     `RainbowDQNTorchLearner`'s."""
 
-    # Checked by NERSEpisodeReplayBuffer at build time.
-    supports_ners_replay = True
+    # The replay feedback it sends: TD errors, or with NERS scores NERS's
+    # rows (the buffer's sampler must take one; checked when it is built).
+    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES)
 
     @override(TorchLearner)
     def build(self) -> None:
@@ -292,27 +294,28 @@ class ACERTorchLearner(FastTorchLearner, ACERLearner, TorchLearner):
         delta: torch.Tensor,
         values: torch.Tensor,
     ) -> None:
-        """Per sequence start: NERS rows `[sigma, delta, q, position]`, or plain
-        `delta` for a prioritised non-NERS buffer, under RLlib's TD-error key."""
+        """Per sequence start, the replay feedback: NERS's (`TorchNERSSampler.
+        send_feedback`), or for a prioritised non-NERS buffer the plain
+        `delta` under RLlib's TD-error key."""
         delta_0, value_0 = delta[:, 0], values[:, 0]
         if self.ners is None:
-            rows = delta_0
-        else:
-            obs = batch[Columns.OBS]
-            scores = self.ners.score(
-                {
-                    "obs": obs[:, 0],
-                    "new_obs": obs[:, 1],
-                    "actions": batch[Columns.ACTIONS][:, 0],
-                    "rewards": batch[Columns.REWARDS][:, 0],
-                    DELTA: delta_0,
-                    TARGET_Q: value_0,
-                    "ts": batch[SEQUENCE_START_TS],
-                }
+            self.metrics.log_value(
+                (module_id, TD_ERROR_KEY), delta_0, reduce="item_series"
             )
-            position = batch[SAMPLE_POSITION].to(scores.dtype)
-            rows = torch.stack([scores, delta_0, value_0, position], dim=-1)
-        self.metrics.log_value((module_id, TD_ERROR_KEY), rows, reduce="item_series")
+            return
+        obs = batch[Columns.OBS]
+        scores = self.ners.score(
+            {
+                "obs": obs[:, 0],
+                "new_obs": obs[:, 1],
+                "actions": batch[Columns.ACTIONS][:, 0],
+                "rewards": batch[Columns.REWARDS][:, 0],
+                DELTA: delta_0,
+                TARGET_Q: value_0,
+                "ts": batch[SEQUENCE_START_TS],
+            }
+        )
+        self.ners.send_feedback(module_id, batch, scores, delta_0, value_0)
 
 
 def _retrace_terms(seq: _Sequences, batch: Dict[str, Any], config) -> _RetraceTerms:

@@ -15,10 +15,11 @@ gradients, optimizer steps) and `after_gradient_based_update()` as
 `Learner.update()`, on the numpy columns of a `MultiAgentBatch`, with the
 Learner's metrics recorded by a `DeferredMetrics` instead of its
 `MetricsLogger`; `reduce_deferred_metrics()` logs and reduces them once per
-iteration. The per-item rows a loss logs under RLlib's TD-error key (TD
-errors, or NERS score rows) come back from each update as `PRIORITY_ROWS`:
-numpy rows per module id, or with `rllib_ners_rows_on_device=True` tensors
-left on the Learner's device (nothing read back: see `deferred_priorities`).
+iteration. The replay feedback a loss logs under RLlib's TD-error key (TD
+errors, or NERS's rows: `rllib_ners.replay_buffers.feedback`) comes back
+from each update as `REPLAY_FEEDBACK`: numpy arrays per module id, or with
+`rllib_ners_rows_on_device=True` tensors left on the Learner's device
+(nothing read back: see `deferred_priorities`).
 
 Losses log their window-1 statistics through `log_statistics()`, which
 computes each only for the update an iteration reports. This module holds the
@@ -38,8 +39,8 @@ from rllib_ners.utils.tensor_conversion import numpy_to_tensor
 
 # `Learner.update()` keyword that asks for an update with deferred metrics.
 DEFER_METRICS = "rllib_ners_defer_metrics"
-# Key of the per-item rows in a deferred update's result.
-PRIORITY_ROWS = "priority_rows"
+# Key of the packed replay feedback in a deferred update's result.
+REPLAY_FEEDBACK = "replay_feedback"
 # `Learner.update()` keyword (with DEFER_METRICS) that keeps those rows on the
 # Learner's device.
 ROWS_ON_DEVICE = "rllib_ners_rows_on_device"

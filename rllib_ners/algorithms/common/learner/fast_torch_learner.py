@@ -16,8 +16,8 @@ order `update_deferring_metrics` reads top-down:
    a `DeferredMetrics` (`deferred_updates`) and reduced once per iteration
    (`reduce_deferred_metrics`). Window-1 statistics go through
    `log_statistics`, which computes each only for the update an iteration
-   reports. The per-item rows a loss logs under RLlib's TD-error key come back
-   as `PRIORITY_ROWS`.
+   reports. The replay feedback a loss logs under RLlib's TD-error key comes
+   back as `REPLAY_FEEDBACK`.
 2. **CUDA-graph replay** (`cuda_graph_updates=True` on a CUDA Learner,
    `cuda_graph_updates`): the update's tensor work replayed from captured
    graphs, one launch per update; Learners and configs a graph cannot serve
@@ -52,7 +52,7 @@ from rllib_ners.algorithms.common.learner.cuda_graph_updates import (
 )
 from rllib_ners.algorithms.common.learner.deferred_updates import (
     DEFER_METRICS,
-    PRIORITY_ROWS,
+    REPLAY_FEEDBACK,
     columns_to_tensors,
     device_rows,
     numpy_rows,
@@ -135,8 +135,9 @@ class FastTorchLearner:
         rllib_ners_rows_on_device: bool = False,
         **kwargs,
     ) -> Dict[str, Any]:
-        """One gradient step on `batch`; returns `{PRIORITY_ROWS: rows}`
-        (numpy, or tensors on the device with `rllib_ners_rows_on_device`)."""
+        """One gradient step on `batch`; returns `{REPLAY_FEEDBACK: {module
+        id: packed feedback}}` (numpy, or tensors on the device with
+        `rllib_ners_rows_on_device`)."""
         check_learner_built(self)
         batch = single_batch(batch, training_data, kwargs)
         timesteps = timesteps or {}
@@ -162,7 +163,7 @@ class FastTorchLearner:
             )
             if module_rows is not None:
                 rows[module_id] = module_rows
-        return {PRIORITY_ROWS: rows}
+        return {REPLAY_FEEDBACK: rows}
 
     @contextlib.contextmanager
     def metrics_deferred(self):

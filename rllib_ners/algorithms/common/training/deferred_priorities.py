@@ -24,6 +24,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
+from rllib_ners.replay_buffers.feedback import ReplayFeedback
+
 
 def deferred_priority_writes_blocker(buffer, learner) -> Optional[str]:
     """Why the training loop writes each update's priorities at once; None
@@ -73,5 +75,5 @@ class DeferredPriorityWrites:
         held, self._held = self._held, []
         values = torch.cat([rows for _, rows in held]).cpu().numpy()
         ends = np.cumsum([rows.shape[0] for _, rows in held])
-        for (sampled, _), priorities in zip(held, np.split(values, ends[:-1])):
-            buffer.update_priorities_of(sampled, priorities)
+        for (sampled, _), td_errors in zip(held, np.split(values, ends[:-1])):
+            buffer.update_feedback_of(sampled, ReplayFeedback(td_errors=td_errors))

@@ -20,8 +20,8 @@ trained env steps, as RLlib's `TrainIterCtx` checks them), and:
   metrics once per iteration; remote EnvRunners ship their fragments packed
   into numpy columns instead of as pickled episodes (`fragment_shipping`);
 * updates the Learners with deferred metrics (`FastTorchLearner`): their
-  metrics are reduced once per iteration, the priority rows come back with
-  every update;
+  metrics are reduced once per iteration, the replay feedback (`feedback`)
+  comes back with every update;
 * shares the parameters of the local Learner with the local EnvRunner
   (`weight_sharing`), so no weights are copied between them; with the Learner
   on a GPU, mirrors them into the EnvRunner in one transfer per round with
@@ -31,7 +31,7 @@ trained env steps, as RLlib's `TrainIterCtx` checks them), and:
 
 Multi-agent configs take the same loop with the multi-agent buffer: numpy
 columns per module (`sample_batch()`), one batch with every module's, each
-module's priority rows back to its own tree, weights copied to the
+module's replay feedback back to its own sampler, weights copied to the
 EnvRunners (never shared).
 
 Configs it cannot serve keep RLlib's `training_step()` and say why in one INFO
@@ -78,7 +78,7 @@ from ray.rllib.utils.metrics import (
 
 from rllib_ners.algorithms.common.learner.deferred_updates import (
     DEFER_METRICS,
-    PRIORITY_ROWS,
+    REPLAY_FEEDBACK,
     ROWS_ON_DEVICE,
 )
 from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
@@ -469,12 +469,12 @@ class ReplayLoopMixin:
             trained += batch.env_steps()
             with times.section(REPLAY_BUFFER_UPDATE_PRIOS_TIMER):
                 if deferred is not None:
-                    rows = results[0][PRIORITY_ROWS].get(DEFAULT_MODULE_ID)
-                    if rows is not None:
-                        deferred.hold(buffer.take_sampled_items(), rows)
+                    td_errors = results[0][REPLAY_FEEDBACK].get(DEFAULT_MODULE_ID)
+                    if td_errors is not None:
+                        deferred.hold(buffer.take_sampled_items(), td_errors)
                     continue
-                for module_id, rows in _priority_rows(results).items():
-                    buffer.update_priorities(rows, module_id)
+                for module_id, packed in _replay_feedback(results).items():
+                    buffer.update_priorities(packed, module_id)
         self._write_deferred_priorities(times)
         return trained
 
@@ -576,7 +576,7 @@ class ReplayLoopMixin:
         `TrainingData` wrapper and the two Prometheus timers per update; the
         update timer is observed once per iteration instead), or the
         LearnerGroup's update across remote Learners. `rows_on_device`: the
-        local Learner's priority rows stay on its device."""
+        local Learner's replay feedback stays on its device."""
         group = self.learner_group
         if group.is_local:
             learner = local_learner_of(group)
@@ -668,10 +668,11 @@ class ReplayLoopMixin:
             )
 
 
-def _priority_rows(results) -> Dict[str, np.ndarray]:
-    """The priority rows of one update per module, Learner by Learner."""
+def _replay_feedback(results) -> Dict[str, np.ndarray]:
+    """The packed replay feedback of one update per module, Learner by
+    Learner."""
     rows: Dict[str, List[np.ndarray]] = {}
     for result in results:
-        for module_id, module_rows in (result or {}).get(PRIORITY_ROWS, {}).items():
+        for module_id, module_rows in (result or {}).get(REPLAY_FEEDBACK, {}).items():
             rows.setdefault(module_id, []).append(module_rows)
     return {module_id: np.concatenate(parts) for module_id, parts in rows.items()}

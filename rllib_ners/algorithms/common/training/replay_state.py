@@ -28,7 +28,11 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     resolve_buffer_class,
 )
 from rllib_ners.replay_buffers import rllib_states
-from rllib_ners.replay_buffers.ners_episode_buffer import SUPPORTS_NERS_REPLAY_ATTR
+from rllib_ners.replay_buffers.feedback import (
+    LEARNER_FEEDBACK_LAYOUTS_ATTR,
+    NERS_SCORES,
+    TD_ERRORS,
+)
 from rllib_ners.seam.algorithm import LocalReplayBufferHook
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
@@ -86,10 +90,12 @@ class ReplayStateMixin(LocalReplayBufferHook):
         if self.config.seed is not None and is_fast_buffer(buffer_class):
             buffer_config.setdefault("seed", self.config.seed)
         if is_ners_buffer(buffer_class):
-            # The NERS buffer refuses to be built for a learner that cannot score.
-            buffer_config["scored_by_ners_learner"] = bool(
-                getattr(self.config.learner_class, SUPPORTS_NERS_REPLAY_ATTR, False)
+            # The NERS buffer refuses to be built for a learner that cannot
+            # score (RLlib's Learners send TD errors only).
+            layouts = getattr(
+                self.config.learner_class, LEARNER_FEEDBACK_LAYOUTS_ATTR, (TD_ERRORS,)
             )
+            buffer_config["scored_by_ners_learner"] = NERS_SCORES in layouts
         return from_config(ReplayBuffer, buffer_config)
 
     def _extra_checkpoint_state(self) -> Dict[str, Any]:

@@ -1,7 +1,7 @@
 """Pieces of ACER's training step, in the manner of RLlib's
 `execution/rollout_ops.py`: each does what RLlib's own DQN training step does at
 that point, with the same timers and metric keys (sampling into the buffer,
-syncing the EnvRunners' weights, taking the Learners' priority rows out of
+syncing the EnvRunners' weights, taking the Learners' replay feedback out of
 their results). The DQN/SAC replay loop (`replay_loop`) has its own."""
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ def sync_env_runner_weights(algo, learner_results) -> None:
         )
 
 
-def pop_priority_rows(learner_results) -> Any:
-    """The per-item rows the Learners logged under RLlib's TD-error key (TD
-    errors, or NERS `[score, delta, q, position]` rows), concatenated Learner by
-    Learner, and removed from the results so that they are never logged. None
-    if no Learner logged any."""
+def pop_replay_feedback(learner_results) -> Any:
+    """The packed replay feedback the Learners logged under RLlib's TD-error
+    key (TD errors, or NERS's `[score, delta, q, sample_position]` rows:
+    `rllib_ners.replay_buffers.feedback`), concatenated Learner by Learner,
+    and removed from the results so that they are never logged. None if no
+    Learner logged any."""
     rows = [
         item
         for result in learner_results

@@ -39,6 +39,7 @@ from rllib_ners.algorithms.ners.ners_learner import ners_settings_from_config
 from rllib_ners.ners.encoding_cache import EncodingCache
 from rllib_ners.ners.reinforce import priority_base, sampler_loss
 from rllib_ners.ners.scorer import NERSScorer
+from rllib_ners.replay_buffers.feedback import NERS_SCORES
 from rllib_ners.replay_buffers.ners_episode_buffer import (
     DELTA,
     ENCODING_KEYS,
@@ -236,15 +237,14 @@ class TorchNERSSampler:
         *,
         module_encodings: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     ) -> None:
-        """Scores a batch of 1-step (or n-step) transitions and reports rows
-        `[score, delta, q, position]` under RLlib's TD-error key, in place of the
-        plain TD errors the algorithm's loss logged there.
+        """Scores a batch of 1-step (or n-step) transitions and sends the
+        buffer's sampler their feedback (`send_feedback`).
 
         `delta` and `target` are the fresh |TD error| and TD target of each item
         (no gradients); `module_encodings` as in `score`. The training step
         hands the rows (concatenated Learner by Learner) to
         `NERSEpisodeReplayBuffer.update_priorities()`, which puts them back in
-        sample order by `position`.
+        sample order by `sample_position`.
         """
         if "ts" not in batch:
             raise ValueError(
@@ -273,13 +273,33 @@ class TorchNERSSampler:
                 cache.num_hits / cache.num_lookups,
                 window=1,
             )
-        rows = [scores, delta, target]
+        self.send_feedback(module_id, batch, scores, delta, target)
+
+    def send_feedback(
+        self,
+        module_id: str,
+        batch: Dict[str, Any],
+        scores: torch.Tensor,
+        delta: torch.Tensor,
+        target: torch.Tensor,
+    ) -> None:
+        """Logs the items' NERS feedback for the buffer's sampler: rows
+        `[score, delta, q, sample_position]` (`feedback.NERS_SCORES`) under
+        RLlib's TD-error key, the one array RLlib's training steps hand a
+        prioritized buffer, in place of the plain TD errors the algorithm's
+        loss logged there. A batch without `sample_position` (built by hand,
+        not by the NERS buffer) is one Learner's whole sample, in order."""
         if SAMPLE_POSITION in batch:
-            rows.append(batch[SAMPLE_POSITION].to(scores.dtype))
+            positions = batch[SAMPLE_POSITION].to(scores.dtype)
+        else:
+            positions = torch.arange(
+                scores.shape[0], dtype=scores.dtype, device=scores.device
+            )
+        metrics = self.learner.metrics
         metrics.delete(module_id, TD_ERROR_KEY, key_error=False)
         metrics.log_value(
             (module_id, TD_ERROR_KEY),
-            torch.stack(rows, dim=-1),
+            NERS_SCORES.pack_columns([scores, delta, target, positions], torch.stack),
             reduce="item_series",
         )
 

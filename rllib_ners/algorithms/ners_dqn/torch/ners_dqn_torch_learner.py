@@ -40,6 +40,7 @@ from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
     NEXT_OBS_ENCODER_OUT,
     OBS_ENCODER_OUT,
 )
+from rllib_ners.replay_buffers.feedback import NERS_SCORES, TD_ERRORS
 
 
 class NERSDQNTorchLearner(RainbowDQNTorchLearner):
@@ -47,8 +48,9 @@ class NERSDQNTorchLearner(RainbowDQNTorchLearner):
     the target nets were last synced) holding the NERS sampler (see the module
     docstring)."""
 
-    # Checked by NERSEpisodeReplayBuffer at build time.
-    supports_ners_replay = True
+    # The replay feedback it sends: TD errors, or with NERS scores NERS's
+    # rows (the buffer's sampler must take one; checked when it is built).
+    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES)
 
     @override(DQNTorchLearner)
     def build(self) -> None:

@@ -74,6 +74,7 @@ from rllib_ners.algorithms.ners_sac.torch.sac_update import (
     one_backward_sac_update,
     sac_update_blocker,
 )
+from rllib_ners.replay_buffers.feedback import NERS_SCORES, TD_ERRORS
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import losses_per_optimizer
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
@@ -165,8 +166,9 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     logged once), RLlib's own.
     """
 
-    # Checked by NERSEpisodeReplayBuffer at build time.
-    supports_ners_replay = True
+    # The replay feedback it sends: TD errors, or with NERS scores NERS's
+    # rows (the buffer's sampler must take one; checked when it is built).
+    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES)
 
     @override(SACTorchLearner)
     def build(self) -> None:

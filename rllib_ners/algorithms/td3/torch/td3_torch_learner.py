@@ -63,6 +63,7 @@ from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     uses_ners_replay,
 )
 from rllib_ners.algorithms.td3.default_td3_rl_module import QF_PREDS, QF_TWIN_PREDS
+from rllib_ners.replay_buffers.feedback import NERS_SCORES, TD_ERRORS
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import scales_gradients, uses_torch_lr_schedulers
 from rllib_ners.seam.rl_module import training_pass
@@ -146,8 +147,9 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
     gradient steps), holding the NERS sampler as `self.ners` when the replay
     buffer is the NERS buffer."""
 
-    # Checked by NERSEpisodeReplayBuffer at build time.
-    supports_ners_replay = True
+    # The replay feedback it sends: TD errors, or with NERS scores NERS's
+    # rows (the buffer's sampler must take one; checked when it is built).
+    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES)
 
     @override(TorchLearner)
     def build(self) -> None:
