@@ -273,9 +273,10 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
         alpha_loss = -torch.mean(
             log_alpha * (logp_resampled.detach() + self.target_entropy[module_id])
         )
-        total_loss = _sac_total_loss(
-            actor_loss, alpha_loss, critic_losses, uses_squared_error(config)
-        )
+        # The SAC paper's total, added left to right: actor, temperature, then
+        # the critic(s). RLlib adds the temperature after the critic; the sums
+        # differ in float rounding only, and the gradients not at all.
+        total_loss = sum(critic_losses.values(), actor_loss + alpha_loss)
         self.metrics.log_value(
             (module_id, TD_ERROR_KEY), td_error, reduce="item_series"
         )
@@ -297,10 +298,9 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     def _log_sac_statistics(
         self, module_id, fwd_out, alpha, actor_loss, alpha_loss, critic_losses, td_error
     ) -> None:
-        """RLlib's window-1 SAC statistics, in RLlib's key order: its `log_dict`
-        (sorted), then the twin's loss. Each computes from detached tensors:
-        kept until the iteration's flush, a loss would keep its update's
-        autograd graph alive into the next updates."""
+        """RLlib's window-1 SAC statistics: its keys and values. Each computes
+        from detached tensors: kept until the iteration's flush, a loss would
+        keep its update's autograd graph alive into the next updates."""
         q_curr = fwd_out[Q_CURR].detach()
         logp_resampled = fwd_out[LOGP_RESAMPLED].detach()
         target_entropy = self.target_entropy[module_id]
@@ -309,7 +309,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
         critic_losses = {key: loss.detach() for key, loss in critic_losses.items()}
         statistics = {
             POLICY_LOSS_KEY: lambda: actor_loss,
-            QF_LOSS_KEY: lambda: critic_losses[QF_LOSS_KEY],
             ALPHA_LOSS_KEY: lambda: alpha_loss,
             "alpha_value": lambda: alpha[0],
             "log_alpha_value": lambda: torch.log(alpha)[0],
@@ -320,10 +319,9 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
             QF_MIN_KEY: lambda: torch.min(q_curr),
             TD_ERROR_MEAN_KEY: lambda: torch.mean(td_error),
         }
-        ordered = dict(sorted(statistics.items()))
-        if QF_TWIN_LOSS_KEY in critic_losses:
-            ordered[QF_TWIN_LOSS_KEY] = lambda: critic_losses[QF_TWIN_LOSS_KEY]
-        self.log_statistics(module_id, ordered)
+        for key, loss in critic_losses.items():  # qf_loss, and the twin's
+            statistics[key] = lambda loss=loss: loss
+        self.log_statistics(module_id, statistics)
 
     def _discrete_sac_loss(self, module_id, config, batch, fwd_out) -> TensorType:
         """RLlib's discrete SAC loss; with `critic_loss="mse"` its critics on
@@ -432,19 +430,3 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
                 # In place: the "alpha" optimiser holds this very tensor.
                 log_alpha = self.curr_log_alpha[module_id]
                 log_alpha.copy_(torch.as_tensor(value).to(log_alpha.device))
-
-
-def _sac_total_loss(actor_loss, alpha_loss, critic_losses, squared_errors: bool):
-    """The summed SAC loss, added up in the order RLlib's loss (Huber critics)
-    or the squared-error variant (`_with_squared_error_critic_losses`) adds it:
-    the same floats as either."""
-    critic_loss, *twin = critic_losses.values()
-    if squared_errors:
-        total = actor_loss + alpha_loss + critic_loss
-        for loss in twin:
-            total = total + loss
-        return total
-    total = actor_loss + critic_loss + alpha_loss
-    for loss in twin:
-        total += loss
-    return total
