@@ -291,8 +291,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_runner_arguments(parser, args)
     args.steps = args.steps or DEFAULT_STEPS[args.suite]
-    if args.suite != "runners":
-        args.rounds = args.rounds or 3
+    args.rounds = args.rounds or (1 if args.suite == "runners" else 3)
     names = chosen_arms(parser, args, SUITES)
     if args.suite == "main":
         main_job_suite(names, args.rounds, args.steps)
@@ -311,18 +310,7 @@ def main(argv=None) -> int:
             return 0
         if args.suite == "runners":
             print(f"runners: {args.steps} env steps per point; {_machine()}")
-            runners_suite(
-                names,
-                args.runners,
-                args.steps,
-                tuple(args.envs_per_runner),
-                args.preset,
-                tuple(args.modes),
-                args.training_intensity,
-                tuple(args.weights_sync_interval),
-                args.rounds or 1,
-                tuple(args.rollout_fragment_length or [None]),
-            )
+            runners_suite(names, args)
             return 0
         load_before = os.getloadavg()[0]
         arms = BUILDERS[args.suite](names, args.steps)

@@ -19,12 +19,20 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from baselines import ATARI_BATCH, ATARI_GAME
 from harness import loop_section_labels, loop_sections_into, timed_method
 
 from rllib_ners.seam.algorithm import local_learner_of
+
+# The ceiling first: it is the bound of the same EnvRunner count's other points.
+RUNNER_MODES = ("ceiling", "lockstep", "overlapped")
+# --preset: the Atari config each point builds.
+RUNNER_PRESETS = {
+    "rainbow": "atari_rainbow",  # one update of 32 per 4 env steps
+    "der": "atari_data_efficient_rainbow",  # one update of 32 per env step
+}
 
 
 def cuda_available() -> bool:
@@ -50,6 +58,7 @@ def add_runner_arguments(parser) -> None:
         "--rollout-fragment-length",
         type=int,
         nargs="+",
+        default=[None],
         help="env steps per sub-env in each sample() request (default: the "
         "preset's); the driver pays a fixed cost per request",
     )
@@ -73,44 +82,58 @@ def check_runner_arguments(parser, args) -> None:
     """Rejects counts below one and a non-positive --training-intensity."""
     if args.training_intensity is not None and args.training_intensity <= 0:
         parser.error(f"--training-intensity must be > 0, got {args.training_intensity}")
-    for flag, values in (
-        ("--envs-per-runner", args.envs_per_runner),
-        ("--rollout-fragment-length", args.rollout_fragment_length or []),
-        ("--weights-sync-interval", args.weights_sync_interval),
-    ):
-        if any(value < 1 for value in values):
+    for flag in ("envs_per_runner", "rollout_fragment_length", "weights_sync_interval"):
+        values = getattr(args, flag)
+        if any(value is not None and value < 1 for value in values):
+            flag = "--" + flag.replace("_", "-")
             parser.error(f"{flag} takes counts >= 1, got {values}")
 
 
-# -------------------------------------------------------------- runners
-# The ceiling first: it is the bound of the same EnvRunner count's other points.
-RUNNER_MODES = ("ceiling", "lockstep", "overlapped")
+def runners_config(args, arm: str, mode: str, num_runners: int, spec: dict):
+    """A point's config: `args.preset` with `num_runners` EnvRunners of
+    `spec["envs"]` sub-envs; `spec["interval"]`: the weights sync interval of
+    overlapped points; `spec["length"]`: env steps per sub-env and `sample()`
+    request (None: the preset's); `args.training_intensity`: replayed per
+    sampled env step (None: the preset's)."""
+    from rllib_ners.algorithms.rainbow import presets
+
+    learning_starts = 10**9 if mode == "ceiling" else 1600
+    preset = getattr(presets, RUNNER_PRESETS[args.preset])
+    config = (
+        preset(
+            ATARI_GAME, replay=arm, capacity=100_000, learning_starts=learning_starts
+        )
+        .env_runners(num_env_runners=num_runners, num_envs_per_env_runner=spec["envs"])
+        # A GPU Learner replays its updates from CUDA graphs (3.37x the eager
+        # updates' rate for data-efficient Rainbow on the H200, 2026-11-28).
+        .training(
+            overlap_sampling=mode != "lockstep",
+            weights_sync_interval=spec["interval"] if mode != "lockstep" else 1,
+            cuda_graph_updates=cuda_available(),
+        )
+    )
+    if args.training_intensity is not None:
+        config = config.training(training_intensity=args.training_intensity)
+    if spec["length"] is not None:
+        config = config.env_runners(rollout_fragment_length=spec["length"])
+    if mode == "lockstep":
+        # RLlib's lockstep weights count a local EnvRunner beside the remote
+        # ones ((N + 1) / N times the ratio): this intensity keeps the preset's
+        # updates per env step, as overlapped sampling does.
+        intensity = config.training_intensity * num_runners / (num_runners + 1)
+        config = config.training(training_intensity=intensity)
+    return (
+        config.learners(num_gpus_per_learner=1 if cuda_available() else 0)
+        .reporting(
+            min_sample_timesteps_per_iteration=args.steps, min_time_s_per_iteration=0
+        )
+        .debugging(seed=0)
+    )
 
 
-# --preset of --suite runners: the Atari config each point builds.
-RUNNER_PRESETS = {
-    "rainbow": "atari_rainbow",  # one update of 32 per 4 env steps
-    "der": "atari_data_efficient_rainbow",  # one update of 32 per env step
-}
-
-
-def runners_point(
-    arm: str,
-    mode: str,
-    num_runners: int,
-    steps: int,
-    envs_per_runner: int = 1,
-    preset: str = "rainbow",
-    training_intensity: Optional[float] = None,
-    weights_sync_interval: int = 1,
-    rollout_fragment_length: Optional[int] = None,
-) -> dict:
-    """One algorithm with `num_runners` EnvRunners of `envs_per_runner`
-    sub-envs each: warmed up past the learning start, then one iteration of
-    `steps` env steps timed. `training_intensity`: replayed per sampled env
-    step (None: the preset's); `weights_sync_interval`: of overlapped
-    points; `rollout_fragment_length`: env steps per sub-env and `sample()`
-    request (None: the preset's)."""
+def runners_point(config, mode: str) -> dict:
+    """One algorithm warmed up past the learning start, then one iteration of
+    `args.steps` env steps timed."""
     from ray.rllib.utils.metrics import (
         ALL_MODULES,
         ENV_RUNNER_RESULTS,
@@ -123,45 +146,6 @@ def runners_point(
     from rllib_ners.algorithms.common.training.overlapped_sampling import (
         WEIGHTS_STALENESS_MAX,
         WEIGHTS_STALENESS_MEAN,
-    )
-    from rllib_ners.algorithms.rainbow import presets
-
-    learning_starts = 10**9 if mode == "ceiling" else 1600
-    config = (
-        getattr(presets, RUNNER_PRESETS[preset])(
-            ATARI_GAME,
-            replay=arm,
-            capacity=100_000,
-            learning_starts=learning_starts,
-        )
-        .env_runners(
-            num_env_runners=num_runners, num_envs_per_env_runner=envs_per_runner
-        )
-        # A GPU Learner replays its updates from CUDA graphs (3.37x the eager
-        # updates' rate for data-efficient Rainbow on the H200, 2026-11-28).
-        .training(
-            overlap_sampling=mode != "lockstep",
-            weights_sync_interval=weights_sync_interval if mode != "lockstep" else 1,
-            cuda_graph_updates=cuda_available(),
-        )
-    )
-    if training_intensity is not None:
-        config = config.training(training_intensity=training_intensity)
-    if rollout_fragment_length is not None:
-        config = config.env_runners(rollout_fragment_length=rollout_fragment_length)
-    if mode == "lockstep":
-        # RLlib's lockstep weights count a local EnvRunner beside the remote
-        # ones ((N + 1) / N times the ratio): this intensity keeps the preset's
-        # updates per env step, as overlapped sampling does.
-        config = config.training(
-            training_intensity=config.training_intensity
-            * num_runners
-            / (num_runners + 1)
-        )
-    config = (
-        config.learners(num_gpus_per_learner=1 if cuda_available() else 0)
-        .reporting(min_sample_timesteps_per_iteration=steps, min_time_s_per_iteration=0)
-        .debugging(seed=0)
     )
 
     def counts(result):
@@ -187,19 +171,20 @@ def runners_point(
     finally:
         algo.stop()
     env_steps = sampled - sampled0
+    syncs, sync_seconds = sections.get(SYNCH_WORKER_WEIGHTS_TIMER) or (0, 0.0)
+    staleness = "-"
+    if WEIGHTS_STALENESS_MEAN in result:
+        mean, most = result[WEIGHTS_STALENESS_MEAN], result[WEIGHTS_STALENESS_MAX]
+        staleness = f"{mean:.1f}/{most:.0f}"
     return {
         "env steps/s": env_steps / wall,
         # The driver process's CPU time (all its threads: Ray's too) per env step.
         "driver CPU ms per env step": 1e3 * cpu / max(env_steps, 1),
         "updates/s": (trained - trained0) / ATARI_BATCH / wall,
         "Learner busy": busy[1] / wall,
-        "staleness mean/max": (
-            f"{result[WEIGHTS_STALENESS_MEAN]:.1f}/{result[WEIGHTS_STALENESS_MAX]:.0f}"
-            if WEIGHTS_STALENESS_MEAN in result
-            else "-"
-        ),
+        "staleness mean/max": staleness,
         # Weight syncs to the EnvRunners, and the driver's ms per sync.
-        "weight syncs": _calls_and_ms_each(sections.get(SYNCH_WORKER_WEIGHTS_TIMER)),
+        "weight syncs": f"{syncs} ({1e3 * sync_seconds / max(syncs, 1):.1f} ms)",
         # The driver's wall time per env step in each loop section (ms).
         "sections": {
             label: 1e3 * sections.get(key, [0, 0.0])[1] / max(env_steps, 1)
@@ -224,12 +209,6 @@ def sampling_from_the_loop_timer(result, sections) -> None:
     if sampling[0] == 0 and mean is not None:
         calls = sections.get(REPLAY_BUFFER_ADD_DATA_TIMER, [0])[0]
         sampling[:] = [calls, calls * float(mean)]
-
-
-def _calls_and_ms_each(tally: Optional[List[float]]) -> str:
-    """`[calls, seconds]` of a loop section as "calls (ms each)"."""
-    calls, seconds = tally or (0, 0.0)
-    return f"{calls} ({1e3 * seconds / max(calls, 1):.1f} ms)"
 
 
 # What bounds a point (`point_bound`): its env steps/s reach this share of the
@@ -278,45 +257,51 @@ def point_bound(point: dict, ceiling: Optional[float], mode: str) -> str:
     )
 
 
-def runners_suite(
-    arms: List[str],
-    runner_counts: List[int],
-    steps: int,
-    envs_per_runner: Tuple[int, ...] = (1,),
-    preset: str = "rainbow",
-    modes: Tuple[str, ...] = RUNNER_MODES,
-    training_intensity: Optional[float] = None,
-    weights_sync_intervals: Tuple[int, ...] = (1,),
-    rounds: int = 1,
-    rollout_fragment_lengths: Tuple[Optional[int], ...] = (None,),
-) -> None:
+def point_specs(arms: List[str], args) -> List[dict]:
+    """Every point of one EnvRunner count: per request shape (each
+    `--rollout-fragment-length` with each `--envs-per-runner`, labelled `-f<L>`
+    and `-e<E>` where there are several of either), per mode and arm (the
+    ceiling once), overlapped once per `--weights-sync-interval` (labelled
+    `overlapped-k<K>` where there are several)."""
+    lengths, envs_counts = args.rollout_fragment_length, args.envs_per_runner
+    intervals = args.weights_sync_interval
+    specs = []
+    for length, envs in itertools.product(lengths, envs_counts):
+        shape = f"-f{length}" if len(lengths) > 1 else ""
+        shape += f"-e{envs}" if len(envs_counts) > 1 else ""
+        for mode in sorted(args.modes, key=RUNNER_MODES.index):
+            for arm in arms[:1] if mode == "ceiling" else arms:
+                for interval in intervals if mode == "overlapped" else [1]:
+                    several = mode == "overlapped" and len(intervals) > 1
+                    label = mode + (f"-k{interval}" if several else "") + shape
+                    specs.append({"mode": mode, "shape": shape, "label": label})
+                    specs[-1].update(arm=arm, interval=interval, length=length)
+                    specs[-1]["envs"] = envs
+    return specs
+
+
+def runners_suite(arms: List[str], args) -> None:
     """Every point of the scaling table, printed as it is measured (a timeout
-    keeps the rows so far), then what bounds each (`point_bound`). Overlapped
-    points run once per `weights_sync_intervals` entry (labelled
-    `overlapped-k<K>` where there are several). Every point runs once per
-    request shape: each `rollout_fragment_lengths` entry (None: the
-    preset's) with each `envs_per_runner` entry, labelled `-f<L>` and `-e<E>`
-    where there are several of either. With `rounds` > 1 each EnvRunner
-    count's points run that many times, in reverse order every other round;
-    `benchmarks/runners_plot.py` takes each point's median and draws the
-    table (of one request shape)."""
+    keeps the rows so far), then what bounds each (`point_bound`). With
+    `--rounds` > 1 each EnvRunner count's points run that many times, in
+    reverse order every other round; `benchmarks/runners_plot.py` takes each
+    point's median and draws the table (of one request shape)."""
     updates = "replayed from CUDA graphs" if cuda_available() else "eager (CPU)"
     intensity = (
         "the preset's training_intensity"
-        if training_intensity is None
-        else f"training_intensity={training_intensity:g}"
+        if args.training_intensity is None
+        else f"training_intensity={args.training_intensity:g}"
     )
-    intervals = ", ".join(str(k) for k in weights_sync_intervals)
-    envs = ", ".join(str(e) for e in envs_per_runner)
     fragments = ", ".join(
         "the preset's" if length is None else str(length)
-        for length in rollout_fragment_lengths
+        for length in args.rollout_fragment_length
     )
     print(
-        f"{RUNNER_PRESETS[preset]}; {intensity}; {envs} sub-env(s) "
-        f"per EnvRunner; rollout_fragment_length {fragments}; overlapped: "
-        f"weights_sync_interval {intervals}; Learner updates {updates}; "
-        f"{rounds} round(s)"
+        f"{RUNNER_PRESETS[args.preset]}; {intensity}; "
+        f"{', '.join(map(str, args.envs_per_runner))} sub-env(s) per EnvRunner; "
+        f"rollout_fragment_length {fragments}; overlapped: weights_sync_interval "
+        f"{', '.join(map(str, args.weights_sync_interval))}; Learner updates "
+        f"{updates}; {args.rounds} round(s)"
     )
     labels = list(loop_section_labels().values())
     print(
@@ -325,47 +310,19 @@ def runners_suite(
         f"driver ms per env step: {' / '.join(labels)} |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    # (mode, shape, label, arm, weights_sync_interval, fragment length, sub-envs)
-    specs = []
-    for length, envs in itertools.product(rollout_fragment_lengths, envs_per_runner):
-        shape = f"-f{length}" if len(rollout_fragment_lengths) > 1 else ""
-        shape += f"-e{envs}" if len(envs_per_runner) > 1 else ""
-        for mode in sorted(modes, key=RUNNER_MODES.index):
-            for arm in arms[:1] if mode == "ceiling" else arms:
-                if mode != "overlapped":
-                    specs.append((mode, shape, mode + shape, arm, 1, length, envs))
-                    continue
-                for interval in weights_sync_intervals:
-                    label = mode
-                    if len(weights_sync_intervals) > 1:
-                        label += f"-k{interval}"
-                    label += shape
-                    specs.append((mode, shape, label, arm, interval, length, envs))
-    # (EnvRunners, mode, shape, arm, label, point)
-    points: List[Tuple[int, str, str, str, str, dict]] = []
-    for num_runners in runner_counts:
-        for round_index in range(rounds):
-            for mode, shape, label, arm, interval, length, envs in specs[
-                :: -1 if round_index % 2 else 1
-            ]:
-                point = runners_point(
-                    arm,
-                    mode,
-                    num_runners,
-                    steps,
-                    envs,
-                    preset,
-                    training_intensity,
-                    interval,
-                    length,
-                )
-                points.append((num_runners, mode, shape, arm, label, point))
-                sections = " / ".join(
-                    f"{point['sections'][name]:.3f}" for name in labels
-                )
+    specs = point_specs(arms, args)
+    points = []  # (EnvRunners, spec, point)
+    for num_runners in args.runners:
+        for round_index in range(args.rounds):
+            for spec in specs[:: -1 if round_index % 2 else 1]:
+                mode, arm = spec["mode"], spec["arm"]
+                config = runners_config(args, arm, mode, num_runners, spec)
+                point = runners_point(config, mode)
+                points.append((num_runners, spec, point))
+                sections = " / ".join(f"{point['sections'][n]:.3f}" for n in labels)
                 print(
                     f"| {num_runners} | {arm if mode != 'ceiling' else '-'} | "
-                    f"{label} | {point['env steps/s']:.1f} | "
+                    f"{spec['label']} | {point['env steps/s']:.1f} | "
                     f"{point['driver CPU ms per env step']:.3f} | "
                     f"{point['updates/s']:.1f} | {point['Learner busy']:.0%} | "
                     f"{point['staleness mean/max']} | {point['weight syncs']} | "
@@ -373,15 +330,13 @@ def runners_suite(
                     flush=True,
                 )
     # The sampling-only ceiling of each EnvRunner count and request shape.
-    ceilings: Dict[Tuple[int, str], List[float]] = {}
-    for n, mode, shape, _, _, point in points:
-        if mode == "ceiling":
-            ceilings.setdefault((n, shape), []).append(point["env steps/s"])
+    ceilings: Dict[tuple, List[float]] = {}
+    for n, spec, point in points:
+        if spec["mode"] == "ceiling":
+            ceilings.setdefault((n, spec["shape"]), []).append(point["env steps/s"])
     print("\nWhat bounds each point:")
-    for num_runners, mode, shape, arm, label, point in points:
-        if mode != "ceiling":
-            ceiling = (
-                statistics.median(ceilings.get((num_runners, shape), [0.0])) or None
-            )
-            bound = point_bound(point, ceiling, mode)
-            print(f"- {num_runners} EnvRunners, {arm}, {label}: {bound}")
+    for n, spec, point in points:
+        if spec["mode"] != "ceiling":
+            ceiling = statistics.median(ceilings.get((n, spec["shape"]), [0.0]))
+            bound = point_bound(point, ceiling or None, spec["mode"])
+            print(f"- {n} EnvRunners, {spec['arm']}, {spec['label']}: {bound}")
