@@ -29,7 +29,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 # where the run had several weight sync intervals), the request shape (`-f32`,
 # `-e4` where it had several fragment lengths or sub-env counts), env steps/s,
 # driver CPU, updates/s, Learner busy (the columns after are not drawn).
-_ROW = re.compile(
+ROW = re.compile(
     r"^\|\s*(\d+)\s*\|\s*([\w-]+)\s*\|\s*(ceiling|lockstep|overlapped(?:-k\d+)?)"
     r"((?:-[fe]\d+)*)\s*\|"
     r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*(\d+)%\s*\|"
@@ -40,33 +40,25 @@ class Point(NamedTuple):
     runners: int
     arm: str  # "-" for the ceiling
     mode: str
+    shape: str  # the request shape's label suffix ("-f8-e4"), if any
     env_steps_per_s: float
     updates_per_s: float
     learner_busy: float  # share of the wall time
-    driver_cpu_ms: float = 0.0  # the driver's CPU ms per env step
-    shape: str = ""  # the request shape's label suffix ("-f8-e4"), if any
+    driver_cpu_ms: float  # the driver's CPU ms per env step
 
 
 def read_points(text: str) -> Tuple[List[Point], str]:
     """The table's points (the median of each point's rounds) and a title
     made of the run's header lines."""
-    rounds: Dict[Tuple[int, str, str, str], List[Point]] = {}
+    rounds: Dict[tuple, List[Point]] = {}
     header = []
     for line in text.splitlines():
-        match = _ROW.match(line)
+        match = ROW.match(line)
         if match:
             runners, arm, mode, shape, rate, cpu, updates, busy = match.groups()
-            point = Point(
-                int(runners),
-                arm,
-                mode,
-                float(rate),
-                float(updates),
-                int(busy) / 100,
-                float(cpu),
-                shape,
-            )
-            rounds.setdefault((point.runners, arm, mode, shape), []).append(point)
+            rates = float(rate), float(updates), int(busy) / 100, float(cpu)
+            point = Point(int(runners), arm, mode, shape, *rates)
+            rounds.setdefault(point[:4], []).append(point)
         elif line.startswith("runners: ") or "sub-env(s) per EnvRunner" in line:
             header.append(line.removeprefix("runners: "))
     if not rounds:
@@ -74,32 +66,52 @@ def read_points(text: str) -> Tuple[List[Point], str]:
             "no rows of `benchmarks/gpu.py --suite runners` found in the input"
         )
     points = [
-        Point(
-            runners,
-            arm,
-            mode,
-            statistics.median(p.env_steps_per_s for p in measured),
-            statistics.median(p.updates_per_s for p in measured),
-            statistics.median(p.learner_busy for p in measured),
-            statistics.median(p.driver_cpu_ms for p in measured),
-            shape,
-        )
-        for (runners, arm, mode, shape), measured in rounds.items()
+        Point(*key, *map(statistics.median, zip(*(p[4:] for p in measured))))
+        for key, measured in rounds.items()
     ]
     return points, "\n".join(header)
 
 
-def _shapes(points: List[Point]) -> List[str]:
+def shapes_of(points: List[Point]) -> List[str]:
     return list(dict.fromkeys(p.shape for p in points))
 
 
-def _steps_per_request(shape: str) -> Optional[int]:
-    """`rollout_fragment_length x sub-envs` of a shape like "-f8-e4" (None
-    where the shape leaves either at its default)."""
-    parts = dict(re.findall(r"-([fe])(\d+)", shape))
-    if "f" not in parts:
-        return None
-    return int(parts["f"]) * int(parts.get("e", 1))
+def arms_of(points: List[Point]) -> List[str]:
+    return list(dict.fromkeys(p.arm for p in points if p.mode != "ceiling"))
+
+
+def overlapped_modes(points: List[Point]) -> List[str]:
+    return list(dict.fromkeys(p.mode for p in points if p.mode.startswith("overl")))
+
+
+def series(points: List[Point], arm: str, mode: str, shape=None) -> Dict[int, Point]:
+    """`arm`'s `mode` points by EnvRunner count (the ceiling's for any arm), of
+    one request `shape` (None: any)."""
+    return {
+        p.runners: p
+        for p in points
+        if p.mode == mode
+        and (p.arm == arm or mode == "ceiling")
+        and shape in (None, p.shape)
+    }
+
+
+def rate_of(points, arm: str, mode: str, runners: int, shape=None) -> Optional[float]:
+    point = series(points, arm, mode, shape).get(runners)
+    return None if point is None else point.env_steps_per_s
+
+
+def ratio_of(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None or not b else a / b
+
+
+def cell(value: Optional[float], fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def markdown(columns: List[str], rows: List[List[str]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
 
 
 def shape_summary(points: List[Point]) -> str:
@@ -107,85 +119,40 @@ def shape_summary(points: List[Point]) -> str:
     count and shape, the sampling-only ceiling (env steps/s and the driver's
     CPU ms per env step) and each arm's points, each rate also against the
     first shape's."""
-    shapes = _shapes(points)
-    series = list(dict.fromkeys((p.arm, p.mode) for p in points if p.mode != "ceiling"))
-    columns = [
-        "EnvRunners",
-        "request shape",
-        "env steps per request",
-        "ceiling env steps/s",
-        "ceiling driver CPU ms per env step",
-        f"ceiling vs {shapes[0].lstrip('-')}",
-    ]
-    for arm, mode in series:
-        columns += [f"{arm} {mode}", f"{arm} {mode} vs {shapes[0].lstrip('-')}"]
-    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    found = {(p.runners, p.arm, p.mode, p.shape): p for p in points}
-
-    def rate(n: int, arm: str, mode: str, shape: str) -> Optional[float]:
-        point = found.get((n, arm, mode, shape))
-        return None if point is None else point.env_steps_per_s
-
+    shapes = shapes_of(points)
+    first = shapes[0].lstrip("-")
+    pairs = list(dict.fromkeys((p.arm, p.mode) for p in points if p.mode != "ceiling"))
+    columns = ["EnvRunners", "request shape", "env steps per request"]
+    columns += ["ceiling env steps/s", "ceiling driver CPU ms per env step"]
+    columns.append(f"ceiling vs {first}")
+    for arm, mode in pairs:
+        columns += [f"{arm} {mode}", f"{arm} {mode} vs {first}"]
+    rows = []
     for n in sorted({p.runners for p in points}):
         for shape in shapes:
-            ceiling = found.get((n, "-", "ceiling", shape))
-            ceiling_rate = rate(n, "-", "ceiling", shape)
-            cells = [
-                str(n),
-                shape.lstrip("-"),
-                _cell(_steps_per_request(shape), "{}"),
-                _cell(ceiling_rate),
-                _cell(None if ceiling is None else ceiling.driver_cpu_ms, "{:.3f}"),
-                _cell(
-                    _ratio(ceiling_rate, rate(n, "-", "ceiling", shapes[0])), "{:.2f}x"
-                ),
-            ]
-            for arm, mode in series:
-                point_rate = rate(n, arm, mode, shape)
-                cells += [
-                    _cell(point_rate),
-                    _cell(_ratio(point_rate, rate(n, arm, mode, shapes[0])), "{:.2f}x"),
-                ]
-            rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
-
-
-def _series(points: List[Point], arm: str, mode: str) -> Dict[int, Point]:
-    """`arm`'s `mode` points by EnvRunner count (the ceiling's for any arm)."""
-    return {
-        p.runners: p
-        for p in points
-        if p.mode == mode and (p.arm == arm or mode == "ceiling")
-    }
-
-
-def _arms(points: List[Point]) -> List[str]:
-    return list(dict.fromkeys(p.arm for p in points if p.mode != "ceiling"))
-
-
-def _overlapped_modes(points: List[Point]) -> List[str]:
-    return list(
-        dict.fromkeys(p.mode for p in points if p.mode.startswith("overlapped"))
-    )
-
-
-def _rate(points: List[Point], arm: str, mode: str, runners: int) -> Optional[float]:
-    point = _series(points, arm, mode).get(runners)
-    return None if point is None else point.env_steps_per_s
-
-
-def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return None if a is None or not b else a / b
-
-
-def _cell(value: Optional[float], fmt: str = "{:.1f}") -> str:
-    return "-" if value is None else fmt.format(value)
+            # `rollout_fragment_length x sub-envs` (none where the shape leaves
+            # the fragment length at the preset's)
+            parts = dict(re.findall(r"-([fe])(\d+)", shape))
+            per_request = (
+                int(parts["f"]) * int(parts.get("e", 1)) if "f" in parts else None
+            )
+            ceiling = series(points, "-", "ceiling", shape).get(n)
+            cells = [str(n), shape.lstrip("-"), cell(per_request, "{}")]
+            cells += [cell(rate_of(points, "-", "ceiling", n, shape))]
+            cells.append(cell(ceiling and ceiling.driver_cpu_ms, "{:.3f}"))
+            for arm, mode in [("-", "ceiling"), *pairs]:
+                if arm != "-":
+                    cells.append(cell(rate_of(points, arm, mode, n, shape)))
+                base = rate_of(points, arm, mode, n, shapes[0])
+                ratio = ratio_of(rate_of(points, arm, mode, n, shape), base)
+                cells.append(cell(ratio, "{:.2f}x"))
+            rows.append(cells)
+    return markdown(columns, rows)
 
 
 def summary(points: List[Point]) -> str:
     """A Markdown table: one row per EnvRunner count."""
-    arms = _arms(points)
-    overlapped = _overlapped_modes(points)
+    arms, overlapped = arms_of(points), overlapped_modes(points)
     counts = sorted({p.runners for p in points})
     columns = ["EnvRunners", "ceiling"]
     for arm in arms:
@@ -197,30 +164,23 @@ def summary(points: List[Point]) -> str:
     first = (arms[0], overlapped[0]) if arms and overlapped else None
     if first:
         columns.append(f"{first[0]} {first[1]} vs {counts[0]} EnvRunner(s)")
-    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    rows = []
     for n in counts:
-        cells = [str(n), _cell(_rate(points, "-", "ceiling", n))]
+        cells = [str(n), cell(rate_of(points, "-", "ceiling", n))]
         for arm in arms:
-            lockstep = _rate(points, arm, "lockstep", n)
-            cells.append(_cell(lockstep))
+            lockstep = rate_of(points, arm, "lockstep", n)
+            cells.append(cell(lockstep))
             for mode in overlapped:
-                rate = _rate(points, arm, mode, n)
-                cells += [_cell(rate), _cell(_ratio(rate, lockstep), "{:.2f}x")]
-        if len(arms) > 1:
-            cells += [
-                _cell(
-                    _ratio(
-                        _rate(points, arms[1], mode, n), _rate(points, arms[0], mode, n)
-                    ),
-                    "{:.2f}x",
-                )
-                for mode in overlapped
-            ]
+                rate = rate_of(points, arm, mode, n)
+                cells += [cell(rate), cell(ratio_of(rate, lockstep), "{:.2f}x")]
+        for mode in overlapped if len(arms) > 1 else []:
+            ratio = ratio_of(*(rate_of(points, arm, mode, n) for arm in arms[1::-1]))
+            cells.append(cell(ratio, "{:.2f}x"))
         if first:
-            base = _rate(points, *first, counts[0])
-            cells.append(_cell(_ratio(_rate(points, *first, n), base), "{:.2f}x"))
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+            base = rate_of(points, *first, counts[0])
+            cells.append(cell(ratio_of(rate_of(points, *first, n), base), "{:.2f}x"))
+        rows.append(cells)
+    return markdown(columns, rows)
 
 
 def plot(points: List[Point], title: str, output: Path) -> None:
@@ -231,32 +191,27 @@ def plot(points: List[Point], title: str, output: Path) -> None:
 
     counts = sorted({p.runners for p in points})
     fig, (rates, busy) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
-    ceiling = _series(points, "-", "ceiling")
+    ceiling = series(points, "-", "ceiling")
     if ceiling:
         xs = sorted(ceiling)
-        rates.plot(
-            xs,
-            [ceiling[n].env_steps_per_s for n in xs],
-            "k--",
-            marker="s",
-            label="sampling only (ceiling)",
-        )
+        ys = [ceiling[n].env_steps_per_s for n in xs]
+        rates.plot(xs, ys, "k--", marker="s", label="sampling only (ceiling)")
     # Lockstep dotted, overlapped solid (dashed, dash-dotted for further
     # weight sync intervals); one color per arm.
     line_styles = ["-", "--", "-."]
     styles = {"lockstep": ":"}
-    for i, mode in enumerate(_overlapped_modes(points)):
+    for i, mode in enumerate(overlapped_modes(points)):
         styles[mode] = line_styles[i % len(line_styles)]
-    for i, arm in enumerate(_arms(points)):
+    for i, arm in enumerate(arms_of(points)):
         for mode, style in styles.items():
-            series = _series(points, arm, mode)
-            if not series:
+            line = series(points, arm, mode)
+            if not line:
                 continue
-            xs = sorted(series)
+            xs = sorted(line)
             kwargs = {"color": f"C{i}", "linestyle": style, "marker": "o"}
             kwargs["label"] = f"{arm}, {mode}"
-            rates.plot(xs, [series[n].env_steps_per_s for n in xs], **kwargs)
-            busy.plot(xs, [100 * series[n].learner_busy for n in xs], **kwargs)
+            rates.plot(xs, [line[n].env_steps_per_s for n in xs], **kwargs)
+            busy.plot(xs, [100 * line[n].learner_busy for n in xs], **kwargs)
     busy.axhline(80, color="grey", linewidth=0.8)
     for ax, ylabel in ((rates, "env steps/s"), (busy, "Learner busy, % of wall time")):
         ax.set_xscale("log", base=2)
@@ -280,7 +235,7 @@ def main(argv=None) -> int:
     parser.add_argument("figure", type=Path, nargs="?", help="the PNG to write")
     args = parser.parse_args(argv)
     points, title = read_points(args.output.read_text())
-    if len(_shapes(points)) > 1:
+    if len(shapes_of(points)) > 1:
         print(shape_summary(points))
         if args.figure is not None:
             raise SystemExit(
