@@ -62,12 +62,10 @@ from gpu_runners import (
 from harness import (
     chosen_arms,
     cpu_model,
-    header,
     measure,
     print_arm_parts,
-    rates_table,
     ray_in_this_process,
-    rounds_line,
+    report_rates,
     suite_parser,
     take_turns,
     warmed_up,
@@ -251,20 +249,8 @@ def profile_suite(name: str, steps: int, out_dir: Path) -> None:
     print(f"top ops by host time: {path}")
 
 
-# -------------------------------------------------------------- report
 # The arms each suite's ratios are taken against, where they ran.
 REFERENCES = ("sb3-gpu", "sb3-cpu", "per-gpu", "per-gpu-graph", "floor-gpu")
-
-
-def report(suite, median: Dict[str, dict], args, load_before, arms) -> None:
-    print("\n" + header())
-    print(rounds_line(suite, args, f"{_machine()}; 1 torch thread", load_before))
-    for name, arm in arms.items():
-        # On a GPU Learner, "priorities" holds the wait for the update's kernels
-        # (its TD errors are read back there).
-        print_arm_parts(name, arm)
-    references = {ref: ref for ref in REFERENCES}
-    print("\n".join(rates_table(median, references, cpu_ratios=False)))
 
 
 # -------------------------------------------------------------- main
@@ -319,7 +305,20 @@ def main(argv=None) -> int:
                 return 1
             median = measure(arms, args.rounds, args.steps)
             graphs = {name: graph_status(arm) for name, arm in arms.items()}
-    report(args.suite, median, args, load_before, arms)
+    # On a GPU Learner, "priorities" holds the wait for the update's kernels
+    # (its TD errors are read back there).
+    machine = f"{_machine()}; 1 torch thread"
+    references = {ref: ref for ref in REFERENCES}
+    report_rates(
+        args.suite,
+        median,
+        args,
+        machine,
+        load_before,
+        arms,
+        references=references,
+        cpu_ratios=False,
+    )
     for name, status in graphs.items():
         if status:
             print(f"{name}: {status}")

@@ -269,6 +269,16 @@ def rounds_line(suite: str, args, machine: str, load_before: float) -> str:
 # ------------------------------------------------------ the tables
 
 
+def report_rates(suite, median, args, machine, load_before, arms, **table) -> None:
+    """A suite's output: the header, the rounds line, each arm's loop sections
+    and sampler parts, and the rates table (`table`: `rates_table`'s options)."""
+    print("\n" + header())
+    print(rounds_line(suite, args, machine, load_before))
+    for name, arm in arms.items():
+        print_arm_parts(name, arm)
+    print("\n".join(rates_table(median, **table)))
+
+
 def print_arm_parts(name: str, arm: Arm) -> None:
     """Where an RLlib arm's measured env steps spent their time: per section
     of our training loop, and the NERS sampler's parts (nothing for others)."""
@@ -376,15 +386,6 @@ def loop_section_methods(algo) -> Dict[str, List[Tuple[object, str]]]:
     """Per loop section, the public methods whose calls make it up, on an
     algorithm on our training loop (`uses_replay_loop`); empty on RLlib's own
     algorithms and on ours that fall back to RLlib's loop (they log why)."""
-    from ray.rllib.utils.metrics import (
-        ENV_RUNNER_SAMPLING_TIMER,
-        LEARNER_UPDATE_TIMER,
-        REPLAY_BUFFER_ADD_DATA_TIMER,
-        REPLAY_BUFFER_SAMPLE_TIMER,
-        REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
-        SYNCH_WORKER_WEIGHTS_TIMER,
-    )
-
     from rllib_ners.seam.algorithm import local_learner_of
 
     if not type(algo).__module__.startswith("rllib_ners."):
@@ -399,18 +400,18 @@ def loop_section_methods(algo) -> Dict[str, List[Tuple[object, str]]]:
     else:
         sampling = [(group.local_env_runner, "sample")]
     learner = local_learner_of(algo.learner_group)
-    sections = {
-        ENV_RUNNER_SAMPLING_TIMER: sampling,
-        REPLAY_BUFFER_ADD_DATA_TIMER: [(buffer, "add")],
-        REPLAY_BUFFER_SAMPLE_TIMER: [(buffer, "sample_batch")],
-        LEARNER_UPDATE_TIMER: [(learner or algo.learner_group, "update")],
-        REPLAY_BUFFER_UPDATE_PRIOS_TIMER: [(buffer, "update_priorities")],
-        SYNCH_WORKER_WEIGHTS_TIMER: [(group, "sync_weights")],
-    }
-    for key, methods in sections.items():
-        for owner, method in methods:
-            expect(owner, method, loop_section_labels()[key])
-    return sections
+    methods = [  # in the order of `loop_section_labels`
+        sampling,
+        [(buffer, "add")],
+        [(buffer, "sample_batch")],
+        [(learner or algo.learner_group, "update")],
+        [(buffer, "update_priorities")],
+        [(group, "sync_weights")],
+    ]
+    for label, owners in zip(loop_section_labels().values(), methods):
+        for owner, method in owners:
+            expect(owner, method, label)
+    return dict(zip(loop_section_labels(), methods))
 
 
 @contextlib.contextmanager

@@ -2,14 +2,12 @@
 
 Every arm of a suite does the same work: the same networks (sizes and
 activations), batch, learning rate, updates per env step, learning start and
-one env in one process with one torch thread. The arms take turns
-(`harness.measure`: `--rounds` chunks of `--steps` env steps each, the order
-rotating). Printed per arm, the medians over the rounds: env steps/s (wall
-clock) and per CPU second, updates/s, and the ratios to Stable-Baselines3 and
-to the floor; for the arms on our training loop, the ms per env step of each
-loop section, and for the NERS arms the sampler's scoring and REINFORCE steps.
-The floor (`baselines.py`) is the same network updates in a bare PyTorch loop
-on random batches plus bare env steps with random actions.
+one env in one process with one torch thread; the arms take turns
+(`harness.measure`). Printed per arm: env steps/s (wall clock and per CPU
+second), updates/s, the ratios to Stable-Baselines3 and to the floor (the same
+network updates in a bare PyTorch loop on random batches plus bare env steps
+with random actions: `baselines.py`), and for our training loop's arms the ms
+per env step of each loop section and the NERS sampler's steps.
 
 Suites
 ------
@@ -100,13 +98,10 @@ from harness import (
     Arm,
     chosen_arms,
     cpu_model,
-    header,
     loop_sections_into,
     measure,
-    print_arm_parts,
-    rates_table,
     ray_in_this_process,
-    rounds_line,
+    report_rates,
     suite_parser,
     time_sampler_parts,
     warmed_up,
@@ -399,17 +394,6 @@ BUILDERS = {
 
 
 # -------------------------------------------------------------- main
-def report(
-    suite: str, median: Dict[str, dict], args, load_before, arms: Dict[str, Arm]
-) -> None:
-    print("\n" + header())
-    machine = f"{cpu_model()}, {os.cpu_count()} cores, 1 torch thread"
-    print(rounds_line(suite, args, machine, load_before))
-    for name, arm in arms.items():
-        print_arm_parts(name, arm)
-    print("\n".join(rates_table(median, {"sb3": "SB3", "floor": "floor"})))
-
-
 def main(argv=None) -> int:
     parser = suite_parser(__doc__, SUITES)
     args = parser.parse_args(argv)
@@ -420,7 +404,11 @@ def main(argv=None) -> int:
         arms = BUILDERS[args.suite](names, args.steps)
         with warmed_up(arms):
             median = measure(arms, args.rounds, args.steps)
-    report(args.suite, median, args, load_before, arms)
+    machine = f"{cpu_model()}, {os.cpu_count()} cores, 1 torch thread"
+    references = {"sb3": "SB3", "floor": "floor"}
+    report_rates(
+        args.suite, median, args, machine, load_before, arms, references=references
+    )
     return 0
 
 
