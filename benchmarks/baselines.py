@@ -1,5 +1,6 @@
 """What `peers.py` and `gpu.py` measure our training loop against, with the
-settings every arm of a suite shares.
+settings every arm of a suite shares, and what `gpu.py`'s arms add: an arm
+name's device and switches (`on_device`), floors whose updates run on the GPU.
 
 Stable-Baselines3's SAC, DQN and TD3 on those settings, and the floor: the
 same network updates in a bare PyTorch loop on random batches (each written as
@@ -144,6 +145,55 @@ class FloorArm(Arm):
                 self.owed -= 1.0
                 updates += 1
         return steps, updates
+
+
+def on_device(config, name: str):
+    """`config` as a `gpu.py` arm's name asks (`<replay>-<device>[-graph]
+    [-act]`): the Learner on the GPU (`-gpu`) or the CPU (`-cpu`), updates
+    replayed from CUDA graphs, acting on the Learner's device. A `peers.py`
+    arm's name (no device) leaves it as it is."""
+    device = name.split("-")[1] if "-" in name else None
+    if device not in ("cpu", "gpu"):
+        return config
+    config = config.training(
+        cuda_graph_updates="-graph" in name,
+        act_on_learner_device=name.endswith("-act"),
+    )
+    return config.learners(num_gpus_per_learner=1 if device == "gpu" else 0)
+
+
+def synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+class DeviceFloorArm(FloorArm):
+    """A floor whose update runs asynchronously on the GPU: each chunk waits for
+    its last kernel, so the chunk's time holds all of its work."""
+
+    def run(self, steps: int) -> Tuple[int, int]:
+        counts = super().run(steps)
+        synchronize()
+        return counts
+
+
+def graph_captured(update):
+    """`update` captured once in a CUDA graph (after warm-up passes on a side
+    stream, as torch.cuda.graphs requires); returns the graph's replay."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            update()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        update()
+    return graph.replay
 
 
 def _mlp(sizes, activation):

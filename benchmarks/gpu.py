@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from gpu_arms import graph_status, synchronize
+from baselines import synchronize
 from gpu_runners import (
     add_runner_arguments,
     check_runner_arguments,
@@ -247,6 +247,29 @@ def profile_suite(name: str, steps: int, out_dir: Path) -> None:
     path = out_dir / f"profile_{name.replace('-', '_')}.txt"
     path.write_text(table)
     print(f"top ops by host time: {path}")
+
+
+def graph_status(arm) -> str:
+    """How an arm's Learner made its updates with `cuda_graph_updates`: its
+    captures and replays, or why it updated eagerly; "" for other arms."""
+    algo = getattr(arm, "algo", None)
+    if algo is None or not algo.config.cuda_graph_updates:
+        return ""
+    from rllib_ners.algorithms.common.learner.cuda_graph_updates import (
+        cuda_graph_update_blocker,
+    )
+    from rllib_ners.seam.algorithm import local_learner_of
+
+    learner = local_learner_of(algo.learner_group)
+    if learner.update_graphs is None:
+        return f"no CUDA graphs: {cuda_graph_update_blocker(learner)}"
+    graphs = learner.update_graphs
+    status = (
+        f"CUDA graphs: {graphs.num_captures} captured, {graphs.num_replays} replays"
+    )
+    if graphs.disabled_because is not None:
+        status += f"; then eager: {graphs.disabled_because}"
+    return status
 
 
 # The arms each suite's ratios are taken against, where they ran.

@@ -83,17 +83,19 @@ from baselines import (
     SAC_BATCH,
     SAC_ENV,
     SAC_LEARNING_STARTS,
+    DeviceFloorArm,
     FloorArm,
     SB3Arm,
     atari_floor_update,
     dqn_floor_update,
+    graph_captured,
+    on_device,
     sac_floor_update,
     sb3_dqn,
     sb3_sac,
     sb3_td3,
     td3_floor_update,
 )
-from gpu_arms import DeviceFloorArm, graph_captured, on_device
 from harness import (
     Arm,
     chosen_arms,
@@ -198,7 +200,7 @@ class HostFramesArm(RLlibArm):
 # ------------------------------------------------------------- suites
 def sac_arms(names: List[str], steps: int) -> Dict[str, Arm]:
     """The sac suite's arms; also `gpu.py`'s, whose names add a device and
-    switches (`gpu_arms.on_device`)."""
+    switches (`baselines.on_device`)."""
     import gymnasium as gym
     from ray.rllib.algorithms.sac import SACConfig
 
@@ -361,7 +363,7 @@ def td3_arms(names: List[str], steps: int) -> Dict[str, Arm]:
 
 def atari_arms(names: List[str], steps: int) -> Dict[str, Arm]:
     """The atari suite's arms; also `gpu.py`'s, whose names add a device and
-    switches (`gpu_arms.on_device`; `-hostframes`: `HostFramesArm`)."""
+    switches (`baselines.on_device`; `-hostframes`: `HostFramesArm`)."""
     from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
     from rllib_ners.env.atari import make_atari_env
 
