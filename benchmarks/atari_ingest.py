@@ -85,58 +85,37 @@ def measure(arms: Dict[str, Arm], rounds: int, steps: int) -> Dict[str, dict]:
     return take_turns(list(arms), rounds, chunk)
 
 
-def shipped_bytes(episodes) -> Dict[str, float]:
-    """Bytes of one `sample()` output as Ray serializes it, and their parts."""
+def shipped_bytes(shipped, packed: bool = False) -> Dict[str, float]:
+    """Bytes of one `sample()` output as Ray serializes it, and their parts:
+    episodes, or packed (`pack_fragments`: one column per field, no spaces)."""
     import ray
 
     context = ray._private.worker.global_worker.get_serialization_context()
-    total = context.serialize(episodes).total_bytes
-    steps = env_steps_of(episodes)
-    frame = episodes[0].observations.data[0].nbytes
-    frames = sum(len(e.observations.data) for e in episodes)
-
-    def pickled(value) -> int:
+    total, spaces, facts = context.serialize(shipped).total_bytes, 0, {}
+    if packed:
+        steps, observations = len(shipped), shipped.observations
+        frames, frame = len(observations), observations[0].nbytes
+    else:
+        steps, observations = env_steps_of(shipped), shipped[0].observations
+        frames = sum(len(e.observations.data) for e in shipped)
+        frame, observations = observations.data[0].nbytes, observations.data
+        facts["episodes"] = len(shipped)
+        facts["lookback"] = [e.observations.lookback for e in shipped]
+        # One pickle call memoizes a space shared by several episodes, as Ray's.
         buffers = []
-        head = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-        return len(head) + sum(b.raw().nbytes for b in buffers)
-
-    # One pickle call memoizes a space shared by several episodes, as Ray's does.
-    spaces = pickled([(e.observation_space, e.action_space) for e in episodes])
+        spaced = [(e.observation_space, e.action_space) for e in shipped]
+        head = pickle.dumps(spaced, protocol=5, buffer_callback=buffers.append)
+        spaces = len(head) + sum(b.raw().nbytes for b in buffers)
     return {
+        **facts,
         "steps": steps,
-        "episodes": len(episodes),
         "total": total,
         "frames": frames,
-        "frame_bytes": frame,
         "new": steps * frame,
         "repeated": (frames - steps) * frame,
         "spaces": spaces,
         "rest": total - frames * frame - spaces,
-        "lookback": [e.observations.lookback for e in episodes],
-        "obs": (
-            episodes[0].observations.data.dtype,
-            episodes[0].observations.data.shape,
-        ),
-    }
-
-
-def packed_bytes(packed) -> Dict[str, float]:
-    """Bytes of one `sample()` output packed (`pack_fragments`) as Ray
-    serializes it, and their parts (no spaces travel)."""
-    import ray
-
-    context = ray._private.worker.global_worker.get_serialization_context()
-    total = context.serialize(packed).total_bytes
-    steps, frames = len(packed), len(packed.observations)
-    frame = packed.observations[0].nbytes
-    return {
-        "steps": steps,
-        "total": total,
-        "frames": frames,
-        "new": steps * frame,
-        "repeated": (frames - steps) * frame,
-        "rest": total - frames * frame,
-        "obs": (packed.observations.dtype, packed.observations.shape),
+        "obs": (observations.dtype, observations.shape),
     }
 
 
@@ -324,22 +303,19 @@ def report(args, config, results, arms, facts, load_before) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", choices=PRESETS, default="rainbow")
-    parser.add_argument(
-        "--steps", type=int, default=1000, help="env steps per arm and round"
-    )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
+    add = parser.add_argument
+    add("--preset", choices=PRESETS, default="rainbow")
+    add("--steps", type=int, default=1000, help="env steps per arm and round")
+    add("--rounds", type=int, default=3)
+    add(
         "--envs",
         type=int,
         nargs="+",
         default=[1, 4],
         help="sub-envs per EnvRunner; the first is the path's",
     )
-    parser.add_argument(
-        "--bulk", type=int, default=8, help="sample() outputs per buffer add() call"
-    )
-    parser.add_argument(
+    add("--bulk", type=int, default=8, help="sample() outputs per buffer add() call")
+    add(
         "--no-remote",
         action="store_true",
         help="skip the remote EnvRunner (saves ~10 s)",
@@ -382,7 +358,7 @@ def run_arms(args):
             for k, v in ners_config.replay_buffer_config.items()
             if k in ("type", "capacity", "alpha", "frame_stack")
         }
-        facts["packed_bytes"] = packed_bytes(pack_fragments(fragments[-1]))
+        facts["packed_bytes"] = shipped_bytes(pack_fragments(fragments[-1]), True)
         later = {
             "ship-packed": ShipArm(fragments, packed=True),
             "ship": ShipArm(fragments),

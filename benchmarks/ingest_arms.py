@@ -52,7 +52,7 @@ class Arm:
     where = "driver"
 
     def warm_up(self, steps: int) -> None:
-        pass
+        self.run(steps)
 
     def run(self, steps: int):
         raise NotImplementedError
@@ -199,9 +199,6 @@ class ShipArm(Arm):
         self.fragments = fragments
         self.holder = Holder.remote(fragments, self.pack)
 
-    def warm_up(self, steps: int) -> None:
-        self.run(steps)
-
     def run(self, steps: int):
         import ray
 
@@ -251,9 +248,6 @@ class RemoteRunnerArm(Arm):
         self.packed = packed
         self.received = None
 
-    def warm_up(self, steps: int) -> None:
-        self.run(steps)
-
     def run(self, steps: int):
         from rllib_ners.algorithms.common.training.fragment_shipping import (
             sample_remote_fragments,
@@ -295,9 +289,6 @@ class AddArm(Arm):
         self.buffer, self.fragments, self.bulk = buffer, fragments, bulk
         self.packed = packed
         self.calls = 0
-
-    def warm_up(self, steps: int) -> None:
-        self.run(steps)
 
     def run(self, steps: int):
         self.calls += 1
@@ -342,9 +333,6 @@ class SampleArm(Arm):
         self.env_steps_per_update = env_steps_per_update
         self.channels_first = channels_first
         self.rng = np.random.default_rng(0)
-
-    def warm_up(self, steps: int) -> None:
-        self.run(steps)
 
     def run(self, steps: int):
         from rllib_ners.algorithms.common.training.columnar_replay import (
