@@ -2,18 +2,15 @@
 
 `rllib-ners study report` gives each arm's throughput from its runs' CPU time,
 which spreads by tens of percent between runs made hours apart on a shared
-machine: more than the arms differ. This measures the arms of a study task as
-`peers.py` measures the peers: every arm is the study's own config
-(`rllib_ners.study.runs.build_config`, tuning seed 0, one torch thread, no
-EnvRunner actors) in this one process, trained to a point of its run (`--at`,
-env steps), then the arms take turns (`harness.measure`), each training chunks
-of `--steps` env steps. With several `--at` points every arm trains on
-(untimed) and the rounds repeat there: the NERS arms' costs change along a run.
-Printed per task and point: env steps per second (wall clock) and per CPU
-second, updates per second, the ratios to uniform, and for the NERS arms the
-sampler's own parts (scoring, REINFORCE). An arm's cost is everything its
-`train()` does (`ners_reference`'s replay-reward episodes included), not the
-study's greedy evaluations.
+machine: more than the arms differ. Here every arm of a study task is the
+study's own config (`rllib_ners.study.runs.build_config`, tuning seed 0, one
+torch thread, no EnvRunner actors) in this one process, trained (untimed) to
+each point of its run in `--at` (env steps; the NERS arms' costs change along
+a run); there the arms take turns (`harness.measure`) training chunks of
+`--steps` env steps. Printed per task and point: `harness.rates_table` with
+the ratios to uniform and the NERS sampler's own parts (scoring, REINFORCE).
+An arm's cost is everything its `train()` does (`ners_reference`'s
+replay-reward episodes included), not the study's greedy evaluations.
 
 That is `--suite study` (the default). `--suite updates` times the replay
 methods on configs of their own, the arms taking turns the same way:
