@@ -187,8 +187,8 @@ class FastTorchLearner:
     def log_statistics(
         self, module_id: str, statistics: Dict[str, Callable[[], Any]]
     ) -> None:
-        """Logs window-1 statistics of an update under `(module_id, key)`, in
-        key order. Each is a function computing the value: in a deferred
+        """Logs window-1 statistics of an update under `(module_id, key)`.
+        Each is a function computing the value: in a deferred
         update only the iteration's last value is kept, so only it is
         computed."""
         # Recorded for a CUDA graph: logged again after each replay.

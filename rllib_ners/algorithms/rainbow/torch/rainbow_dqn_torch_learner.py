@@ -160,6 +160,5 @@ class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
             QF_MIN_KEY: lambda: torch.min(q_stats),
             TD_ERROR_MEAN_KEY: lambda: torch.mean(td_error),
         }
-        # In the key order RLlib's `log_dict` logs them (sorted).
-        self.log_statistics(module_id, dict(sorted(statistics.items())))
+        self.log_statistics(module_id, statistics)
         return total_loss
