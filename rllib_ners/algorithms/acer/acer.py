@@ -65,8 +65,8 @@ from rllib_ners.algorithms.common.config.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
-    check_learning_rates,
 )
+from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
 from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.common.training.training_ops import (
     pop_replay_feedback,
@@ -106,7 +106,7 @@ def _type_name(buffer_type) -> str:
         return repr(buffer_type)
 
 
-class ACERConfig(NERSConfigMixin, AlgorithmConfig):
+class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
     """Configuration of `ACER`.
 
     ```python
@@ -318,25 +318,8 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
         check_cnn_encoder_fits_observations(self)
 
     def _validate_acer_numbers(self) -> None:
-        def positive_int(name: str, value: Any) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise_config_error(
-                    self,
-                    f"{name} must be a positive integer, got {name}={value!r}. "
-                    f"Fix it with config.training({name}=...).",
-                )
-
-        def number_in(name: str, value: Any, rule: str, ok) -> None:
-            if not (
-                isinstance(value, (int, float)) and np.isfinite(value) and ok(value)
-            ):
-                raise_config_error(
-                    self,
-                    f"{name} must be {rule}, got {name}={value!r}. Fix it with "
-                    f"config.training({name}=...).",
-                )
-
-        positive_int("sequence_length", self.sequence_length)
+        """ACER's settings beyond their ranges (`SettingRangesMixin`): the batch
+        against `sequence_length` and the replay ratio's distribution."""
         batch = self.train_batch_size_per_learner
         if batch < self.sequence_length or batch % self.sequence_length:
             raise_config_error(
@@ -347,7 +330,6 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                 f"sequences). Set e.g. config.training(train_batch_size_per_learner="
                 f"{_SUGGESTED_SEQUENCES_PER_BATCH * self.sequence_length}).",
             )
-        number_in("replay_ratio", self.replay_ratio, ">= 0", lambda v: v >= 0)
         if self.replay_ratio_distribution not in REPLAY_RATIO_DISTRIBUTIONS:
             raise_config_error(
                 self,
@@ -365,19 +347,6 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
                 f"got {self.replay_ratio!r}. Use an integer or "
                 f"replay_ratio_distribution='poisson'.",
             )
-        number_in("truncation_c", self.truncation_c, "> 0", lambda v: v > 0)
-        number_in("retrace_c", self.retrace_c, "> 0", lambda v: v > 0)
-        number_in("entropy_coeff", self.entropy_coeff, ">= 0", lambda v: v >= 0)
-        number_in("q_loss_coeff", self.q_loss_coeff, "> 0", lambda v: v > 0)
-        number_in("tau", self.tau, "in (0, 1]", lambda v: 0 < v <= 1)
-        number_in("trust_region_delta", self.trust_region_delta, "> 0", lambda v: v > 0)
-        number_in("gamma", self.gamma, "in [0, 1]", lambda v: 0 <= v <= 1)
-        number_in(
-            "num_steps_sampled_before_learning_starts",
-            self.num_steps_sampled_before_learning_starts,
-            ">= 0",
-            lambda v: v >= 0,
-        )
 
     def _validate_replay_buffer(self) -> None:
         self.replay_buffer_config = our_replay_buffer_config(
@@ -389,7 +358,6 @@ class ACERConfig(NERSConfigMixin, AlgorithmConfig):
             f"'rllib_ners.NERSEpisodeReplayBuffer'",
         )
         buffer_config = self.replay_buffer_config
-        check_learning_rates(self, ("lr",))
         check_replay_buffer_config(self)
         capacity = buffer_config.get("capacity", _BUFFER_DEFAULT_CAPACITY)
         rollout = self.get_rollout_fragment_length() * self.num_envs_per_env_runner

@@ -5,7 +5,8 @@ TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 
 * `buffer_types`: this package's buffer types by name; a `type` resolved;
 * `buffer_config_checks`: `replay_buffer_config` checked in `validate()`;
-* `config_checks`: env-space checks (actions, frame stack, CNN), learning rates;
+* `config_checks`: env-space checks (actions, frame stack, CNN);
+* `setting_ranges`: the numeric settings' ranges, one table (`SettingRangesMixin`);
 * `rllib_validation`: RLlib's own `validate()`, its TypeErrors as ValueErrors;
 * `fast_paths_config`: the fast paths' switches (`FastPathsConfigMixin`);
 * `resources`: CPU threads for a local Learner (the tuned examples).

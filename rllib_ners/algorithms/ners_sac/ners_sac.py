@@ -40,10 +40,10 @@ from rllib_ners.algorithms.common.config.buffer_types import (
 from rllib_ners.algorithms.common.config.config_checks import (
     check_bounded_box_actions,
     check_frame_stack_fits_observations,
-    check_learning_rates,
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
+from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
 from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
@@ -88,7 +88,12 @@ class SACConfigTakingOurBuffers(SACConfig):
             self.replay_buffer_config = buffer_config
 
 
-class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfigTakingOurBuffers):
+class NERSSACConfig(
+    SettingRangesMixin,
+    NERSConfigMixin,
+    FastPathsConfigMixin,
+    SACConfigTakingOurBuffers,
+):
     """SAC config with the NERS sampler; `.ners(...)` holds the sampler's settings.
 
     Defaults are `SACConfig`'s, except the replay buffer: the NERS buffer
@@ -207,17 +212,6 @@ class NERSSACConfig(NERSConfigMixin, FastPathsConfigMixin, SACConfigTakingOurBuf
                 f"config.training(critic_loss='mse') (the SAC paper's), 'huber' "
                 f"(RLlib's, and LAP's) or 'pal' (PAL's).",
             )
-        if not (
-            isinstance(self.pal_alpha, (int, float))
-            and not isinstance(self.pal_alpha, bool)
-            and self.pal_alpha >= 0
-        ):
-            raise_config_error(
-                self,
-                f"pal_alpha={self.pal_alpha!r} must be a number >= 0; set "
-                f"config.training(pal_alpha=0.4).",
-            )
-        check_learning_rates(self, ("actor_lr", "critic_lr", "alpha_lr"))
         check_replay_buffer_config(self)
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)

@@ -39,10 +39,10 @@ from rllib_ners.algorithms.common.config.config_checks import (
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
-    check_learning_rates,
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
+from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
 from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.seam.config import (
@@ -69,7 +69,9 @@ def _schedule(epsilon: Any):
     return [(int(t), float(value)) for t, value in epsilon]
 
 
-class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig):
+class RainbowDQNConfig(
+    SettingRangesMixin, FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig
+):
     """`DQNConfig` whose `noisy`, `sigma0`, `adam_epsilon` and `hiddens` work.
 
     Defaults are DQNConfig's (double Q and dueling on, the rest off), except
@@ -164,7 +166,6 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
         # largest n, our buffers still draw the whole range.
         with rllib_validation(self):
             super().validate()
-        check_learning_rates(self, ("lr",))
         self._validate_rainbow_settings()
 
     def _validate_rainbow_settings(self) -> None:
@@ -185,15 +186,6 @@ class RainbowDQNConfig(FastPathsConfigMixin, ModelConfigIncludesHook, DQNConfig)
                     f"config.training(epsilon=0.0), or use noisy=False for "
                     f"epsilon-greedy exploration.",
                 )
-        if self.sigma0 is None or not self.sigma0 >= 0.0:
-            raise_config_error(
-                self, f"sigma0 must be >= 0, got sigma0={self.sigma0!r}."
-            )
-        if not (self.adam_epsilon is not None and self.adam_epsilon > 0.0):
-            raise_config_error(
-                self,
-                f"adam_epsilon must be > 0, got adam_epsilon={self.adam_epsilon!r}.",
-            )
         if self.hiddens is not None:
             heads = self.model_config.get("head_fcnet_hiddens")
             if list(heads) != list(self.hiddens):

@@ -52,11 +52,9 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     NERS_BUFFER_TYPE,
 )
-from rllib_ners.algorithms.common.config.config_checks import (
-    check_bounded_box_actions,
-    check_learning_rates,
-)
+from rllib_ners.algorithms.common.config.config_checks import check_bounded_box_actions
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
+from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
 from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
@@ -69,7 +67,11 @@ CRITIC_LOSSES = ("mse", "huber", "pal")
 
 
 class TD3Config(
-    NERSConfigMixin, FastPathsConfigMixin, ModelConfigIncludesHook, AlgorithmConfig
+    SettingRangesMixin,
+    NERSConfigMixin,
+    FastPathsConfigMixin,
+    ModelConfigIncludesHook,
+    AlgorithmConfig,
 ):
     """TD3's settings (see the module docstring); `.ners(...)` holds the NERS
     sampler's settings when the replay buffer is the NERS buffer.
@@ -302,55 +304,14 @@ class TD3Config(
             )
 
     def _validate_td3_settings(self) -> None:
-        """TD3's own settings: types, ranges, and the loss/replay pairing."""
-        positive_ints = ("policy_delay",)
-        non_negative_ints = (
-            "random_timesteps",
-            "num_steps_sampled_before_learning_starts",
-        )
-        for name in positive_ints + non_negative_ints:
-            value = getattr(self, name)
-            low = 1 if name in positive_ints else 0
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise_config_error(
-                    self,
-                    f"{name}={value!r} must be an int >= {low}; set "
-                    f"config.training({name}=...).",
-                )
-        for name in ("target_noise", "target_noise_clip", "exploration_noise"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value >= 0:
-                raise_config_error(
-                    self,
-                    f"{name}={value!r} must be a number >= 0; set "
-                    f"config.training({name}=...).",
-                )
-        check_learning_rates(self, ("actor_lr", "critic_lr"))
-        for name in ("tau",):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value > 0:
-                raise_config_error(
-                    self,
-                    f"{name}={value!r} must be a number > 0; set "
-                    f"config.training({name}=...).",
-                )
-        if not self.tau <= 1:
-            raise_config_error(
-                self,
-                f"tau={self.tau!r} must be in (0, 1]; set config.training(tau=...).",
-            )
+        """TD3's own settings beyond their ranges (`SettingRangesMixin`): the
+        critic loss and the agents."""
         if self.critic_loss not in CRITIC_LOSSES:
             raise_config_error(
                 self,
                 f"critic_loss={self.critic_loss!r} is not a TD3 critic loss; use "
                 f"config.training(critic_loss='mse') (the TD3 paper's), 'huber' "
                 f"(LAP's) or 'pal' (PAL's).",
-            )
-        if not isinstance(self.pal_alpha, (int, float)) or not self.pal_alpha >= 0:
-            raise_config_error(
-                self,
-                f"pal_alpha={self.pal_alpha!r} must be a number >= 0; set "
-                f"config.training(pal_alpha=0.4).",
             )
         if self.is_multi_agent:
             raise_config_error(

@@ -9,7 +9,6 @@ before anything starts.
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import gymnasium as gym
@@ -114,41 +113,3 @@ def check_cnn_encoder_fits_observations(config) -> None:
             cnn_output_dim(spaces[0].shape, kind)
     except ValueError as error:
         raise_config_error(config, f"{error} (env {config.env!r}; set in model_config)")
-
-
-def check_learning_rates(config, names) -> None:
-    """Each learning rate in `names` must be a number > 0 or a schedule of
-    `[timestep, rate]` pairs with rates > 0 (a rate <= 0 would train by
-    gradient ascent, or not at all)."""
-    for name in names:
-        value = getattr(config, name)
-        if _positive_rate(value) or _positive_schedule(value):
-            continue
-        raise_config_error(
-            config,
-            f"{name}={value!r} is not a learning rate: use a number > 0 (or a "
-            f"schedule of [timestep, rate] pairs with rates > 0), e.g. "
-            f"config.training({name}=3e-4).",
-        )
-
-
-def _positive_rate(value) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
-
-
-def _positive_schedule(value) -> bool:
-    return (
-        isinstance(value, (list, tuple))
-        and len(value) > 0
-        and all(
-            isinstance(point, (list, tuple))
-            and len(point) == 2
-            and _positive_rate(point[1])
-            for point in value
-        )
-    )

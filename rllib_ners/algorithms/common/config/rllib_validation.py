@@ -9,8 +9,9 @@ fails the same way for a list, as Tune's JSON round trips hand it back).
 
 `rllib_validation(config)` wraps the parent's `validate()`:
 
-* `n_step` and `rollout_fragment_length` are checked first, with a
-  ValueError naming them and the fix;
+* `n_step` is checked first, with a ValueError naming it and the fix
+  (`rollout_fragment_length`'s range is in `setting_ranges`, which our
+  configs check before RLlib's checks run);
 * while RLlib's checks run, `n_step` is the largest n of its range: what RLlib
   can compare, and what the range needs (our buffers draw `lo..hi` inclusive);
   a list comes back as a tuple;
@@ -24,7 +25,6 @@ from typing import Iterator
 
 from rllib_ners.replay_buffers.n_step import normalize_n_step
 from rllib_ners.seam.config import raise_config_error
-from rllib_ners.utils.checks import is_positive_int
 
 
 @contextlib.contextmanager
@@ -32,7 +32,6 @@ def rllib_validation(config) -> Iterator[None]:
     """Runs the enclosed RLlib `validate()` with comparable settings (see the
     module docstring); raises config errors (`raise_config_error`)."""
     check_n_step_setting(config)
-    check_rollout_fragment_length(config)
     n_step = config.n_step
     if isinstance(n_step, (tuple, list)):
         config.n_step = normalize_n_step(n_step)[1]
@@ -58,16 +57,4 @@ def check_n_step_setting(config) -> None:
             config,
             f"{error} Set it with config.training(n_step=3) or a range, e.g. "
             f"config.training(n_step=(2, 5)) (both ends inclusive).",
-        )
-
-
-def check_rollout_fragment_length(config) -> None:
-    """`rollout_fragment_length` must be "auto" or an int >= 1."""
-    value = config.rollout_fragment_length
-    if value != "auto" and not is_positive_int(value):
-        raise_config_error(
-            config,
-            f"rollout_fragment_length must be 'auto' or an integer >= 1, got "
-            f"rollout_fragment_length={value!r}. Try "
-            f"config.env_runners(rollout_fragment_length='auto').",
         )

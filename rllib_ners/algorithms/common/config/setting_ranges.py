@@ -1,0 +1,587 @@
+"""The ranges of the configs' numeric settings: one table, checked in `validate()`.
+
+RLlib's configs take any number for most settings and train with it:
+`gamma=1.5`, `tau=-0.1` or a train batch larger than the replay buffer build
+and run an iteration without a word. `SETTING_RANGES` gives every numeric
+setting of this package's configs (`RainbowDQNConfig`, `NERSDQNConfig`,
+`NERSSACConfig`, `TD3Config`, `DDPGConfig`, `ACERConfig`), and of RLlib's
+settings they pass on, its range; `SettingRangesMixin` checks them first in
+`validate()`, and a value out of range raises a config error
+(`raise_config_error`) that names the setting and a valid value:
+
+    gamma=1.5 is not a discount factor: use a number in [0, 1] (the weight of
+    the next state's value in the return), e.g. config.training(gamma=0.99).
+
+A rule covers a config when the config has the setting and, where the rule
+names configs, one of them is among the config's classes (`DQNConfig` covers
+`RainbowDQNConfig` and `NERSDQNConfig`, `TD3Config` covers `DDPGConfig`).
+A `None` or "auto" RLlib allows stays allowed (`allowed`); a setting RLlib
+lets be a schedule `[[timestep, value], ...]` has every value checked.
+
+Numeric settings with checks of their own, each with an error naming the
+setting:
+
+* `n_step` (in the table too): Rainbow's and NERS-DQN's `validate()` check it
+  first, with our buffers' n-step error (`rllib_validation`);
+* `max_weights_staleness`, `weights_sync_interval`: `FastPathsConfigMixin`
+  (ints >= 1, checked against each other);
+* the `.ners(...)` settings: `rllib_ners.NERSSettings`;
+* our buffers' other `replay_buffer_config` keys (`min_priority`,
+  `beta_final`, `beta_annealing_timesteps`, `frame_stack`, ...): the buffer
+  class itself, probed by `buffer_config_checks.check_replay_buffer_config`;
+* ACER's train batch against `sequence_length` and the buffer's capacity:
+  `ACERConfig` (stricter than the batch rule of the other configs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any, Optional, Tuple, Union
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.utils.annotations import override
+
+from rllib_ners.replay_buffers.buffer_settings import MIN_CAPACITY
+from rllib_ners.seam.config import raise_config_error
+
+# A bound: a number, or the name of another setting whose value bounds this
+# one (skipped while that setting is unset).
+Bound = Union[None, float, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingRange:
+    """One rule of `SETTING_RANGES`.
+
+    Attributes:
+        setting: The config attribute, e.g. "gamma".
+        what: What a valid value is, for the error: "gamma=1.5 is not {what}".
+        why: What the setting does, which the bounds follow from.
+        example: A valid value, shown in the error's fix.
+        low, high: The bounds (None: unbounded), numbers or the name of
+            another setting (`name`, e.g. "replay_buffer_config['capacity']").
+        low_open, high_open: Whether the bound itself is excluded.
+        integer: Whether the value must be an int (a bool is not).
+        integral_floats: With `integer`: an integral float (5000.0, as Tune's
+            quantised search spaces hand out) passes too.
+        allowed: Values allowed besides the range (RLlib's None or "auto").
+        schedule: Whether RLlib takes a schedule `[[timestep, value], ...]`
+            for it (every value must then lie in the range).
+        n_step_range: Whether an inclusive range `(lo, hi)` of values is
+            allowed (our buffers draw n from it).
+        key: A `replay_buffer_config` key: the rule checks
+            `config.replay_buffer_config[key]` (`setting` is then
+            "replay_buffer_config").
+        configs: Names of the config classes the rule covers (a config
+            whose class or a base class has one of these names); empty:
+            every config with the setting.
+        method: The config method that sets it ("training", "env_runners").
+    """
+
+    setting: str
+    what: str
+    why: str
+    example: Any
+    low: Bound = None
+    high: Bound = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    integral_floats: bool = False
+    allowed: Tuple[Any, ...] = ()
+    schedule: bool = False
+    n_step_range: bool = False
+    key: Optional[str] = None
+    configs: Tuple[str, ...] = ()
+    method: str = "training"
+
+    @property
+    def name(self) -> str:
+        """The setting as a user writes it in an error's fix."""
+        if self.key is None:
+            return self.setting
+        return f"{self.setting}['{self.key}']"
+
+
+_REPLAY = "replay_buffer_config"
+_CAPACITY = f"{_REPLAY}['capacity']"
+_DQN, _SAC, _TD3, _ACER = "DQNConfig", "SACConfig", "TD3Config", "ACERConfig"
+_POLYAK = "the share of the online weights in each Polyak update of the targets"
+
+SETTING_RANGES: Tuple[SettingRange, ...] = (
+    # --- RLlib's settings, as every config of ours passes them on.
+    SettingRange(
+        "gamma",
+        "a discount factor",
+        "the weight of the next state's value in the return",
+        0.99,
+        low=0.0,
+        high=1.0,
+    ),
+    SettingRange(
+        "lr",
+        "a learning rate",
+        "a rate <= 0 would train by gradient ascent, or not at all",
+        3e-4,
+        low=0.0,
+        low_open=True,
+        schedule=True,
+        # SAC's and TD3's learning rates are the ones below; RLlib's SAC
+        # refuses any `lr` itself.
+        configs=(_DQN, _ACER),
+    ),
+    *(
+        SettingRange(
+            name,
+            "a learning rate",
+            "a rate <= 0 would train by gradient ascent, or not at all",
+            3e-4,
+            low=0.0,
+            low_open=True,
+            schedule=True,
+            configs=configs,
+        )
+        for name, configs in (
+            ("actor_lr", (_SAC, _TD3)),
+            ("critic_lr", (_SAC, _TD3)),
+            ("alpha_lr", (_SAC,)),
+        )
+    ),
+    SettingRange(
+        "tau",
+        "a Polyak rate",
+        f"{_POLYAK} (ACER: of the average policy network); 1 copies them",
+        0.005,
+        low=0.0,
+        high=1.0,
+        low_open=True,
+    ),
+    SettingRange(
+        "grad_clip",
+        "a gradient clipping threshold",
+        "None does not clip",
+        40.0,
+        low=0.0,
+        low_open=True,
+        allowed=(None,),
+    ),
+    SettingRange(
+        "num_steps_sampled_before_learning_starts",
+        "a number of env steps",
+        "env steps sampled before the first update",
+        1000,
+        low=0,
+        integer=True,
+    ),
+    SettingRange(
+        "training_intensity",
+        "a replay ratio",
+        "replayed per sampled env steps; None: one batch per rollout fragment",
+        1.0,
+        low=0.0,
+        low_open=True,
+        allowed=(None,),
+    ),
+    SettingRange(
+        "target_network_update_freq",
+        "a target network update period",
+        "env steps between target network updates; 0: after every update",
+        500,
+        low=0,
+        integer=True,
+        # TD3 updates its targets every `policy_delay` updates instead.
+        configs=(_DQN, _SAC),
+    ),
+    SettingRange(
+        "n_step",
+        "an n-step setting",
+        "the steps of each n-step return, or an inclusive range to draw n from",
+        3,
+        low=1,
+        integer=True,
+        integral_floats=True,
+        allowed=(None,),
+        n_step_range=True,
+    ),
+    SettingRange(
+        "rollout_fragment_length",
+        "a rollout fragment length",
+        "env steps per EnvRunner sample; 'auto' derives it from the config",
+        "auto",
+        low=1,
+        integer=True,
+        integral_floats=True,
+        allowed=("auto",),
+        method="env_runners",
+    ),
+    # --- replay_buffer_config, whichever buffer (ours check the rest).
+    SettingRange(
+        _REPLAY,
+        "a replay buffer capacity",
+        "one step and its next observation need two slots",
+        50000,
+        low=MIN_CAPACITY,
+        integer=True,
+        integral_floats=True,
+        key="capacity",
+    ),
+    SettingRange(
+        _REPLAY,
+        "a priority exponent",
+        "0 samples uniformly, 1 fully by priority",
+        0.6,
+        low=0.0,
+        key="alpha",
+    ),
+    SettingRange(
+        _REPLAY,
+        "an importance-sampling exponent",
+        "0 corrects nothing, 1 fully; None: 0",
+        0.4,
+        low=0.0,
+        high=1.0,
+        allowed=(None,),
+        key="beta",
+    ),
+    # After the capacity's own rule, which bounds it.
+    SettingRange(
+        "train_batch_size_per_learner",
+        "a train batch size for this replay buffer",
+        "a batch larger than the buffer repeats stored transitions in every "
+        "batch; raise the capacity or lower the batch",
+        256,
+        low=1,
+        high=_CAPACITY,
+        integer=True,
+        configs=(_DQN, _SAC, _TD3),
+    ),
+    SettingRange(
+        "train_batch_size_per_learner",
+        "a train batch size",
+        "env steps per update, a multiple of sequence_length; ACER checks it "
+        "against the buffer's capacity itself",
+        320,
+        low=1,
+        integer=True,
+        configs=(_ACER,),
+    ),
+    # --- DQN's (RainbowDQNConfig, NERSDQNConfig).
+    SettingRange(
+        "epsilon",
+        "an exploration rate",
+        "the probability of a random action",
+        0.05,
+        low=0.0,
+        high=1.0,
+        schedule=True,
+        configs=(_DQN,),
+    ),
+    SettingRange(
+        "adam_epsilon",
+        "an Adam epsilon",
+        "Adam divides by sqrt(v) + adam_epsilon",
+        1.5e-4,
+        low=0.0,
+        low_open=True,
+        configs=(_DQN,),
+    ),
+    SettingRange(
+        "sigma0",
+        "a noise scale",
+        "the noisy layers' initial noise; 0 starts noiseless",
+        0.5,
+        low=0.0,
+        configs=(_DQN,),
+    ),
+    SettingRange(
+        "num_atoms",
+        "a number of atoms",
+        "C51's atoms per action; 1 is a scalar Q-value",
+        51,
+        low=1,
+        integer=True,
+        configs=(_DQN,),
+    ),
+    SettingRange(
+        "v_min",
+        "a return bound",
+        "the lowest return of C51's support",
+        -10.0,
+        configs=(_DQN,),
+    ),
+    SettingRange(
+        "v_max",
+        "a return bound above v_min",
+        "the highest return of C51's support",
+        10.0,
+        low="v_min",
+        low_open=True,
+        configs=(_DQN,),
+    ),
+    # --- SAC's (NERSSACConfig).
+    SettingRange(
+        "initial_alpha",
+        "an entropy temperature",
+        "the entropy bonus's starting weight, learned in log space",
+        1.0,
+        low=0.0,
+        low_open=True,
+        configs=(_SAC,),
+    ),
+    SettingRange(
+        "target_entropy",
+        "a target entropy",
+        "'auto' is -(action dimensions)",
+        "auto",
+        allowed=("auto",),
+        configs=(_SAC,),
+    ),
+    SettingRange(
+        "pal_alpha",
+        "a PAL exponent",
+        "LAP's priority exponent that PAL's loss reweights by",
+        0.4,
+        low=0.0,
+        configs=(_SAC, _TD3),
+    ),
+    # --- TD3's (TD3Config, DDPGConfig).
+    SettingRange(
+        "policy_delay",
+        "a policy delay",
+        "critic updates per actor and target update",
+        2,
+        low=1,
+        integer=True,
+        configs=(_TD3,),
+    ),
+    *(
+        SettingRange(
+            name,
+            "a noise scale",
+            f"{why}, in units of the [-1, 1] action range",
+            example,
+            low=0.0,
+            configs=(_TD3,),
+        )
+        for name, why, example in (
+            ("target_noise", "the std of the target policy smoothing noise", 0.2),
+            ("target_noise_clip", "the bound of the smoothing noise", 0.5),
+            ("exploration_noise", "the std of the acting noise", 0.1),
+        )
+    ),
+    SettingRange(
+        "random_timesteps",
+        "a number of env steps",
+        "env steps of uniform random actions before the actor acts",
+        10000,
+        low=0,
+        integer=True,
+        configs=(_TD3,),
+    ),
+    # --- ACER's.
+    SettingRange(
+        "sequence_length",
+        "a sequence length",
+        "steps per replayed sequence",
+        20,
+        low=1,
+        integer=True,
+        configs=(_ACER,),
+    ),
+    SettingRange(
+        "replay_ratio",
+        "a replay ratio",
+        "off-policy updates per on-policy update; 0 is on-policy ACER",
+        4.0,
+        low=0.0,
+        configs=(_ACER,),
+    ),
+    *(
+        SettingRange(name, what, why, example, low=0.0, low_open=True, configs=(_ACER,))
+        for name, what, why, example in (
+            (
+                "truncation_c",
+                "a truncation bound",
+                "c of the truncated importance weight min(c, rho)",
+                10.0,
+            ),
+            (
+                "retrace_c",
+                "a trace truncation bound",
+                "the Retrace traces are min(retrace_c, rho)",
+                1.0,
+            ),
+            ("q_loss_coeff", "a loss weight", "the weight of the critic loss", 0.5),
+            (
+                "trust_region_delta",
+                "a trust region size",
+                "the most the linearised KL to the average policy may grow",
+                1.0,
+            ),
+        )
+    ),
+    SettingRange(
+        "entropy_coeff",
+        "an entropy weight",
+        "the weight of the policy's entropy bonus; 0 drops it",
+        0.01,
+        low=0.0,
+        configs=(_ACER,),
+    ),
+)
+
+
+class SettingRangesMixin:
+    """Checks `SETTING_RANGES` at the start of `validate()`, before the parent
+    config's checks (list it first among the config's bases)."""
+
+    @override(AlgorithmConfig)
+    def validate(self) -> None:
+        check_setting_ranges(self)
+        super().validate()
+
+
+def check_setting_ranges(config) -> None:
+    """Raises a config error (`raise_config_error`) for the first setting of
+    `config` out of its range in `SETTING_RANGES`."""
+    config_classes = {cls.__name__ for cls in type(config).__mro__}
+    for rule in SETTING_RANGES:
+        if rule.configs and config_classes.isdisjoint(rule.configs):
+            continue
+        value = setting_value(config, rule.name)
+        if value is UNSET or _fits(rule, value, config):
+            continue
+        raise_config_error(config, _range_error(rule, value, config))
+
+
+# What `setting_value` returns for a setting the config does not have.
+UNSET = object()
+
+
+def setting_value(config, name: str) -> Any:
+    """The value of setting `name` ("gamma", "replay_buffer_config['alpha']"),
+    or `UNSET` when the config does not have it."""
+    if name.startswith(f"{_REPLAY}['"):
+        buffer_config = getattr(config, _REPLAY, None) or {}
+        return buffer_config.get(name[len(_REPLAY) + 2 : -2], UNSET)
+    return getattr(config, name, UNSET)
+
+
+def _fits(rule: SettingRange, value: Any, config) -> bool:
+    if any(_is_same(value, allowed) for allowed in rule.allowed):
+        return True
+    if rule.schedule and isinstance(value, (list, tuple)):
+        return len(value) > 0 and all(
+            isinstance(point, (list, tuple))
+            and len(point) == 2
+            and _is_number(point[0])
+            and point[0] >= 0
+            and _in_range(rule, point[1], config)
+            for point in value
+        )
+    if rule.n_step_range and isinstance(value, (list, tuple)):
+        return (
+            len(value) == 2
+            and all(_in_range(rule, end, config) for end in value)
+            and value[0] <= value[1]
+        )
+    return _in_range(rule, value, config)
+
+
+def _is_same(value: Any, allowed: Any) -> bool:
+    """`value` is the allowed None or string (not a number equal to it)."""
+    return value is allowed or (isinstance(value, str) and value == allowed)
+
+
+def _in_range(rule: SettingRange, value: Any, config) -> bool:
+    if not _is_number(value):
+        return False
+    if rule.integer and not (
+        isinstance(value, numbers.Integral)
+        or (rule.integral_floats and float(value).is_integer())
+    ):
+        return False
+    low, high = _bound(rule.low, config), _bound(rule.high, config)
+    if low is not None and (value <= low if rule.low_open else value < low):
+        return False
+    return high is None or (value < high if rule.high_open else value <= high)
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+def _bound(bound: Bound, config) -> Optional[float]:
+    """A bound's number; None when unbounded or the bounding setting is unset
+    (or no number: its own rule reports it)."""
+    if not isinstance(bound, str):
+        return bound
+    value = setting_value(config, bound)
+    return value if _is_number(value) else None
+
+
+def _range_error(rule: SettingRange, value: Any, config) -> str:
+    """The error for `value` of `rule.name` out of range: the rule, what the
+    setting does, and a valid value in the call that sets it."""
+    return (
+        f"{rule.name}={value!r} is not {rule.what}: use {_range_text(rule, config)} "
+        f"({rule.why}), e.g. {_fix(rule, valid_example(rule, config))}."
+    )
+
+
+def _range_text(rule: SettingRange, config=None) -> str:
+    """The rule's range in words, e.g. "a number in (0, 1]", "None or an
+    integer >= 0"; a bounding setting with its value where `config` has one."""
+    kind = "an integer" if rule.integer else "a number"
+    low, high = (_bound_text(bound, config) for bound in (rule.low, rule.high))
+    if low is not None and high is not None:
+        opening = "(" if rule.low_open else "["
+        closing = ")" if rule.high_open else "]"
+        text = f"{kind} in {opening}{low}, {high}{closing}"
+    elif low is not None:
+        text = f"{kind} {'>' if rule.low_open else '>='} {low}"
+    elif high is not None:
+        text = f"{kind} {'<' if rule.high_open else '<='} {high}"
+    else:
+        text = kind if rule.integer else "a finite number"
+    if rule.schedule:
+        text += " or a schedule of [timestep, value] pairs with such values"
+    if rule.n_step_range:
+        text += " or an inclusive range (lo, hi) of such values"
+    if rule.allowed:
+        text = " or ".join([*(repr(allowed) for allowed in rule.allowed), text])
+    return text
+
+
+def _bound_text(bound: Bound, config) -> Optional[str]:
+    if not isinstance(bound, str):
+        return None if bound is None else f"{bound:g}"
+    value = None if config is None else _bound(bound, config)
+    return bound if value is None else f"{bound}={value!r}"
+
+
+def valid_example(rule: SettingRange, config) -> Any:
+    """`rule.example`, or the bounding setting's value where the example lies
+    outside a bound set by another setting."""
+    example = rule.example
+    if _fits(rule, example, config):
+        return example
+    low, high = _bound(rule.low, config), _bound(rule.high, config)
+    step = 1 if rule.integer else 1.0
+    if high is not None and example > high:
+        example = high - step if rule.high_open else high
+    elif low is not None and example < low:
+        example = low + step if rule.low_open else low
+    return int(example) if rule.integer else example
+
+
+def _fix(rule: SettingRange, example: Any) -> str:
+    if rule.key is not None:
+        return f"config.{rule.method}({rule.setting}={{'{rule.key}': {example!r}}})"
+    return f"config.{rule.method}({rule.setting}={example!r})"
