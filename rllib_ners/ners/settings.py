@@ -25,10 +25,6 @@ def _is_positive_int(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value > 0
 
 
-def _is_positive_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and value > 0
-
-
 def _is_finite_positive_number(value: Any) -> bool:
     return (
         not isinstance(value, bool)
@@ -208,7 +204,7 @@ class NERSSettings:
             return (name, getattr(self, name), is_allowed, f"use one of {allowed}")
 
         positive_int = (_is_positive_int, "it must be a positive integer")
-        positive = (_is_positive_number, "it must be > 0")
+        positive = (_is_finite_positive_number, "it must be a finite number > 0")
         sizes = (
             "encoder_out_dim",
             "train_size",
@@ -231,8 +227,8 @@ class NERSSettings:
             (
                 "lr",
                 self.lr,
-                _is_positive_number,
-                "the sampler learning rate must be > 0",
+                _is_finite_positive_number,
+                "the sampler learning rate must be a finite number > 0",
             ),
             ("timestep_scale", self.timestep_scale, *positive),
             ("log_eps", self.log_eps, *positive),

@@ -157,6 +157,54 @@ def test_the_numeric_settings_checked_elsewhere_name_themselves(config_name, set
             bad.validate()
 
 
+NERS_BUFFER = {
+    "type": "rllib_ners.NERSEpisodeReplayBuffer",
+    "alpha": 0.6,
+    "beta": 0.4,
+}
+NUMERIC_TYPES = ("int", "float", "Optional[int]", "Optional[float]")
+
+
+def _ners_cases():
+    """Every numeric `.ners()` setting (`NERSSettings`, which holds their
+    ranges), on every config that has `.ners()`, replaying from the NERS
+    buffer."""
+    import dataclasses
+
+    from rllib_ners import NERSSettings
+
+    fields = [
+        field
+        for field in dataclasses.fields(NERSSettings)
+        if field.type in NUMERIC_TYPES
+    ]
+    assert len(fields) >= 10, fields
+    ners_configs = [name for name, make in CONFIGS.items() if hasattr(make(), "ners")]
+    assert len(ners_configs) == 5, ners_configs  # all but RainbowDQNConfig
+    for config_name in ners_configs:
+        for field in fields:
+            bad = [-1, 0, float("nan"), float("inf"), True, "x"]
+            if field.type.endswith("int]") or field.type == "int":
+                bad.append(2.5)
+            if field.name == "baseline_decay":
+                bad.append(1.0)
+            for value in bad:
+                yield pytest.param(
+                    config_name,
+                    field.name,
+                    value,
+                    id=f"{config_name}-ners-{field.name}={value!r}",
+                )
+
+
+@pytest.mark.parametrize("config_name, setting, value", list(_ners_cases()))
+def test_a_ners_setting_out_of_range_names_the_setting(config_name, setting, value):
+    config = CONFIGS[config_name]().training(replay_buffer_config=NERS_BUFFER)
+    config.validate()  # the NERS buffer itself is fine
+    with pytest.raises(ValueError, match=f"NERS setting `{setting}="):
+        config.ners(**{setting: value}).validate()
+
+
 def _numeric(value) -> bool:
     if isinstance(value, bool):
         return False
