@@ -108,7 +108,6 @@ class SettingRange:
 _REPLAY = "replay_buffer_config"
 _CAPACITY = f"{_REPLAY}['capacity']"
 _DQN, _SAC, _TD3, _ACER = "DQNConfig", "SACConfig", "TD3Config", "ACERConfig"
-_POLYAK = "the share of the online weights in each Polyak update of the targets"
 
 SETTING_RANGES: Tuple[SettingRange, ...] = (
     # --- RLlib's settings, as every config of ours passes them on.
@@ -152,7 +151,8 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
     SettingRange(
         "tau",
         "a Polyak rate",
-        f"{_POLYAK} (ACER: of the average policy network); 1 copies them",
+        "each Polyak update moves the targets, or ACER's average policy network, "
+        "this share of the way to the online weights; 1 copies them",
         0.005,
         low=0.0,
         high=1.0,
@@ -178,7 +178,7 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
     SettingRange(
         "training_intensity",
         "a replay ratio",
-        "replayed per sampled env steps; None: one batch per rollout fragment",
+        "env steps replayed per env step sampled; None: one batch per rollout fragment",
         1.0,
         low=0.0,
         low_open=True,
@@ -197,7 +197,7 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
     SettingRange(
         "n_step",
         "an n-step setting",
-        "the steps of each n-step return, or an inclusive range to draw n from",
+        "the steps of each n-step return; a range draws n per sample",
         3,
         low=1,
         integer=True,
