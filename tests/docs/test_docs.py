@@ -487,6 +487,73 @@ def test_every_score_interval_is_in_a_report():
     )
 
 
+def _report_table(report: str, caption: str) -> list:
+    """The rows, as dicts by column, of the first table after the line that
+    starts with `caption` in a study report (none without it)."""
+    lines = report.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(caption)]
+    table = []
+    for line in lines[starts[0] + 1 :] if starts else []:
+        if line.startswith("|"):
+            table.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif table:
+            break
+    return [dict(zip(table[0], row)) for row in table[2:]]
+
+
+def _aggregate_scopes(scopes) -> list:
+    """The scopes a study's verdicts read: its domains ("all sac tasks", ...)
+    where it has them, else "all tasks"."""
+    domains = [s for s in scopes if re.fullmatch(r"all \w+ tasks", s)]
+    return domains or [s for s in scopes if s == "all tasks"]
+
+
+def check_study_summaries() -> list:
+    """What the Results page and the NERS page's "Why these defaults" leave
+    out of the reports they summarise: every "X beats Y" of a study's
+    aggregate final score, with its interval (on Results), and every
+    P(ners_reference > ners) over a study's tasks (on both)."""
+    results = (DOCS / "results.md").read_text()
+    ners = (DOCS / "ners.md").read_text()
+    why = re.search(r"^## Why these defaults\n(.*?)(?=^## )", ners, re.S | re.M)
+    why = why.group(1) if why else ""
+    problems = []
+    for report in REPORTS:
+        text, where = report.read_text(), _relative(report)
+        beats = _report_table(text, "## Which arm beats which")
+        scopes = _aggregate_scopes([row["scope"] for row in beats])
+        for row in beats:
+            if row["scope"] in scopes and row["score"] == "final":
+                for claim in row["X beats Y: P(X > Y) [95% CI]"].split("; "):
+                    interval = INTERVAL.search(claim)
+                    if interval and interval.group(0) not in results:
+                        problems.append(
+                            f"Results lacks {where}'s {row['scope']}: {claim}"
+                        )
+        over_ners = _report_table(text, "Probability of improvement over ners, final")
+        for row in over_ners:
+            if row.get("arm") != "ners_reference":
+                continue
+            for scope in _aggregate_scopes(row):
+                if row[scope] == "-":
+                    continue
+                for page, page_text in (("Results", results), ("NERS", why)):
+                    if row[scope] not in page_text:
+                        problems.append(
+                            f"{page} lacks {where}'s P(ners_reference > ners) "
+                            f"over {scope}: {row[scope]}"
+                        )
+    return problems
+
+
+def test_the_results_summary_says_what_each_study_says():
+    problems = check_study_summaries()
+    assert not problems, (
+        "summaries that leave out what a study's report says (copy the "
+        "figures from the report):\n" + "\n".join(problems)
+    )
+
+
 def check_api_page(site: Path) -> list:
     """What the API page lacks: `.ners(...)` rendered as the first entry, with a
     signature in code, and real defaults where RLlib's configs say NotProvided."""
