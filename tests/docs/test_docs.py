@@ -391,6 +391,155 @@ def test_no_page_tells_the_projects_history(built_site):
     )
 
 
+def _blocks(article: str) -> list:
+    """The plain text of each paragraph, list item and table row of a page."""
+    return [
+        " ".join(_plain(block).split())
+        for _, block in re.findall(r"<(p|li|tr)\b[^>]*>(.*?)</\1>", article, re.S)
+    ]
+
+
+def _readme_blocks() -> list:
+    """The README's paragraphs, list items and table rows."""
+    text = re.sub(r"^```.*?^```", "", README.read_text(), flags=re.S | re.M)
+    return [
+        " ".join(block.split())
+        for block in re.split(r"\n\s*\n|\n(?=- |\| )", text)
+        if block.strip()
+    ]
+
+
+def _names(text: str, *names: str) -> bool:
+    """Whether `text` names any of `names` as a word of its own."""
+    return any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in names)
+
+
+# Every algorithm that takes `.ners(...)`, each by its names on the pages.
+NERS_ALGORITHMS = {
+    "NERS-DQN": ("NERS-DQN", "NERSDQNConfig"),
+    "NERS-SAC": ("NERS-SAC", "NERSSACConfig"),
+    "ACER": ("ACER", "ACERConfig"),
+    "TD3": ("TD3", "TD3Config", "NERS-TD3"),
+}
+
+
+def check_algorithm_lists(blocks) -> list:
+    """Lists of algorithms that left some out: a list of the Tune names
+    (`rllib_ners.TUNE_NAMES`) without all of them, and a list of the NERS
+    algorithms (naming NERS-DQN, NERS-SAC and ACER) without TD3.
+
+    `blocks` are (where, text) pairs."""
+    import rllib_ners
+
+    tune_names = list(rllib_ners.TUNE_NAMES)
+    problems = []
+    for where, text in blocks:
+        named = [n for n in tune_names if _names(text, n)]
+        if "RainbowDQN" in named and len(named) >= 3 and len(named) < len(tune_names):
+            missing = sorted(set(tune_names) - set(named))
+            problems.append(f"{where}: lists Tune names without {missing}: {text[:90]}")
+        ners = [a for a, names in NERS_ALGORITHMS.items() if _names(text, *names)]
+        if {"NERS-DQN", "NERS-SAC", "ACER"} <= set(ners) and "TD3" not in ners:
+            problems.append(f"{where}: lists NERS algorithms without TD3: {text[:90]}")
+    return problems
+
+
+def _site_blocks(site: Path, pages) -> list:
+    return [
+        (relative, text)
+        for relative, article in _built_pages(site)
+        if relative in pages
+        for text in _blocks(article)
+    ]
+
+
+# docs/api.md names the Tune names itself, without TD3 and DDPG; its owner
+# fixes it (then the strict xfail below fails: remove it).
+API_PAGE = "api/index.html"
+
+
+def test_every_list_of_algorithms_names_them_all(built_site):
+    pages = {relative for relative, _ in _built_pages(built_site)} - {API_PAGE}
+    blocks = _site_blocks(built_site, pages)
+    blocks += [("README.md", text) for text in _readme_blocks()]
+    problems = check_algorithm_lists(blocks)
+    assert not problems, (
+        "lists of algorithms that leave some out (name every registered "
+        "algorithm, and TD3 and DDPG among the NERS ones):\n" + "\n".join(problems)
+    )
+
+
+@pytest.mark.xfail(
+    strict=True, reason="docs/api.md lists the Tune names without TD3 and DDPG"
+)
+def test_the_api_page_lists_every_tune_name(built_site):
+    problems = check_algorithm_lists(_site_blocks(built_site, {API_PAGE}))
+    assert not problems, "\n".join(problems)
+
+
+def check_verdict_first(site: Path) -> list:
+    """What the home page's and the README's openings lack: the studies'
+    verdict as Results states it, before any list; TD3 and DDPG among what the
+    package adds; how stock SAC takes the fast buffer (`with_replay_buffer`)."""
+    pages = dict(_built_pages(site))
+    results = _plain(pages["results/index.html"])
+    verdict = re.search(r"NERS helped in none of them\.", results)
+    if not verdict:
+        return ["Results no longer says 'NERS helped in none of them.'"]
+    problems = []
+    home = pages["index.html"]
+    opening = home[: home.find("<h2")] if "<h2" in home else home
+    first_list = opening.find("<ul")
+    before_list = _plain(opening[:first_list] if first_list >= 0 else opening)
+    if verdict.group(0) not in " ".join(before_list.split()):
+        problems.append("the home page does not open with Results' verdict")
+    for use in ("PER with SAC", "uniform replay with TD3", "Atari 100k"):
+        if use not in " ".join(before_list.split()):
+            problems.append(f"the home page's opening does not say '{use}'")
+    adds = _plain(opening[first_list:]) if first_list >= 0 else ""
+    for name in ("TD3Config", "DDPGConfig", "with_replay_buffer"):
+        if name not in adds:
+            problems.append(f"the home page's list of what it adds lacks {name}")
+    readme = README.read_text()
+    readme_opening = " ".join(readme[: readme.index("## ")].split())
+    for words in ("NERS helped in none", "TD3", "DDPG", "with_replay_buffer"):
+        if words not in readme_opening:
+            problems.append(f"the README's opening lacks '{words}'")
+    return problems
+
+
+def test_the_home_page_and_readme_open_with_the_verdict(built_site):
+    problems = check_verdict_first(built_site)
+    assert not problems, "; ".join(problems)
+
+
+def check_algorithm_pages() -> list:
+    """Algorithm pages without a "Tuned examples" or "What to expect" section,
+    and tuned examples (but the Tune sweeps) that no such section names."""
+    sections = {}
+    for page in sorted((DOCS / "algorithms").glob("*.md")):
+        text = page.read_text()
+        for title in ("Tuned examples", "What to expect"):
+            body = re.search(rf"^## {title}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+            sections[(_relative(page), title)] = body.group(1) if body else None
+    problems = [
+        f"{page} has no '{title}'" for (page, title), b in sections.items() if b is None
+    ]
+    named = " ".join(
+        b for (_, title), b in sections.items() if b and title == "Tuned examples"
+    )
+    for example in sorted((REPO / "tuned_examples").rglob("*.py")):
+        name = example.relative_to(REPO).as_posix()
+        if example.parent.name != "sweeps" and name not in named:
+            problems.append(f"no algorithm page's 'Tuned examples' names {name}")
+    return problems
+
+
+def test_every_algorithm_page_has_its_tuned_examples_and_what_to_expect():
+    problems = check_algorithm_pages()
+    assert not problems, "\n".join(problems)
+
+
 # Pages whose speed figures must each carry their source (README, Performance,
 # the algorithm pages, Atari, Getting started).
 SPEED_PAGES = [
