@@ -462,13 +462,8 @@ def _site_blocks(site: Path, pages) -> list:
     ]
 
 
-# docs/api.md names the Tune names itself, without TD3 and DDPG; its owner
-# fixes it (then the strict xfail below fails: remove it).
-API_PAGE = "api/index.html"
-
-
 def test_every_list_of_algorithms_names_them_all(built_site):
-    pages = {relative for relative, _ in _built_pages(built_site)} - {API_PAGE}
+    pages = {relative for relative, _ in _built_pages(built_site)}
     blocks = _site_blocks(built_site, pages)
     blocks += [("README.md", text) for text in _readme_blocks()]
     problems = check_algorithm_lists(blocks)
@@ -476,14 +471,6 @@ def test_every_list_of_algorithms_names_them_all(built_site):
         "lists of algorithms that leave some out (name every registered "
         "algorithm, and TD3 and DDPG among the NERS ones):\n" + "\n".join(problems)
     )
-
-
-@pytest.mark.xfail(
-    strict=True, reason="docs/api.md lists the Tune names without TD3 and DDPG"
-)
-def test_the_api_page_lists_every_tune_name(built_site):
-    problems = check_algorithm_lists(_site_blocks(built_site, {API_PAGE}))
-    assert not problems, "\n".join(problems)
 
 
 def check_verdict_first(site: Path) -> list:
