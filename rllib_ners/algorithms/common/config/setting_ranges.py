@@ -119,18 +119,6 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
         low=0.0,
         high=1.0,
     ),
-    SettingRange(
-        "lr",
-        "a learning rate",
-        "a rate <= 0 would train by gradient ascent, or not at all",
-        3e-4,
-        low=0.0,
-        low_open=True,
-        schedule=True,
-        # SAC's and TD3's learning rates are the ones below; RLlib's SAC
-        # refuses any `lr` itself.
-        configs=(_DQN, _ACER),
-    ),
     *(
         SettingRange(
             name,
@@ -143,6 +131,9 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
             configs=configs,
         )
         for name, configs in (
+            # SAC's and TD3's learning rates are their own three; RLlib's SAC
+            # refuses any `lr` itself.
+            ("lr", (_DQN, _ACER)),
             ("actor_lr", (_SAC, _TD3)),
             ("critic_lr", (_SAC, _TD3)),
             ("alpha_lr", (_SAC,)),
