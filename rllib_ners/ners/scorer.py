@@ -112,7 +112,9 @@ def build_state_encoder(
 
 
 class NERSScorer(nn.Module):
-    """Scores a set of transitions; see the module docstring for the maths.
+    """Scores a set of transitions: `sigma_i = f_s([f_l(x_i), mean_j f_g(x_j)])`,
+    a local net of each transition's features and the mean of a global net over
+    the set (Oh et al., ICLR 2021, Eq. 3-4).
 
     Args:
         observation_space: The environment's observation space.

@@ -212,22 +212,26 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
                 then be an integer).
             truncation_c: `c` of the truncated importance weight `min(c, rho)`
                 in the policy gradient and of the bias correction
-                `[1 - c / rho(a)]_+` (the paper uses 10).
+                `[1 - c / rho(a)]_+` (default 10, as in the paper).
             retrace_c: Truncation of the Retrace traces, `min(retrace_c, rho)`
-                (Retrace uses 1).
-            entropy_coeff: Weight of the policy's entropy bonus.
-            q_loss_coeff: Weight of the critic loss `0.5 (Q_ret - Q)^2`.
+                (default 1, as Retrace).
+            entropy_coeff: Weight of the policy's entropy bonus (default 0.01).
+            q_loss_coeff: Weight of the critic loss `0.5 (Q_ret - Q)^2` (default
+                0.5).
             tau: Polyak rate of the average policy network after every update,
                 `avg <- tau * current + (1 - tau) * avg` (paper: alpha = 0.99,
                 i.e. tau = 0.01).
             use_trust_region: Project each step's policy gradient so that the
                 linearised KL to the average policy grows by at most
-                `trust_region_delta` (ACER's efficient trust region).
-            trust_region_delta: `delta` of the trust region (paper: 1).
+                `trust_region_delta` (ACER's efficient trust region; default
+                True).
+            trust_region_delta: `delta` of the trust region (default 1.0, as in
+                the paper).
             num_steps_sampled_before_learning_starts: Stored env steps before
-                any update (on- or off-policy).
+                any update (on- or off-policy; default 1000).
             replay_buffer_config: Updates the buffer settings (keys not given
-                keep their values). `type` is one of this package's buffers:
+                keep their values; default: the fast buffer, capacity 50000,
+                `alpha=0`). `type` is one of this package's buffers:
                 `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (with `alpha=0`:
                 uniform, the default; `alpha > 0`: prioritised by
                 `|Q_ret - Q|` of the sequence start) or
@@ -374,7 +378,11 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
 
 
 class ACER(ReplayStateMixin, Algorithm):
-    """ACER (see the module docstring)."""
+    """ACER (Wang et al., ICLR 2017) for discrete actions: per training step one
+    on-policy update on the fresh fragments, then `replay_ratio` off-policy
+    updates (fixed, or drawn from a Poisson) on sequences replayed uniformly,
+    by priority or by the NERS sampler; Retrace critic, truncated importance
+    weights with bias correction, optional trust region."""
 
     @classmethod
     @override(Algorithm)

@@ -102,7 +102,8 @@ class NERSConfigMixin:
             hidden_size: Width of the local/global/score networks (default 128).
             encoder: "separate" (the paper's own state encoder, default) or
                 "module" (the RLModule's encoder output, detached).
-            encoder_hiddens: Hidden layers of the separate encoder's MLP.
+            encoder_hiddens: Hidden layers of the separate encoder's MLP
+                (default (256, 64)).
             encoder_out_dim: Output size of the separate encoder (default 32).
             lr: Adam learning rate of the sampler (default 1e-4).
             train_size: |I_train| per REINFORCE step (default 256).
@@ -110,7 +111,7 @@ class NERSConfigMixin:
             min_episodes_per_update: Finished training episodes per sampler
                 update (default 1: every episode end, as in the paper).
             timestep_scale: Divides the in-episode timestep before tanh (with
-                feature_normalization="none").
+                feature_normalization="none"; default 1000.0).
             action_encoding: "one_hot" (default) or "scaled_index".
             log_eps: Epsilon inside the REINFORCE log (default 1e-6).
             objective: "log_prob" (default: the gradient of the real sampling
@@ -120,7 +121,8 @@ class NERSConfigMixin:
             baseline_decay: Decay of the "ema" baseline (default 0.9).
             parameterization: "per_residual" (default: PER's priority times a
                 learned correction) or "sigmoid" (the paper's sigma^alpha).
-            per_epsilon: PER's epsilon in the per_residual priority.
+            per_epsilon: PER's epsilon in the per_residual priority (default
+                1e-6).
             max_log_correction: Bound b of per_residual's learned log-correction
                 `b * tanh(logit / b)` (default 5.0; None: unbounded).
             train_draw: "uniform_set" (default) or "replay_multiset" (the

@@ -110,7 +110,10 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
 
 
 class NERSDQN(NERSSamplerRoundsMixin, RainbowDQN):
-    """DQN whose replay sampler is learned (see the module docstring)."""
+    """DQN whose replay sampler is learned: DQN's training step on the NERS buffer,
+    whose priorities are the sampler's scores; once `min_episodes_per_update`
+    training episodes have finished, their replay reward drives one REINFORCE
+    step of the sampler on every Learner."""
 
     @classmethod
     @override(DQN)

@@ -218,7 +218,10 @@ class NERSSACConfig(
 
 
 class NERSSAC(NERSSamplerRoundsMixin, ReplayLoopMixin, ReplayStateMixin, SAC):
-    """SAC whose replay sampler is learned (see the module docstring)."""
+    """SAC whose replay sampler is learned: SAC's training step on the NERS buffer,
+    whose priorities are the sampler's scores; once `min_episodes_per_update`
+    training episodes have finished, their replay reward drives one REINFORCE
+    step of the sampler on every Learner."""
 
     @classmethod
     @override(SAC)

@@ -73,7 +73,7 @@ class TD3Config(
     ModelConfigIncludesHook,
     AlgorithmConfig,
 ):
-    """TD3's settings (see the module docstring); `.ners(...)` holds the NERS
+    """TD3's settings (Fujimoto et al., ICML 2018); `.ners(...)` holds the NERS
     sampler's settings when the replay buffer is the NERS buffer.
 
     Defaults are the TD3 paper's: 256-256 ReLU actor and critics, Adam 3e-4,
@@ -170,9 +170,9 @@ class TD3Config(
                 action when acting (0.1).
             random_timesteps: Env steps of uniform random actions before the
                 actor acts (10000; counted over all EnvRunners).
-            critic_loss: "mse" (the TD3 paper's squared error, weighted by the
-                importance weights), "huber" (LAP's: Huber with threshold 1)
-                or "pal" (PAL: LAP's loss for uniform replay, with
+            critic_loss: "mse" (the default: the TD3 paper's squared error,
+                weighted by the importance weights), "huber" (LAP's: Huber with
+                threshold 1) or "pal" (PAL: LAP's loss for uniform replay, with
                 `pal_alpha`).
             pal_alpha: PAL's exponent (LAP's alpha; 0.4).
             actor_lr: Adam learning rate of the actor (3e-4).
@@ -183,8 +183,12 @@ class TD3Config(
                 the first update (10000).
             training_intensity: Replayed / sampled env steps (None: RLlib's
                 DQN default, one batch per rollout fragment).
-            replay_buffer_config: One of this package's buffers (see the
-                module docstring); merged into the current settings.
+            replay_buffer_config: One of this package's buffers, merged into the
+                current settings (default: the fast buffer,
+                `rllib_ners.FastPrioritizedEpisodeReplayBuffer`, capacity 1e6,
+                `alpha=0.0`: uniform); `alpha > 0`: prioritised by
+                the larger twin |TD error|; `alpha > 0`, `min_priority=1.0` and
+                `beta=0.0`: LAP; `rllib_ners.NERSEpisodeReplayBuffer`: NERS.
             store_buffer_in_checkpoints: Whether checkpoints hold the replay
                 memory (True).
         """
@@ -322,7 +326,7 @@ class TD3Config(
 
 
 class TD3(NERSSamplerRoundsMixin, ReplayLoopMixin, ReplayStateMixin, DQN):
-    """TD3 (see the module docstring): DQN's replay training step with TD3's
+    """TD3 (Fujimoto et al., ICML 2018): DQN's replay training step with TD3's
     Learner; with the NERS buffer, the NERS sampler update after each round."""
 
     @classmethod

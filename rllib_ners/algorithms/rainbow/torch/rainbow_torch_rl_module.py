@@ -79,7 +79,10 @@ NEXT_OBS_ENCODER_OUT = "next_obs_encoder_out"
 
 
 class RainbowTorchRLModule(DefaultDQNTorchRLModule):
-    """Dueling / C51 / noisy Q-network (see the module docstring).
+    """Dueling / C51 / noisy Q-network: RLlib's DQN module's outputs and APIs,
+    dueling per atom with C51, factorised-Gaussian noisy layers with
+    `noisy=True`, the Nature or data-efficient CNN for images; with
+    `noisy=False` and `num_atoms=1` it equals RLlib's default DQN module.
 
     ```python
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
