@@ -7,6 +7,9 @@ A page asks for generated content with an HTML comment on a line of its own:
 - `<!-- settings: rllib_ners.ACERConfig.training -->`: a table of a config
   method's arguments (the meaning from its `Args:` section, the default from a
   fresh config object);
+- `<!-- defaults: rllib_ners.DDPGConfig vs rllib_ners.TD3Config -->`: the
+  `training()` settings whose defaults differ between two configs, each
+  config's fresh value side by side;
 - `<!-- cli-help: train -->`: `rllib-ners train --help` as printed (no argument:
   `rllib-ners --help`; `study`, `study run`, ... for the study subcommands);
 - `<!-- tuned-examples -->`: the tuned examples, with the first line of each
@@ -46,7 +49,8 @@ from mkdocs.structure.files import File
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DIRECTIVE = re.compile(
-    r"^<!-- (settings|cli-help|tuned-examples|include|peers-table)(?:: (.*?))? -->$",
+    r"^<!-- (settings|defaults|cli-help|tuned-examples|include|peers-table)"
+    r"(?:: (.*?))? -->$",
     re.M,
 )
 # Benchmark outputs the pages quote, one file per run: peers_<suite>_<date>_<n>.txt.
@@ -78,6 +82,8 @@ def on_page_markdown(markdown, page, config, files):
         kind, argument = match.group(1), (match.group(2) or "").strip()
         if kind == "settings":
             return settings_table(argument)
+        if kind == "defaults":
+            return differing_defaults_table(*argument.split(" vs "))
         if kind == "cli-help":
             return "```text\n" + cli_help(argument.split()) + "\n```"
         if kind == "tuned-examples":
@@ -121,6 +127,37 @@ def settings_table(dotted_name: str) -> str:
     lines = ["| setting | default | meaning |", "|---|---|---|"]
     lines += [f"| `{n}` | `{d}` | {_one_cell(m)} |" for n, d, m in rows]
     return "\n".join(lines)
+
+
+def differing_defaults_table(dotted_name: str, other_dotted_name: str) -> str:
+    """A Markdown table of the `training()` settings (this package's, along the
+    class's MRO) whose fresh defaults differ between two configs."""
+    config, other = _import(dotted_name)(), _import(other_dotted_name)()
+    rows = [
+        (name, _literal(getattr(config, name)), _literal(getattr(other, name)))
+        for name in package_training_settings(type(config))
+        if getattr(config, name) != getattr(other, name)
+    ]
+    if not rows:
+        raise ValueError(f"{dotted_name} and {other_dotted_name}: no default differs")
+    first, second = type(config).__name__, type(other).__name__
+    lines = [f"| setting | `{first}` | `{second}` |", "|---|---|---|"]
+    lines += [f"| `{n}` | `{a}` | `{b}` |" for n, a, b in rows]
+    return "\n".join(lines)
+
+
+def package_training_settings(config_class) -> List[str]:
+    """The settings of every `training()` this package defines along a config
+    class's MRO (RLlib's own come in through `**kwargs`)."""
+    names: List[str] = []
+    for owner in config_class.__mro__:
+        method = owner.__dict__.get("training")
+        if method is None or not owner.__module__.startswith("rllib_ners."):
+            continue
+        for name, parameter in inspect.signature(method).parameters.items():
+            if parameter.kind is parameter.KEYWORD_ONLY and name not in names:
+                names.append(name)
+    return names
 
 
 def _import(dotted_name: str):

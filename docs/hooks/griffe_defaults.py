@@ -19,6 +19,10 @@ import griffe
 # default of a setting: the class whose fresh instance holds it.
 METHODS = {
     "rllib_ners.algorithms.ners.ners_config.NERSConfigMixin.ners": "ners",
+    # The fast paths' settings: the same defaults on every config that takes
+    # them (tests/docs checks each config's against the page).
+    "rllib_ners.algorithms.common.config.fast_paths_config.FastPathsConfigMixin."
+    "training": "rllib_ners.algorithms.rainbow.rainbow_dqn.RainbowDQNConfig",
     "rllib_ners.algorithms.acer.acer.ACERConfig.training": (
         "rllib_ners.algorithms.acer.acer.ACERConfig"
     ),
