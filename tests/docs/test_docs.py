@@ -720,3 +720,244 @@ def check_api_page(site: Path) -> list:
 def test_the_api_page_starts_with_ners_and_shows_real_defaults(built_site):
     problems = check_api_page(built_site)
     assert not problems, "the API reference: " + "; ".join(problems)
+
+
+# ------------------------------------------- settings, overview, GPU, install
+
+# The configs whose `.training(...)` settings the API page lists, each with its
+# default.
+CONFIGS = (
+    "RainbowDQNConfig",
+    "NERSDQNConfig",
+    "NERSSACConfig",
+    "TD3Config",
+    "DDPGConfig",
+    "ACERConfig",
+)
+
+
+def _package_training_settings(config_class) -> list:
+    """The keyword settings of every `training()` this package defines along a
+    config class's MRO (RLlib's own arrive through `**kwargs`)."""
+    import inspect
+
+    names = []
+    for owner in config_class.__mro__:
+        method = owner.__dict__.get("training")
+        if method is None or not owner.__module__.startswith("rllib_ners."):
+            continue
+        for name, parameter in inspect.signature(method).parameters.items():
+            if parameter.kind is parameter.KEYWORD_ONLY and name not in names:
+                names.append(name)
+    return names
+
+
+def _rendered_defaults(article: str) -> set:
+    """(setting, default) pairs an API page shows: the parameter lists of the
+    rendered docstrings ("name (type, default: value)") and the generated
+    tables' rows (setting, then default)."""
+    pairs = set()
+    for item in re.findall(r"<li\b[^>]*>(.*?)</li>", article, re.S):
+        text = " ".join(_plain(item).split())
+        match = re.match(r"(\w+) \(.*?default: (.*?) ?\) [–-]", text)
+        if match:
+            pairs.add((match.group(1), match.group(2)))
+    for row in re.findall(r"<tr\b[^>]*>(.*?)</tr>", article, re.S):
+        cells = [
+            " ".join(_plain(c).split())
+            for c in re.findall(r"<td\b[^>]*>(.*?)</td>", row, re.S)
+        ]
+        if len(cells) >= 2:
+            pairs.add((cells[0], cells[1]))
+    return pairs
+
+
+def check_training_settings_on_api(site: Path) -> list:
+    """Settings of a config's `training()` that the API page does not show
+    with the default a fresh config of that class holds."""
+    import rllib_ners
+
+    article = dict(_built_pages(site)).get("api/index.html", "")
+    shown = _rendered_defaults(article)
+    missing = []
+    for name in CONFIGS:
+        config_class = getattr(rllib_ners, name)
+        fresh = config_class()
+        for setting in _package_training_settings(config_class):
+            default = repr(getattr(fresh, setting))
+            if (setting, default) not in shown:
+                missing.append(f"{name}.training({setting}=...), default {default}")
+    return missing
+
+
+def test_every_configs_training_settings_are_on_the_api_page(built_site):
+    missing = check_training_settings_on_api(built_site)
+    assert not missing, (
+        "settings a user cannot look up on the API page (render the training() "
+        "docstring that defines them, its Args naming each):\n" + "\n".join(missing)
+    )
+
+
+def check_no_pointer_to_unrendered_text(site: Path) -> list:
+    """Rendered pages that send the reader to a module docstring, which no
+    page shows."""
+    return [
+        relative
+        for relative, article in _built_pages(site)
+        if re.search(r"module docstring", _plain(article), re.I)
+    ]
+
+
+def test_no_page_points_to_a_module_docstring(built_site):
+    pointers = check_no_pointer_to_unrendered_text(built_site)
+    assert not pointers, (
+        "pages that say 'see the module docstring', which the site does not "
+        f"show (say what the reader needs there instead): {pointers}"
+    )
+
+
+def _tables(article: str) -> list:
+    """Each table of a page as (header cells, rows of plain cells)."""
+    tables = []
+    for table in re.findall(r"<table\b[^>]*>(.*?)</table>", article, re.S):
+        head = [
+            " ".join(_plain(c).split())
+            for c in re.findall(r"<th\b[^>]*>(.*?)</th>", table, re.S)
+        ]
+        rows = [
+            [
+                " ".join(_plain(c).split())
+                for c in re.findall(r"<td\b[^>]*>(.*?)</td>", row, re.S)
+            ]
+            for row in re.findall(r"<tr\b[^>]*>(.*?)</tr>", table, re.S)
+        ]
+        tables.append((head, [row for row in rows if row]))
+    return tables
+
+
+OVERVIEW_COLUMNS = (
+    "actions",
+    "multi-agent",
+    "GPU Learner",
+    "replay methods",
+    "presets",
+)
+
+
+def check_algorithm_overview(site: Path) -> list:
+    """What the algorithm overview lacks: the page in the nav, a column for each
+    of OVERVIEW_COLUMNS, a row for every registered algorithm in each table,
+    and presets that exist."""
+    import importlib
+
+    import rllib_ners
+
+    pages = dict(_built_pages(site))
+    if "algorithms/index.html" not in pages:
+        return ["no algorithm overview page (docs/algorithms.md, /algorithms/)"]
+    if not re.search(
+        r"^\s+- \w[^:]*: algorithms\.md$", (REPO / "mkdocs.yml").read_text(), re.M
+    ):
+        return ["mkdocs.yml's nav does not list algorithms.md"]
+    tables = _tables(pages["algorithms/index.html"])
+    problems = []
+    headers = " | ".join(cell for head, _ in tables for cell in head)
+    for column in OVERVIEW_COLUMNS:
+        if column not in headers:
+            problems.append(f"no '{column}' column")
+    for head, rows in tables:
+        named = {row[0].strip('`"') for row in rows}
+        for name in rllib_ners.TUNE_NAMES:
+            if name not in named:
+                problems.append(f"the table of {head} has no row for {name}")
+        if "presets" in head:
+            column = head.index("presets")
+            modules = [
+                importlib.import_module(f"rllib_ners.algorithms.{package}.presets")
+                for package in ("rainbow", "ners_sac", "td3", "acer", "ners")
+            ]
+            for row in rows:
+                for function in re.findall(r"(\w+)\(", row[column]):
+                    if not any(hasattr(module, function) for module in modules):
+                        problems.append(f"{row[0]}: no preset {function}()")
+    return problems
+
+
+def test_the_algorithm_overview_covers_every_algorithm(built_site):
+    problems = check_algorithm_overview(built_site)
+    assert not problems, "the algorithm overview: " + "; ".join(problems)
+
+
+def check_gpu_page(site: Path) -> list:
+    """What the GPU and many-EnvRunners page lacks: its sections, a link to
+    every committed GPU and EnvRunner output, and the commands that run them."""
+    pages = dict(_built_pages(site))
+    if "gpu/index.html" not in pages:
+        return ["no GPU and many-EnvRunners page (docs/gpu.md, /gpu/)"]
+    article = pages["gpu/index.html"]
+    text = " ".join(_plain(article).split())
+    problems = []
+    for title in (
+        "What is measured",
+        "What is not measured yet",
+        "Measure it yourself",
+    ):
+        if not re.search(rf"<h2[^>]*>{title}", article):
+            problems.append(f"no section '{title}'")
+    outputs = sorted(DOCS.glob("benchmarks/gpu_*.txt")) + sorted(
+        DOCS.glob("benchmarks/runners_*.txt")
+    )
+    for output in outputs:
+        if f'href="../benchmarks/{output.name}"' not in article:
+            problems.append(f"no link to docs/benchmarks/{output.name}")
+    for command in (
+        "--num-env-runners",
+        "--num-learners",
+        "--num-gpus-per-learner",
+        "python -m pytest -m gpu tests/gpu",
+        "python benchmarks/gpu.py --suite runners",
+    ):
+        if command not in text:
+            problems.append(f"does not say '{command}'")
+    return problems
+
+
+def test_the_gpu_page_says_what_is_measured_and_how_to_run_it(built_site):
+    problems = check_gpu_page(built_site)
+    assert not problems, "the GPU and many-EnvRunners page: " + "; ".join(problems)
+
+
+def check_install_advice() -> list:
+    """Install advice that contradicts itself: a torch pin in a command other
+    than the README's two set-up commands (CI's), an Install section without a
+    CPU and a CUDA route, or an unpinned `[bench]` extra."""
+    import tomllib
+
+    readme = README.read_text()
+    set_up = re.findall(r"^```bash\n(.*?)\n```", readme, re.S | re.M)[:2]
+    problems = []
+    for page in [README, *_pages()]:
+        text = page.read_text()
+        # "pip install torch==...", the command possibly broken over two lines
+        for pin in re.finditer(r"pip install\s+(?:[^\s`]+\s+)*?torch==", text):
+            start = text.rfind("\n", 0, pin.start()) + 1
+            line = text[start : text.find("\n", pin.start())]
+            if line not in set_up:
+                problems.append(f"{_relative(page)} pins torch: {line.strip()}")
+    index = (DOCS / "index.md").read_text()
+    install = re.search(r"^## Install\n(.*?)(?=^## )", index, re.S | re.M)
+    install = install.group(1) if install else ""
+    for route in ("download.pytorch.org/whl/cpu", "CUDA"):
+        if route not in install:
+            problems.append(f"Getting started's Install does not say '{route}'")
+    with open(REPO / "pyproject.toml", "rb") as file:
+        extras = tomllib.load(file)["project"]["optional-dependencies"]
+    for requirement in extras["bench"]:
+        if "==" not in requirement:
+            problems.append(f"[bench] leaves {requirement} unpinned")
+    return problems
+
+
+def test_the_install_advice_is_consistent():
+    problems = check_install_advice()
+    assert not problems, "\n".join(problems)
