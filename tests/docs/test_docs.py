@@ -754,22 +754,36 @@ def _package_training_settings(config_class) -> list:
 
 def _rendered_defaults(article: str) -> set:
     """(setting, default) pairs an API page shows: the parameter lists of the
-    rendered docstrings ("name (type, default: value)") and the generated
-    tables' rows (setting, then default)."""
+    rendered docstrings ("name (type, default: value)"), parameter tables with
+    a Default column, and the generated tables' rows (setting, then default)."""
     pairs = set()
     for item in re.findall(r"<li\b[^>]*>(.*?)</li>", article, re.S):
         text = " ".join(_plain(item).split())
         match = re.match(r"(\w+) \(.*?default: (.*?) ?\) [–-]", text)
         if match:
             pairs.add((match.group(1), match.group(2)))
-    for row in re.findall(r"<tr\b[^>]*>(.*?)</tr>", article, re.S):
-        cells = [
-            " ".join(_plain(c).split())
-            for c in re.findall(r"<td\b[^>]*>(.*?)</td>", row, re.S)
-        ]
-        if len(cells) >= 2:
-            pairs.add((cells[0], cells[1]))
+    for head, rows in _tables(article):
+        column = head.index("Default") if "Default" in head else 1
+        pairs |= {(row[0], row[column]) for row in rows if len(row) > column}
     return pairs
+
+
+def check_parameter_tables(site: Path) -> list:
+    """Pages that render parameters as a table with a Default column, which
+    narrow pages squeeze until its values are cut."""
+    return [
+        relative
+        for relative, article in _built_pages(site)
+        if any("Default" in head for head, _ in _tables(article))
+    ]
+
+
+def test_no_page_renders_defaults_in_a_squeezed_column(built_site):
+    pages = check_parameter_tables(built_site)
+    assert not pages, (
+        f"parameter tables with a Default column on {pages}: render parameters "
+        "as a list (mkdocs.yml: docstring_section_style: list)"
+    )
 
 
 def check_training_settings_on_api(site: Path) -> list:
