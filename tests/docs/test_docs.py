@@ -542,6 +542,7 @@ SPEED_PAGES = [
     README,
     DOCS / "index.md",
     DOCS / "performance.md",
+    DOCS / "performance-notes.md",
     DOCS / "atari.md",
     DOCS / "drop-in.md",
     *sorted((DOCS / "algorithms").glob("*.md")),
@@ -550,15 +551,9 @@ RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x(?![\w])")
 
 
 def _prose(markdown: str) -> str:
-    """A page's Markdown without code blocks and without dated history notes
-    (admonitions titled "History ...")."""
-    markdown = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
-    return re.sub(
-        r'^[!?]{3}\+? \w+ "History[^\n]*\n(?:(?: {4}[^\n]*)?\n)*',
-        "",
-        markdown,
-        flags=re.M,
-    )
+    """A page's Markdown without code blocks. Notes and admonitions count: a
+    figure in a collapsed note is still read as a figure of the code."""
+    return re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
 
 
 def check_speed_figures(pages) -> list:
@@ -974,4 +969,208 @@ def check_install_advice() -> list:
 
 def test_the_install_advice_is_consistent():
     problems = check_install_advice()
+
+
+# ------------------------------------------------------- the site as seen
+
+
+# Rendered words a page may have: past it, a page mixes reference with logs and
+# notes that belong on a page of their own.
+MAX_PAGE_WORDS = 2500
+# Pages the word limit leaves alone: the pre-registered plans, whose record is
+# whole by design, and the API reference, which is to be split per config with
+# the rendering of every `training()` setting (remove it from here then).
+LONG_PAGES = re.compile(r"^(?:results/[^/]+/PLAN|api)/index\.html$")
+
+
+def check_page_lengths(site: Path) -> list:
+    """Pages over MAX_PAGE_WORDS rendered words (their article's text)."""
+    return [
+        f"{relative}: {words} words"
+        for relative, article in _built_pages(site)
+        if not LONG_PAGES.match(relative)
+        and (words := len(_plain(article).split())) > MAX_PAGE_WORDS
+    ]
+
+
+def test_no_page_is_over_the_word_limit(built_site):
+    long_pages = check_page_lengths(built_site)
+    assert not long_pages, (
+        f"pages over {MAX_PAGE_WORDS} rendered words (split reference from "
+        "benchmark records and design notes, as Performance and NERS do):\n"
+        + "\n".join(long_pages)
+    )
+
+
+def _css_rules(css: str) -> list:
+    """(selector, declarations) of each rule of a stylesheet."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    return [
+        (" ".join(selector.split()), body)
+        for selector, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css)
+    ]
+
+
+def _site_stylesheets() -> list:
+    """Our own stylesheets (mkdocs.yml's extra_css but the KaTeX copy)."""
+    return [p for p in sorted((DOCS / "stylesheets").glob("*.css")) if p.is_file()]
+
+
+def check_code_blocks_unwrapped(stylesheets) -> list:
+    """Rules that wrap the lines of code blocks: a wrapped line breaks the
+    aligned columns of a printout (`51.9 /` on one line, `174.6` on the next)."""
+    wrapping = re.compile(
+        r"white-space\s*:\s*(?:pre-wrap|pre-line|break-spaces|normal)"
+        r"|overflow-wrap\s*:\s*(?:anywhere|break-word)|word-break\s*:\s*break-all"
+    )
+    return [
+        f"{css.name}: {selector} {{{' '.join(body.split())}}}"
+        for css in stylesheets
+        for selector, body in _css_rules(css.read_text())
+        if re.search(r"\bpre\b", selector) and wrapping.search(body)
+    ]
+
+
+def test_code_blocks_keep_their_lines_whole():
+    wrapping = check_code_blocks_unwrapped(_site_stylesheets())
+    assert not wrapping, (
+        "stylesheets wrap code blocks' lines, which breaks aligned printouts; "
+        "let long lines scroll sideways instead:\n" + "\n".join(wrapping)
+    )
+
+
+# Columns a table written on a page may have before it no longer fits the
+# text column on a laptop's screen and hides its last columns behind a
+# sideways scroll. (The study reports' tables, one column per task, are
+# generated and scroll.)
+MAX_TABLE_COLUMNS = 8
+TABLE_HEADER = re.compile(r"^(\|.*\|)\n\|(?:\s*:?-{3,}:?\s*\|)+\s*$", re.M)
+
+
+def check_wide_tables(pages) -> list:
+    """Tables written in the pages' Markdown with more than MAX_TABLE_COLUMNS
+    columns."""
+    wide = []
+    for page in pages:
+        for header in TABLE_HEADER.findall(_prose(page.read_text())):
+            columns = header.strip().strip("|").split("|")
+            if len(columns) > MAX_TABLE_COLUMNS:
+                first = " | ".join(c.strip() for c in columns)[:70]
+                wide.append(f"{_relative(page)}: {len(columns)} columns ({first}...)")
+    return wide
+
+
+def test_no_table_is_too_wide_to_read():
+    wide = check_wide_tables(_pages())
+    assert not wide, (
+        f"tables of more than {MAX_TABLE_COLUMNS} columns (split them into two "
+        "tables that share their first column):\n" + "\n".join(wide)
+    )
+
+
+def check_figures(site: Path, stylesheets) -> list:
+    """Study figures a reader cannot read: an image not linked to its full-size
+    file, or pages with figures kept to the text column's width (a 2772-px
+    figure shown at about 690 px)."""
+    problems = []
+    for relative, article in _built_pages(site):
+        for figure in re.findall(r"<figure\b.*?</figure>", article, re.S):
+            link = re.search(
+                r'<a href="([^"]+)"[^>]*>\s*<img [^>]*src="([^"]+)"', figure
+            )
+            if not link or link.group(1) != link.group(2):
+                problems.append(f"{relative}: a figure does not link to its image")
+    widened = [
+        body
+        for css in stylesheets
+        for selector, body in _css_rules(css.read_text())
+        if re.search(r":has\([^)]*\bfigure\b", selector) and "md-grid" in selector
+    ]
+    if not any(
+        float(width) >= 80
+        for body in widened
+        for width in re.findall(r"max-width\s*:\s*(\d+(?:\.\d+)?)rem", body)
+    ):
+        problems.append(
+            "no stylesheet widens pages with figures (`.md-main__inner.md-grid:"
+            "has(.md-typeset figure img) { max-width: 80rem or more }`)"
+        )
+    return problems
+
+
+def test_study_figures_are_shown_wide_and_link_to_full_size(built_site):
+    problems = check_figures(built_site, _site_stylesheets())
+    assert not problems, "\n".join(problems)
+
+
+BENCHMARK_DIR = DOCS / "benchmarks"
+RUN_SECTION = re.compile(r"^(?:--- run|## run) (\d+)", re.M)
+RATE_LINE = re.compile(r"^(.*?)(\d+(?:\.\d+)?) env steps/s", re.M)
+
+
+def _rates_by_run(source: str) -> dict:
+    """{label: [rate of run 1, rate of run 2, ...]} of an output with several
+    runs, for the labels every run prints once ("round 1 gpu:")."""
+    starts = [m.start() for m in RUN_SECTION.finditer(source)]
+    runs = [source[a:b] for a, b in zip(starts, [*starts[1:], len(source)])]
+    by_label = {}
+    for run in runs:
+        labels = [(label.strip(), rate) for label, rate in RATE_LINE.findall(run)]
+        for label, rate in labels:
+            if [lbl for lbl, _ in labels].count(label) == 1:
+                by_label.setdefault(label, []).append(rate)
+    return {k: v for k, v in by_label.items() if len(v) == len(runs) > 1}
+
+
+def check_every_run_quoted(pages) -> list:
+    """Rates a page quotes from one run of a committed output that holds
+    several, without the other runs' rates of the same arm."""
+    problems = []
+    for page in pages:
+        text = _prose(page.read_text())
+        for name in sorted(set(re.findall(r"benchmarks/([\w.-]+\.txt)", text))):
+            source = BENCHMARK_DIR / name
+            if not source.is_file():
+                continue
+            for label, rates in _rates_by_run(source.read_text()).items():
+                quoted = [r for r in rates if _names(text, r)]
+                if quoted and len(quoted) < len(rates):
+                    problems.append(
+                        f"{_relative(page)}: quotes {quoted} of {name}'s "
+                        f"'{label}' but not all its runs: {rates}"
+                    )
+    return problems
+
+
+def test_a_figure_from_several_runs_quotes_every_run():
+    problems = check_every_run_quoted([README, *_pages()])
+    assert not problems, (
+        "figures quoted from one run of an output that holds several (quote "
+        "each run, or their range):\n" + "\n".join(problems)
+    )
+
+
+def check_tabled_runs_dated(pages) -> list:
+    """Pages whose text before their first benchmark table leaves out a date of
+    the committed runs that their tables show (`<!-- peers-table: SUITE -->`)."""
+    problems = []
+    for page in pages:
+        text = page.read_text()
+        suites = re.findall(r"^<!-- peers-table: (\w+) -->$", text, re.M)
+        if not suites:
+            continue
+        before = text[: text.index("<!-- peers-table:")]
+        for suite in suites:
+            for run in sorted(BENCHMARK_DIR.glob(f"peers_{suite}_*.txt")):
+                date = re.search(r"_(\d{4}-\d\d-\d\d)_", run.name).group(1)
+                if date not in before:
+                    problems.append(
+                        f"{_relative(page)}: its {suite} table shows {run.name}, "
+                        f"and the text before its tables does not say {date}"
+                    )
+    return problems
+
+
+def test_the_text_before_the_benchmark_tables_dates_their_runs():
+    problems = check_tabled_runs_dated(_pages())
     assert not problems, "\n".join(problems)
