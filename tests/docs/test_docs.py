@@ -969,6 +969,7 @@ def check_install_advice() -> list:
 
 def test_the_install_advice_is_consistent():
     problems = check_install_advice()
+    assert not problems, "\n".join(problems)
 
 
 # ------------------------------------------------------- the site as seen
