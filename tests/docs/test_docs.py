@@ -82,20 +82,44 @@ def test_the_site_builds_strictly(built_site):
         assert "<!-- settings:" not in html.read_text(), f"{page}: unexpanded directive"
 
 
+def _api_sources() -> list:
+    """The API reference's pages, docs/api/*.md."""
+    return sorted((DOCS / "api").glob("*.md"))
+
+
+def _api_articles(site: Path) -> list:
+    """(site-relative path, article HTML) of every built API page, in the order
+    of mkdocs.yml's nav (a page the nav leaves out last)."""
+    nav = re.findall(
+        r":\s*api/([\w-]+)\.md\s*$", (REPO / "mkdocs.yml").read_text(), re.M
+    )
+    order = [("api/" if n == "index" else f"api/{n}/") + "index.html" for n in nav]
+    pages = [(r, a) for r, a in _built_pages(site) if r.startswith("api/")]
+    rank = {relative: i for i, relative in enumerate(order)}
+    return sorted(pages, key=lambda page: (rank.get(page[0], len(order)), page[0]))
+
+
 def test_the_api_reference_documents_every_public_name(built_site):
+    import collections
+
     import rllib_ners
 
-    documented = set(
-        re.findall(r"^::: rllib_ners\.(\w+)$", (DOCS / "api.md").read_text(), re.M)
+    entries = collections.Counter(
+        name
+        for page in _api_sources()
+        for name in re.findall(r"^::: rllib_ners\.(\w+)$", page.read_text(), re.M)
     )
+    documented = set(entries)
     public = set(rllib_ners.__all__) - {"__version__"}
     assert documented == public, (
-        f"docs/api.md lacks {sorted(public - documented)} and documents names "
+        f"docs/api/*.md lack {sorted(public - documented)} and document names "
         f"outside __all__: {sorted(documented - public)}"
     )
-    api = (built_site / "api" / "index.html").read_text()
+    twice = sorted(name for name, count in entries.items() if count > 1)
+    assert not twice, f"names with more than one entry on the API pages: {twice}"
+    api = "".join(article for _, article in _api_articles(built_site))
     for name in public:
-        assert f'id="rllib_ners.{name}"' in api, f"{name} has no entry on the API page"
+        assert f'id="rllib_ners.{name}"' in api, f"{name} has no entry on the API pages"
 
 
 def test_the_settings_tables_are_generated_from_the_code(built_site):
@@ -177,13 +201,13 @@ def test_the_python_examples_on_a_page_run(page, tmp_path):
 
 
 def _api_docstrings():
-    """(name, docstring) of every object the API page renders, with the members
-    it lists."""
+    """(name, docstring) of every object the API pages render, with the members
+    they list."""
     import inspect
 
     import rllib_ners
 
-    api = (DOCS / "api.md").read_text()
+    api = "\n".join(page.read_text() for page in _api_sources())
     entries = re.findall(r"^::: rllib_ners\.(\w+)\n((?:    .*\n)*)", api, re.M)
     docstrings = []
     for name, options in entries:
@@ -695,9 +719,10 @@ def test_the_results_summary_says_what_each_study_says():
 
 
 def check_api_page(site: Path) -> list:
-    """What the API page lacks: `.ners(...)` rendered as the first entry, with a
-    signature in code, and real defaults where RLlib's configs say NotProvided."""
-    article = dict(_built_pages(site)).get("api/index.html", "")
+    """What the API pages lack, read in the nav's order: `.ners(...)` rendered as
+    the first entry, with a signature in code, and real defaults where RLlib's
+    configs say NotProvided."""
+    article = "".join(article for _, article in _api_articles(site))
     problems = []
     entries = re.findall(r'<h[2-4] id="([^"]+)"', article)
     names = [e for e in entries if "." in e or e.startswith("rllib_ners")]
@@ -782,11 +807,11 @@ def test_no_page_renders_defaults_in_a_squeezed_column(built_site):
 
 
 def check_training_settings_on_api(site: Path) -> list:
-    """Settings of a config's `training()` that the API page does not show
-    with the default a fresh config of that class holds."""
+    """Settings of a config's `training()` that no API page shows with the
+    default a fresh config of that class holds."""
     import rllib_ners
 
-    article = dict(_built_pages(site)).get("api/index.html", "")
+    article = "".join(article for _, article in _api_articles(site))
     shown = _rendered_defaults(article)
     missing = []
     for name in CONFIGS:
@@ -979,9 +1004,8 @@ def test_the_install_advice_is_consistent():
 # notes that belong on a page of their own.
 MAX_PAGE_WORDS = 2500
 # Pages the word limit leaves alone: the pre-registered plans, whose record is
-# whole by design, and the API reference, which is to be split per config with
-# the rendering of every `training()` setting (remove it from here then).
-LONG_PAGES = re.compile(r"^(?:results/[^/]+/PLAN|api)/index\.html$")
+# whole by design.
+LONG_PAGES = re.compile(r"^results/[^/]+/PLAN/index\.html$")
 
 
 def check_page_lengths(site: Path) -> list:
