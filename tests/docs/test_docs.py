@@ -1008,13 +1008,25 @@ MAX_PAGE_WORDS = 2500
 LONG_PAGES = re.compile(r"^results/[^/]+/PLAN/index\.html$")
 
 
+def rendered_words(article: str) -> int:
+    """The words a reader sees in an article: every tag a word break (a table
+    cell's text is not glued to the next cell's), and each formula once
+    (KaTeX writes it twice: as MathML for screen readers, and as HTML)."""
+    import html
+
+    article = re.sub(
+        r'<span class="katex-mathml">.*?</math></span>', " ", article, flags=re.S
+    )
+    return len(html.unescape(re.sub(r"<[^>]+>", " ", article)).split())
+
+
 def check_page_lengths(site: Path) -> list:
     """Pages over MAX_PAGE_WORDS rendered words (their article's text)."""
     return [
         f"{relative}: {words} words"
         for relative, article in _built_pages(site)
         if not LONG_PAGES.match(relative)
-        and (words := len(_plain(article).split())) > MAX_PAGE_WORDS
+        and (words := rendered_words(article)) > MAX_PAGE_WORDS
     ]
 
 
