@@ -1076,6 +1076,27 @@ def test_code_blocks_keep_their_lines_whole():
     )
 
 
+def check_table_defaults_wrap(stylesheets) -> list:
+    """Stylesheet rules that keep a settings table's second column (the
+    defaults) on one line: a long default (a `replay_buffer_config` dict)
+    then pushes the meaning column out of sight."""
+    second_column = re.compile(r"td:nth-child\((?:2|-n\s*\+\s*[2-9])\)")
+    return [
+        f"{css.name}: {selector} {{{' '.join(body.split())}}}"
+        for css in stylesheets
+        for selector, body in _css_rules(css.read_text())
+        if second_column.search(selector) and "nowrap" in body
+    ]
+
+
+def test_table_defaults_wrap_so_the_meaning_stays_in_sight():
+    rules = check_table_defaults_wrap(_site_stylesheets())
+    assert not rules, (
+        "stylesheets keep settings tables' defaults on one line; a long default "
+        "hides the meaning column:\n" + "\n".join(rules)
+    )
+
+
 # Columns a table written on a page may have before it no longer fits the
 # text column on a laptop's screen and hides its last columns behind a
 # sideways scroll. (The study reports' tables, one column per task, are
