@@ -756,22 +756,6 @@ CONFIGS = (
 )
 
 
-def _package_training_settings(config_class) -> list:
-    """The keyword settings of every `training()` this package defines along a
-    config class's MRO (RLlib's own arrive through `**kwargs`)."""
-    import inspect
-
-    names = []
-    for owner in config_class.__mro__:
-        method = owner.__dict__.get("training")
-        if method is None or not owner.__module__.startswith("rllib_ners."):
-            continue
-        for name, parameter in inspect.signature(method).parameters.items():
-            if parameter.kind is parameter.KEYWORD_ONLY and name not in names:
-                names.append(name)
-    return names
-
-
 def _rendered_defaults(article: str) -> set:
     """(setting, default) pairs an API page shows: the parameter lists of the
     rendered docstrings ("name (type, default: value)"), parameter tables with
@@ -813,11 +797,14 @@ def check_training_settings_on_api(site: Path) -> list:
 
     article = "".join(article for _, article in _api_articles(site))
     shown = _rendered_defaults(article)
+    # The package's training() settings along a config's MRO (the walk the
+    # docs hook makes for its tables of defaults).
+    settings_of = _generated_hook().package_training_settings
     missing = []
     for name in CONFIGS:
         config_class = getattr(rllib_ners, name)
         fresh = config_class()
-        for setting in _package_training_settings(config_class):
+        for setting in settings_of(config_class):
             default = repr(getattr(fresh, setting))
             if (setting, default) not in shown:
                 missing.append(f"{name}.training({setting}=...), default {default}")

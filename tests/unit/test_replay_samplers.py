@@ -1,9 +1,11 @@
 """Every replay method is a sampler keeping one contract (`replay_sampler`), fed
 the Learner's typed feedback (`feedback`): uniform, PER, LAP and NERS."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_ners import FastPrioritizedEpisodeReplayBuffer, NERSEpisodeReplayBuffer
 from rllib_ners.replay_buffers.feedback import (
@@ -129,9 +131,6 @@ def test_layouts_pack_and_unpack_fields_by_name():
 
 
 def _episode_buffer(cls, **settings):
-    import gymnasium as gym
-    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-
     buffer = cls(64, seed=3, **settings)
     buffer.add(
         SingleAgentEpisode(
