@@ -385,11 +385,6 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         """`update_feedback()` for the items `take_sampled_items()` gave (an
         item rewritten since then is skipped, as there)."""
         slots, stamps = sampled
-        if len(feedback) != slots.shape[0]:
-            raise ValueError(
-                f"update_feedback_of() got feedback on {len(feedback)} items for "
-                f"{slots.shape[0]} sampled items."
-            )
         self.update_feedback_at(slots, feedback, stamps)
 
     # ------------------------------------------------------------------ state

@@ -406,7 +406,6 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
     ) -> np.ndarray:
         """Sets TD-error priorities at explicit buffer slots (PER, LAP,
         uniform); returns the applied mask (see `update_feedback_at`)."""
-        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
         return self.update_feedback_at(
             slots, ReplayFeedback(td_errors=priorities), stamps
         )
@@ -424,7 +423,8 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         if len(feedback) != slots.shape[0]:
             raise ValueError(
                 f"Got replay feedback on {len(feedback)} items for "
-                f"{slots.shape[0]} slots."
+                f"{slots.shape[0]} sampled items: one value per item, in sample "
+                f"order."
             )
         live = self._storage.is_transition[slots]
         if stamps is not None:
