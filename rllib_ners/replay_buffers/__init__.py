@@ -25,7 +25,9 @@ The parts (numpy only):
   `priority_sampler`: uniform, PER and LAP, by priority from TD errors, with
   importance weights and the beta schedule, on `sum_tree`'s sum and min trees;
   `ners_score_sampler`: NERS, by the scorer's scores, with `ners_slot_memory`,
-  its per-slot delta, q, replay counts, I_all;
+  its per-slot delta, q, replay counts, I_all; `relo_sampler`: ReLo, PER by
+  the reducible loss; `laber_sampler`: LaBER's uniform large batch;
+  `sampler_choice`: the `"sampler"` setting, which of them a buffer builds;
 * `feedback`: what a Learner sends back about a sample's items
   (`ReplayFeedback`) and how it is packed on the way (`FeedbackLayout`);
 * `n_step`, `sequences`, `frame_stack`: what a sample reads from the ring;

@@ -15,6 +15,10 @@ TERMINATEDS, TRUNCATEDS, WEIGHTS, N_STEP, INDICES = (
 )
 TIMESTEPS = "ts"
 NEXT_INDICES = "next_indices"
+# An item's place in its sample (0 .. rows-1), in batches whose sampler takes
+# feedback from several Learners' shards (NERS, ReLo, LaBER): each Learner
+# returns its rows' positions so the buffer puts them back in sample order.
+SAMPLE_POSITION = "sample_position"
 
 # Appended to the errors of `check_positive_int` on buffer settings.
 SETTING_FIX = "Set it in `replay_buffer_config` or the buffer's constructor."

@@ -188,6 +188,15 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         min_priority: float = MIN_PRIORITY,
         **kwargs,
     ):
+        if kwargs.get("sampler", "priority") != "priority":
+            raise ValueError(
+                f"{type(self).__name__} replays with PER's sampler only, got "
+                f"sampler={kwargs['sampler']!r}: ReLo and LaBER need a Learner "
+                f"that sends their feedback per module, which none does yet. "
+                f"Remove `sampler` from `replay_buffer_config`, or train a "
+                f"single-agent config."
+            )
+        kwargs.pop("sampler", None)
         check_no_unknown_settings(kwargs, type(self).__name__, SETTINGS)
         check_replay_mode(replay_mode)
         self.replay_mode = replay_mode

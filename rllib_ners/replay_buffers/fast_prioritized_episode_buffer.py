@@ -42,6 +42,7 @@ from rllib_ners.replay_buffers.buffer_names import (  # noqa: F401 (re-exported)
     NEXT_OBS,
     OBS,
     REWARDS,
+    SAMPLE_POSITION,
     SETTING_FIX,
     TERMINATEDS,
     TIMESTEPS,
@@ -118,6 +119,14 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
             (Fujimoto et al. 2020) is `min_priority=1.0`, `alpha=0.4`,
             `beta=0.0`: priority `max(|delta|, 1) ** 0.4`, no importance
             weights (with a Huber loss in the learner).
+        sampler: The replay method: "priority" (default: uniform replay, PER
+            or LAP by the settings above), "relo" (`relo_sampler`: PER with
+            ReLo priorities; settings `relo_transform`, `relo_epsilon`) or
+            "laber" (`laber_sampler`: a uniform large batch of `laber_m`
+            times the items asked for, which the Learner sub-samples;
+            settings `laber_m`, `laber_weights`; alpha and beta 0). Both
+            need this package's Learners, which send their feedback
+            (`rllib_ners.enable_replay` sets one on a stock config).
     """
 
     # ------------------------------------------------------------------ sizes
@@ -244,8 +253,13 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
     def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """Per-item values that `sample()` adds to each episode's extra model
         outputs, so that RLlib's learner connector turns them into batch columns.
+        A sampler whose feedback carries sample positions (NERS, ReLo, LaBER)
+        gets each item's `sample_position` too.
         """
-        return {"buffer_index": batch[INDICES]}
+        columns = {"buffer_index": batch[INDICES]}
+        if "sample_positions" in self.sampler.feedback_layout.fields:
+            columns[SAMPLE_POSITION] = np.arange(batch[INDICES].shape[0])
+        return columns
 
     # ---------------------------------------------------- columnar sampling
     def sample_batch(
@@ -270,6 +284,8 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         num_items = check_setting(
             "num_items", num_items if num_items is not None else self.batch_size_B
         )
+        # LaBER's sampler draws a large batch, m times the items asked for.
+        num_items = self.sampler.items_per_draw(num_items)
         beta = self._resolve_beta(beta)
         check_gamma(gamma)
         n_steps = self._draw_n_steps(num_items, n_step)
@@ -300,6 +316,13 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         """
         B = check_setting("batch_size_B", batch_size_B)
         T = check_setting("batch_length_T", batch_length_T)
+        if self.sampler.items_per_draw(B) != B:
+            raise ValueError(
+                f"sample_sequences() cannot serve sampler="
+                f"{self.sampler.name!r}: LaBER sub-samples transitions, not "
+                f"sequences (ACER). Use sampler='priority' in "
+                f"`replay_buffer_config`."
+            )
         beta = self._resolve_beta(beta)
         starts, weights = self._draw(B, beta)
         # Each row's start is a 1-step transition.

@@ -7,6 +7,10 @@ one value per sampled item in each field:
   replay read it; NERS caches it as a feature of the transition);
 - `scores`: NERS's `sigma_i`, the scorer's output for the item;
 - `target_q`: the TD target `q_i` of the item, NERS's other cached feature;
+- `online_losses`, `target_losses`: ReLo's, the item's loss under the online
+  network and under the target network against the same TD target;
+- `times_drawn`: LaBER's, how often the item of the large batch was drawn
+  into the mini-batches of the update;
 - `sample_positions`: the item's place in its sample, for Learners that each
   return a shard of the batch (see `in_sample_order`).
 
@@ -15,7 +19,9 @@ one array per module: what the Learner logged under `TD_ERROR_KEY` (RLlib's
 `update_priorities_in_episode_replay_buffer`), so feedback crosses from a
 Learner to a buffer as that one array. A `FeedbackLayout` names the fields of
 its columns: `TD_ERRORS` is RLlib's own (one TD error per item, a 1-D array),
-`NERS_SCORES` is `[score, td_error, target_q, sample_position]` per item. The
+`NERS_SCORES` is `[score, td_error, target_q, sample_position]` per item,
+`RELO_LOSSES` `[td_error, online_loss, target_loss, sample_position]` and
+`LABER_SURROGATES` `[surrogate, times_drawn, sample_position]`. The
 Learner packs by the layout of the sampler it feeds (`pack_columns`), and the
 buffer unpacks by its sampler's layout (`unpack`), which raises, naming the
 fix, for an array laid out otherwise.
@@ -41,6 +47,9 @@ class ReplayFeedback:
     td_errors: np.ndarray
     scores: Optional[np.ndarray] = None
     target_q: Optional[np.ndarray] = None
+    online_losses: Optional[np.ndarray] = None
+    target_losses: Optional[np.ndarray] = None
+    times_drawn: Optional[np.ndarray] = None
     sample_positions: Optional[np.ndarray] = None
 
     def __post_init__(self):
@@ -136,4 +145,21 @@ NERS_SCORES = FeedbackLayout(
     sent_by="a NERS Learner: plain TD errors mean the learner is not a NERS "
     "learner; use NERSDQNConfig (NERSSACConfig, ACERConfig, TD3Config with .ners()) or "
     "`rllib_ners.enable_ners(config)` on a stock DQNConfig",
+)
+
+RELO_LOSSES = FeedbackLayout(
+    name="ReLo",
+    fields=("td_errors", "online_losses", "target_losses", "sample_positions"),
+    sent_by="a Learner that computes ReLo (the item's loss under the online and "
+    "the target network): RainbowDQNConfig, NERSSACConfig or TD3Config with "
+    "replay_buffer_config['sampler']='relo', or "
+    "`rllib_ners.enable_replay(config, 'relo')` on a stock DQNConfig or SACConfig",
+)
+
+LABER_SURROGATES = FeedbackLayout(
+    name="LaBER",
+    fields=("td_errors", "times_drawn", "sample_positions"),
+    sent_by="a Learner that sub-samples LaBER's large batch: RainbowDQNConfig, "
+    "NERSSACConfig or TD3Config with replay_buffer_config['sampler']='laber', or "
+    "`rllib_ners.enable_replay(config, 'laber')` on a stock DQNConfig or SACConfig",
 )

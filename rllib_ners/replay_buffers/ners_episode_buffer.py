@@ -41,6 +41,7 @@ from rllib_ners.replay_buffers.buffer_names import (
     NEXT_OBS,
     OBS,
     REWARDS,
+    SAMPLE_POSITION,  # noqa: F401 (re-exported: NERS Learners import it here)
     TIMESTEPS,
 )
 from rllib_ners.replay_buffers.buffer_settings import check_setting
@@ -54,11 +55,6 @@ from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
 
 # Column names of the NERS feature cache in sampler-training batches.
 DELTA, TARGET_Q = "delta", "q"
-
-# Batch column: each sampled item's position in its `sample()` call, which
-# Learners send back with their NERS feedback (`ReplayFeedback.
-# in_sample_order`).
-SAMPLE_POSITION = "sample_position"
 
 # Batch column: `[obs slot, obs key, new_obs slot, new_obs key]` per item
 # (`item_columns`), the NERS Learner's encoding-cache keys.
@@ -161,13 +157,12 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
     # --------------------------------------------------------- priorities
     @override(FastPrioritizedEpisodeReplayBuffer)
     def item_columns(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        """Adds `ts`, `sample_position` and `ENCODING_KEYS`: `[slot, key]` of
+        """Adds `ts` and `ENCODING_KEYS`: `[slot, key]` of
         `obs` and of `new_obs` per item (`observation_keys`), under which the
         NERS Learner caches its image encoder's outputs between sampler
         updates."""
         columns = super().item_columns(batch)
         columns[TIMESTEPS] = batch[TIMESTEPS]
-        columns[SAMPLE_POSITION] = np.arange(batch[TIMESTEPS].shape[0])
         slots = np.stack([batch[INDICES], batch[NEXT_INDICES]], axis=1)
         keys = observation_keys(self._storage, slots, self._frame_stack)
         columns[ENCODING_KEYS] = np.stack(

@@ -41,6 +41,7 @@ class NERSScoreSampler(PrioritySampler):
     """
 
     feedback_layout: FeedbackLayout = NERS_SCORES
+    name = "ners"
 
     def __init__(self, capacity: int, **settings):
         super().__init__(capacity, **settings)

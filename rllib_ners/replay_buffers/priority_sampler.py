@@ -140,6 +140,7 @@ class PrioritySampler(ReplaySampler):
 
     # What the sampler reads of the Learner's feedback: its TD errors.
     feedback_layout: FeedbackLayout = TD_ERRORS
+    name = "priority"
 
     def __init__(
         self,

@@ -9,14 +9,20 @@ later draws. A replay method is one sampler class:
 - `priority_sampler.PrioritySampler`: uniform replay, PER and LAP (its
   settings), priorities from TD errors;
 - `ners_score_sampler.NERSScoreSampler`: NERS, priorities from the learned
-  scores, with the per-slot memory its scorer reads.
+  scores, with the per-slot memory its scorer reads;
+- `relo_sampler.ReLoSampler`: ReLo, PER with priorities from the reducible
+  loss (Sujit et al. 2023);
+- `laber_sampler.LargeBatchSampler`: LaBER's uniform large batch, which the
+  Learner sub-samples (Lahire et al. 2022).
 
-The buffer builds its sampler from `replay_buffer_config` (its class's
-`sampler_class`), calls `set_new`/`on_written`/`on_evicted` as it writes, `draw`
-to sample, and `update_priority` with the feedback for the last sample's slots
-(those still holding the sampled transition are `live`). A Learner sends its
-feedback packed in the sampler's `feedback_layout`. `tests/unit/
-test_replay_samplers.py` holds every sampler of the package to this contract.
+The buffer builds its sampler from `replay_buffer_config` (its `"sampler"`
+setting, `sampler_choice`, or its class's `sampler_class`), calls
+`set_new`/`on_written`/`on_evicted` as it writes, `draw` to sample (asking
+`items_per_draw` how many), and `update_priority` with the feedback for the
+last sample's slots (those still holding the sampled transition are
+`live`). A Learner sends its feedback packed in the sampler's
+`feedback_layout`. `tests/unit/test_replay_samplers.py` holds every sampler
+of the package to this contract.
 """
 
 from __future__ import annotations
@@ -36,6 +42,13 @@ class ReplaySampler(ABC):
     # are packed on the way (RLlib's TD-error array for TD-error samplers).
     feedback_layout: FeedbackLayout
     capacity: int
+    # The `"sampler"` setting that chooses it (`sampler_choice`).
+    name: str
+
+    def items_per_draw(self, num_items: int) -> int:
+        """How many items a sample asked for `num_items` draws: the same, but
+        for LaBER's large batch."""
+        return num_items
 
     @abstractmethod
     def draw(

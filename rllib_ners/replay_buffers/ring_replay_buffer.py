@@ -69,6 +69,11 @@ from rllib_ners.replay_buffers.n_step import (
 )
 from rllib_ners.replay_buffers.priority_sampler import MIN_PRIORITY, PrioritySampler
 from rllib_ners.replay_buffers.ring_storage import RingStorage
+from rllib_ners.replay_buffers.sampler_choice import (
+    ALL_METHOD_SETTINGS,
+    check_learner_sends_feedback,
+    sampler_class_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +87,18 @@ SETTINGS = (
     "beta_final",
     "beta_annealing_timesteps",
     "min_priority",
+    "sampler",
+    *ALL_METHOD_SETTINGS,
+    "learner_sends_feedback",
     "seed",
     "frame_stack",
     "metrics_num_episodes_for_smoothing",
 )
 
 _NO_SLOTS = np.zeros(0, dtype=np.int64)
+
+# RLlib's default window of the smoothed buffer metrics.
+DEFAULT_SMOOTHING_EPISODES = 100
 
 # The capacity RLlib's `__init__` sizes its (unused) storage by, the smallest
 # it takes (see `RingReplayBuffer`).
@@ -144,26 +155,41 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         batch_length_T: int = 1,
         alpha: float = 1.0,
         beta: float = 0.0,
-        metrics_num_episodes_for_smoothing: int = 100,
+        metrics_num_episodes_for_smoothing: Optional[int] = None,
         seed: Optional[int] = None,
         frame_stack: int = 1,
         beta_final: Optional[float] = None,
         beta_annealing_timesteps: Optional[int] = None,
         min_priority: float = MIN_PRIORITY,
+        sampler: Optional[str] = None,
+        learner_sends_feedback: Optional[bool] = None,
         **kwargs,
     ):
+        method_settings = {
+            name: kwargs.pop(name) for name in ALL_METHOD_SETTINGS if name in kwargs
+        }
         check_no_unknown_settings(kwargs, type(self).__name__, SETTINGS)
         capacity = check_capacity(capacity)
         batch_size_B = check_setting("batch_size_B", batch_size_B)
         batch_length_T = check_setting("batch_length_T", batch_length_T)
         self._frame_stack = check_setting("frame_stack", frame_stack)
-        self._sampler = self.sampler_class(
+        sampler_class = sampler_class_for(sampler, type(self), method_settings)
+        # RLlib's Algorithm passes `metrics_num_episodes_for_smoothing` to every
+        # episode buffer it builds; None here means a buffer built by hand.
+        built_by_algorithm = metrics_num_episodes_for_smoothing is not None
+        check_learner_sends_feedback(
+            sampler_class, learner_sends_feedback, built_by_algorithm
+        )
+        if metrics_num_episodes_for_smoothing is None:
+            metrics_num_episodes_for_smoothing = DEFAULT_SMOOTHING_EPISODES
+        self._sampler = sampler_class(
             capacity,
             alpha=alpha,
             beta=beta,
             beta_final=beta_final,
             beta_annealing_timesteps=beta_annealing_timesteps,
             min_priority=min_priority,
+            **method_settings,
         )
         self._storage = RingStorage(capacity)
         super().__init__(

@@ -93,6 +93,41 @@ BUFFER_CASES = [
         lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(100, min_priority=-1.0),
     ),
     ("batch_length_T", lambda: NERSEpisodeReplayBuffer(100, batch_length_T=0)),
+    ("sampler", lambda: FastPrioritizedEpisodeReplayBuffer(100, sampler="prio")),
+    ("sampler=", lambda: NERSEpisodeReplayBuffer(100, sampler="relo")),
+    (
+        "sampler=",
+        lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(100, sampler="relo"),
+    ),
+    (
+        "learner_sends_feedback",
+        lambda: FastPrioritizedEpisodeReplayBuffer(100, learner_sends_feedback="y"),
+    ),
+    (
+        "relo_transform",
+        lambda: FastPrioritizedEpisodeReplayBuffer(
+            100, sampler="relo", relo_transform="abs"
+        ),
+    ),
+    (
+        "relo_epsilon",
+        lambda: FastPrioritizedEpisodeReplayBuffer(
+            100, sampler="relo", relo_epsilon=-1.0
+        ),
+    ),
+    (
+        "laber_m",
+        lambda: FastPrioritizedEpisodeReplayBuffer(
+            100, sampler="laber", alpha=0.0, laber_m=0
+        ),
+    ),
+    (
+        "laber_weights",
+        lambda: FastPrioritizedEpisodeReplayBuffer(
+            100, sampler="laber", alpha=0.0, laber_weights="sum"
+        ),
+    ),
+    ("does not read", lambda: FastPrioritizedEpisodeReplayBuffer(100, laber_m=4)),
     ("Unknown replay buffer settings", lambda: NERSEpisodeReplayBuffer(100, alfa=1)),
     ("beta", lambda: _filled().sample(4, beta=-0.1)),
     ("n_step", lambda: _filled().sample(4, n_step=(3, 2))),

@@ -1,5 +1,6 @@
 """Every replay method is a sampler keeping one contract (`replay_sampler`), fed
-the Learner's typed feedback (`feedback`): uniform, PER, LAP and NERS."""
+the Learner's typed feedback (`feedback`): uniform, PER, LAP, NERS, ReLo and
+LaBER."""
 
 import gymnasium as gym
 import numpy as np
@@ -13,13 +14,18 @@ from rllib_ners.replay_buffers.feedback import (
     TD_ERRORS,
     ReplayFeedback,
 )
+from rllib_ners.replay_buffers.laber_sampler import LargeBatchSampler
 from rllib_ners.replay_buffers.ners_score_sampler import NERSScoreSampler
 from rllib_ners.replay_buffers.priority_sampler import PrioritySampler
+from rllib_ners.replay_buffers.relo_sampler import ReLoSampler
 from rllib_ners.replay_buffers.replay_sampler import ReplaySampler
 
 CAPACITY = 16
 TD_ERRORS_SEEN = np.array([0.25, 4.0, 2.0, 0.5])
 SCORES_SEEN = np.array([3.0, 0.5, 1.5, 9.0])
+ONLINE_LOSSES_SEEN = TD_ERRORS_SEEN + 1.0
+TARGET_LOSSES_SEEN = np.array([1.0, 0.5, 4.0, 0.0])  # ReLo: .25, 4.5, -1.5, 1.5
+TIMES_DRAWN_SEEN = np.array([1.0, 0.0, 2.0, 1.0])
 
 # name -> (sampler, the leaf each item must get from the feedback below)
 SAMPLERS = {
@@ -39,12 +45,25 @@ SAMPLERS = {
         lambda: NERSScoreSampler(CAPACITY, alpha=0.5),
         SCORES_SEEN**0.5,
     ),
+    "relo": (
+        lambda: ReLoSampler(CAPACITY, alpha=0.5, beta=0.4),
+        (np.array([0.25, 4.5, 0.0, 1.5]) + 1e-5) ** 0.5,
+    ),
+    # LaBER stores no priority: its leaves stay uniform.
+    "laber": (lambda: LargeBatchSampler(CAPACITY), np.ones(4)),
 }
+# The samplers whose feedback sets no priority.
+SETS_NO_PRIORITY = {"laber"}
 
 
 def _feedback():
     return ReplayFeedback(
-        td_errors=TD_ERRORS_SEEN, scores=SCORES_SEEN, target_q=-TD_ERRORS_SEEN
+        td_errors=TD_ERRORS_SEEN,
+        scores=SCORES_SEEN,
+        target_q=-TD_ERRORS_SEEN,
+        online_losses=ONLINE_LOSSES_SEEN,
+        target_losses=TARGET_LOSSES_SEEN,
+        times_drawn=TIMES_DRAWN_SEEN,
     )
 
 
@@ -60,7 +79,7 @@ def test_each_sampler_keeps_the_contract_and_sets_its_own_priorities(name):
     assert drawn.shape == weights.shape == (4,) and weights.dtype == np.float32
     updated = np.array([1, 3, 5, 7])
     applied = sampler.update_priority(updated, _feedback(), np.ones(4, dtype=bool))
-    assert applied.all()
+    assert applied.all() != (name in SETS_NO_PRIORITY)
     np.testing.assert_allclose(sampler.sum_tree[updated], expected_leaves)
     assert sampler.broken_invariants() == []
 

@@ -34,7 +34,9 @@ loss):
   (`DQNTargetUpdates`, the part DQN's and SAC's Learners hold);
 * `cuda_graph_updates`: a GPU Learner's updates replayed from CUDA graphs;
 * `distributed`: averaging what DDP does not see over several Learners;
-* `lap_losses`: LAP's and PAL's losses (NERS-SAC, TD3).
+* `lap_losses`: LAP's and PAL's losses (NERS-SAC, TD3);
+* `replay_methods`: what a Learner computes for ReLo (the target network's
+  loss) and LaBER (surrogate priorities, the seeded sub-sample).
 
 The NERS sampler's glue lives in `rllib_ners.algorithms.ners`.
 """

@@ -33,6 +33,10 @@ from rllib_ners.replay_buffers.feedback import (
     NERS_SCORES,
     TD_ERRORS,
 )
+from rllib_ners.replay_buffers.sampler_choice import (
+    LEARNER_FED_SAMPLERS,
+    SAMPLER_CLASSES,
+)
 from rllib_ners.seam.algorithm import LocalReplayBufferHook
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
@@ -89,13 +93,17 @@ class ReplayStateMixin(LocalReplayBufferHook):
         # unless the buffer config names its own seed, so seeded runs repeat.
         if self.config.seed is not None and is_fast_buffer(buffer_class):
             buffer_config.setdefault("seed", self.config.seed)
+        # The NERS, ReLo and LaBER samplers refuse to be built for a Learner
+        # that cannot send their feedback (RLlib's send TD errors only).
+        layouts = getattr(
+            self.config.learner_class, LEARNER_FEEDBACK_LAYOUTS_ATTR, (TD_ERRORS,)
+        )
         if is_ners_buffer(buffer_class):
-            # The NERS buffer refuses to be built for a learner that cannot
-            # score (RLlib's Learners send TD errors only).
-            layouts = getattr(
-                self.config.learner_class, LEARNER_FEEDBACK_LAYOUTS_ATTR, (TD_ERRORS,)
-            )
             buffer_config["scored_by_ners_learner"] = NERS_SCORES in layouts
+        method = buffer_config.get("sampler")
+        if is_fast_buffer(buffer_class) and method in LEARNER_FED_SAMPLERS:
+            needed = SAMPLER_CLASSES[method].feedback_layout
+            buffer_config["learner_sends_feedback"] = needed in layouts
         return from_config(ReplayBuffer, buffer_config)
 
     def _extra_checkpoint_state(self) -> Dict[str, Any]:
