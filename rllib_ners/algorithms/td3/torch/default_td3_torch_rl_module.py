@@ -10,7 +10,7 @@ the per-module call overhead).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -78,6 +78,13 @@ class DefaultTD3TorchRLModule(TorchRLModule, DefaultTD3RLModule):
     ) -> torch.Tensor:
         """`Q(s, a)` of one critic, one value per row."""
         return self.run(critic, torch.cat([obs, actions], dim=-1)).squeeze(-1)
+
+    def critics(self, *, target: bool = False) -> List[torch.nn.Module]:
+        """The critics `[qf, qf_twin]` (one critic: `[qf]`), or their target
+        copies, in that order."""
+        if target:
+            return [self.target_qf] + ([self.target_qf_twin] if self.twin_q else [])
+        return [self.qf] + ([self.qf_twin] if self.twin_q else [])
 
     @override(RLModule)
     def _forward_inference(self, batch: Dict[str, Any], **kwargs) -> Dict[str, Any]:

@@ -20,6 +20,32 @@ from it and `y` replace it. The gradient steps are plain: gradients of each
 phase's loss averaged over several Learners, clipped as RLlib clips
 (`grad_clip`), nan/inf set to zero as RLlib does, the fused Adam kernels run
 directly (`step_optimizers`).
+
+Two replay methods add work to the update, each only when the buffer's
+sampler asks for it (every other replay's update is unchanged):
+
+* **ReLo** (`sampler="relo"`; Sujit et al. 2023): the update above, and with
+  no gradients the target critics on the batch's own `(s, a)` against the
+  same `y` (the same smoothing-noise draw). Each item's online loss is the
+  mean over the critics of `l(Q_k(s, a) - y)`, its target loss the same with
+  the target critics; `l` is this Learner's per-item critic loss before the
+  importance weights (`critic_item_loss`: "mse" `delta^2`, "huber" LAP's
+  Huber). The paper has no TD3 agent: this is its SAC agent's form (the mean
+  over the twin critics, the target critics on `(s, a)`). The buffer turns
+  `online - target` into priorities; the loss and gradients are PER's.
+* **LaBER** (`sampler="laber"`; Lahire et al. 2022): the batch holds `m * B`
+  uniformly drawn items. With no gradients: the smoothed target action, `y`
+  and each critic's `Q_k(s, a)` on all of them, and each critic's surrogate
+  priority `s_k`, the norm of its per-item loss's gradient w.r.t. `Q_k`
+  ("mse": `|delta_k|`, "huber": `min(|delta_k|, 1)`; the factor 2 of
+  `delta^2` does not change the draw). Each critic draws its own `B` rows
+  with replacement, `P(i) = s_k,i / sum s_k`, with LaBER-mean weights, and
+  steps on `mean(w_k * l(Q_k - y))` over its rows, `y` reused from the large
+  batch (the authors' TD3 and SAC code: two critics, two independent
+  mini-batches). The delayed actor steps on `B` rows drawn uniformly from the
+  large batch, unweighted, as the authors' code. The draws come from a
+  seeded generator that is part of the Learner's state
+  (`LABER_GENERATOR_STATE`), so a restored Learner draws the same rows.
 """
 
 from __future__ import annotations
@@ -57,13 +83,29 @@ from rllib_ners.algorithms.common.learner.gradient_step import (
     learner_reads_on_host,
 )
 from rllib_ners.algorithms.common.learner.lap_losses import huber, pal, pal_normaliser
+from rllib_ners.algorithms.common.learner.replay_methods import (
+    LABER_GENERATOR_STATE,
+    LargeBatchSubsampler,
+    huber_surrogate,
+    large_batch_subsampler,
+    mse_surrogate,
+    pack_laber_feedback,
+    pack_relo_feedback,
+    uses_laber_replay,
+    uses_relo_replay,
+)
 from rllib_ners.algorithms.common.learner.target_updates import PolyakTargets
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
     uses_ners_replay,
 )
 from rllib_ners.algorithms.td3.default_td3_rl_module import QF_PREDS, QF_TWIN_PREDS
-from rllib_ners.replay_buffers.feedback import NERS_SCORES, TD_ERRORS
+from rllib_ners.replay_buffers.feedback import (
+    LABER_SURROGATES,
+    NERS_SCORES,
+    RELO_LOSSES,
+    TD_ERRORS,
+)
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import scales_gradients, uses_torch_lr_schedulers
 from rllib_ners.seam.rl_module import training_pass
@@ -141,15 +183,65 @@ def priority_errors(errors: List[torch.Tensor]) -> torch.Tensor:
     return priority
 
 
+# The critic losses that have a per-item loss (ReLo) and a per-item gradient
+# (LaBER). PAL's loss is divided by a batch normaliser and is defined for
+# uniform replay: neither method applies to it.
+PER_ITEM_CRITIC_LOSSES = ("mse", "huber")
+
+
+def critic_item_loss(errors: torch.Tensor, kind: str) -> torch.Tensor:
+    """One critic's loss per item before importance weights: "mse" `delta^2`
+    (the TD3 paper's `F.mse_loss`, no 1/2, as `critic_loss`), "huber" LAP's
+    Huber loss."""
+    if kind == "mse":
+        return errors.pow(2)
+    if kind == "huber":
+        return huber(errors)
+    raise ValueError(f"critic_loss={kind!r} has no per-item loss")
+
+
+def relo_item_losses(errors: List[torch.Tensor], kind: str) -> torch.Tensor:
+    """ReLo's per-item loss: the mean over the critics of `critic_item_loss`
+    (the mean, as ReLo's SAC code averages its twin critics' losses; the
+    training loss sums them, which would only double ReLo)."""
+    return torch.stack([critic_item_loss(error, kind) for error in errors]).mean(0)
+
+
+def laber_surrogates(errors: torch.Tensor, kind: str) -> torch.Tensor:
+    """LaBER's surrogate priority of one critic's items: the norm of the
+    per-item loss's gradient w.r.t. `Q` ("mse": `|delta|`, "huber":
+    `min(|delta|, 1)`)."""
+    return mse_surrogate(errors) if kind == "mse" else huber_surrogate(errors)
+
+
+def laber_minibatch_size(rows: int, m: int) -> int:
+    """LaBER's mini-batch `B = rows // m` of a Learner's `rows` (its shard of
+    the `m * B` large batch)."""
+    if rows % m:
+        raise ValueError(
+            f"LaBER: the Learner got {rows} rows, not a multiple of laber_m={m}; "
+            f"with several Learners, make the batch size divisible by the "
+            f"number of Learners."
+        )
+    return rows // m
+
+
 class TD3TorchLearner(FastTorchLearner, TorchLearner):
     """TD3's update (see the module docstring), with metrics deferred to once
     per iteration and CUDA-graph replay (`FastTorchLearner`; TD3 makes its own
     gradient steps), holding the NERS sampler as `self.ners` when the replay
-    buffer is the NERS buffer."""
+    buffer is the NERS buffer and LaBER's sub-sampler as `self.laber` when its
+    sampler is LaBER's."""
 
-    # The replay feedback it sends: TD errors, or with NERS scores NERS's
-    # rows (the buffer's sampler must take one; checked when it is built).
-    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES)
+    # The replay feedback it sends: TD errors, NERS's rows, ReLo's losses or
+    # LaBER's surrogates (the buffer's sampler must take one; checked when it
+    # is built).
+    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES, RELO_LOSSES, LABER_SURROGATES)
+    # LaBER's sub-sampler (`LargeBatchSubsampler`) with a LaBER buffer, None
+    # otherwise; its generator is part of the Learner's state.
+    laber = None
+    # Whether the buffer's sampler is ReLo's (the update then logs ReLo rows).
+    relo_replay = False
 
     @override(TorchLearner)
     def build(self) -> None:
@@ -173,6 +265,24 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         self.polyak_targets: Dict[ModuleID, PolyakTargets] = {}
         if uses_ners_replay(self.config):
             self.ners = TorchNERSSampler(self)
+        self.relo_replay = uses_relo_replay(self.config)
+        if self.relo_replay or uses_laber_replay(self.config):
+            self._check_per_item_critic_losses()
+        if uses_laber_replay(self.config):
+            self.laber = large_batch_subsampler(self)
+
+    def _check_per_item_critic_losses(self) -> None:
+        """ReLo and LaBER need a per-item critic loss (`PER_ITEM_CRITIC_LOSSES`)."""
+        for module_id in self.module.keys():
+            kind = self.config.get_config_for_module(module_id).critic_loss
+            if kind not in PER_ITEM_CRITIC_LOSSES:
+                method = "ReLo" if self.relo_replay else "LaBER"
+                raise ValueError(
+                    f"{method} replay needs a per-item critic loss, but "
+                    f"critic_loss={kind!r} (PAL's loss for uniform replay, divided "
+                    f"by a batch normaliser); use config.training(critic_loss="
+                    f"'mse') (the TD3 paper's) or 'huber'."
+                )
 
     @classmethod
     @override(TorchLearner)
@@ -227,6 +337,11 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         for (module_id, module_batch), actor_phase in zip(batch.items(), actor_phases):
             module = self.module[module_id].unwrapped()
             config = self.config.get_config_for_module(module_id)
+            if self.laber is not None:
+                fwd_out[module_id], loss_per_module[module_id] = self._laber_update(
+                    module_id, module, module_batch, config, actor_phase
+                )
+                continue
             fwd_out[module_id] = training_pass(module, module_batch)
             loss = self.compute_loss_for_module(
                 module_id=module_id,
@@ -263,6 +378,15 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
             if self.ners is not None:
                 # [score, delta, q, position] rows replace the plain TD errors.
                 self.ners.report_scores(module_id, batch, delta, target)
+            elif self.relo_replay:
+                online_losses, target_losses = self._relo_losses(
+                    module, batch, errors, target, config.critic_loss
+                )
+                self.metrics.log_value(
+                    (module_id, TD_ERROR_KEY),
+                    pack_relo_feedback(delta, online_losses, target_losses, batch),
+                    reduce="item_series",
+                )
             else:
                 self.metrics.log_value(
                     (module_id, TD_ERROR_KEY), delta, reduce="item_series"
@@ -281,6 +405,81 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
             },
         )
         return loss
+
+    @staticmethod
+    def _relo_losses(module, batch, errors, target, kind):
+        """ReLo's per-item `(online, target)` losses (`relo_item_losses`): the
+        update's errors, and the target critics on the batch's `(s, a)`
+        against the same `y` (called without gradients)."""
+        obs, actions = batch[Columns.OBS], batch[Columns.ACTIONS]
+        target_errors = [
+            module.q_values(critic, obs, actions) - target
+            for critic in module.critics(target=True)
+        ]
+        return relo_item_losses(errors, kind), relo_item_losses(target_errors, kind)
+
+    def _laber_update(self, module_id, module, batch, config, actor_phase):
+        """One LaBER update of one module on its large batch (see the module
+        docstring): the scoring pass, each critic's draw and step, the
+        delayed actor's step on uniform rows; logs the surrogates (mean over
+        the critics) with how often each row was drawn. Returns the scoring
+        pass's Q values and the critics' loss."""
+        obs, actions = batch[Columns.OBS], batch[Columns.ACTIONS]
+        rows = obs.shape[0]
+        num = laber_minibatch_size(rows, self.laber.m)
+        critics = module.critics()
+        with torch.no_grad():
+            target = critic_targets(module, batch, config)
+            q_large = [module.q_values(critic, obs, actions) for critic in critics]
+            errors = [q - target for q in q_large]
+            surrogates = [
+                laber_surrogates(error, config.critic_loss) for error in errors
+            ]
+        draws = [self.laber.draw(surrogate, num) for surrogate in surrogates]
+        loss = sum(
+            torch.mean(
+                weights
+                * critic_item_loss(
+                    module.q_values(critic, obs[rows_k], actions[rows_k])
+                    - target[rows_k],
+                    config.critic_loss,
+                )
+            )
+            for critic, (rows_k, weights) in zip(critics, draws)
+        )
+        self._gradient_step(module_id, CRITIC_OPTIMIZER, loss, config)
+        index_sets = [rows_k for rows_k, _ in draws]
+        if actor_phase:
+            actor_rows = self.laber.uniform(rows, num, obs.device)
+            index_sets.append(actor_rows)
+            self._update_actor_and_targets(
+                module_id, module, {Columns.OBS: obs[actor_rows]}, config
+            )
+        with torch.no_grad():
+            times_drawn = LargeBatchSubsampler.times_drawn(index_sets, rows)
+            self.metrics.log_value(
+                (module_id, TD_ERROR_KEY),
+                pack_laber_feedback(
+                    torch.stack(surrogates).mean(0), times_drawn, batch
+                ),
+                reduce="item_series",
+            )
+            delta = priority_errors(errors)
+        q_preds, loss_value = q_large[0], loss.detach()
+        self.log_statistics(
+            module_id,
+            {
+                QF_LOSS_KEY: lambda: loss_value,
+                QF_MAX_KEY: lambda: torch.max(q_preds),
+                QF_MEAN_KEY: lambda: torch.mean(q_preds),
+                QF_MIN_KEY: lambda: torch.min(q_preds),
+                TD_ERROR_MEAN_KEY: lambda: torch.mean(delta),
+            },
+        )
+        fwd_out = {QF_PREDS: q_large[0]}
+        if module.twin_q:
+            fwd_out[QF_TWIN_PREDS] = q_large[1]
+        return fwd_out, loss
 
     def _update_actor_and_targets(self, module_id, module, batch, config) -> None:
         """The delayed part of TD3's update: the actor's step on
@@ -357,9 +556,15 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         state = super().get_state(components, not_components=not_components, **kwargs)
         if includes_component(self, TD3_UPDATE_COUNT_STATE, components, not_components):
             state[TD3_UPDATE_COUNT_STATE] = dict(self.update_counts)
+        if self.laber is not None and includes_component(
+            self, LABER_GENERATOR_STATE, components, not_components
+        ):
+            state[LABER_GENERATOR_STATE] = self.laber.get_state()
         return state
 
     @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.update_counts.update(state.get(TD3_UPDATE_COUNT_STATE, {}))
+        if self.laber is not None and LABER_GENERATOR_STATE in state:
+            self.laber.set_state(state[LABER_GENERATOR_STATE])
