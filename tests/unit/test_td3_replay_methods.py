@@ -32,6 +32,7 @@ from rllib_ners.algorithms.common.learner.replay_methods import (
 from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config
 from rllib_ners.algorithms.td3.torch.td3_torch_learner import TD3TorchLearner
 from rllib_ners.replay_buffers.feedback import LABER_SURROGATES, RELO_LOSSES
+from rllib_ners.utils.update_graphs import EagerStandInGraph
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACTIONS = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
@@ -283,6 +284,16 @@ def test_laber_needs_a_multiple_of_m_rows():
     learner = _learner("laber")
     with pytest.raises(ValueError, match="laber_m=2"):
         learner.update(batch=_batch(7), timesteps={})
+
+
+@pytest.mark.parametrize("sampler", ["relo", "laber"])
+def test_only_laber_updates_without_captured_graphs(sampler):
+    learner = _learner(sampler, cuda_graph_updates=True)
+    learner.host_reads = False  # the gradient step a GPU Learner takes
+    learner.make_update_graph = EagerStandInGraph  # a graph on the CPU
+    learner.update(batch=_batch(8), timesteps={}, **{DEFER_METRICS: True})
+    # LaBER draws its rows on the host mid-update: nothing to capture.
+    assert (learner.update_graphs is None) == (sampler == "laber")
 
 
 def test_a_restored_laber_learner_draws_the_same_rows(one_torch_thread):

@@ -86,11 +86,10 @@ from rllib_ners.algorithms.common.learner.lap_losses import huber, pal, pal_norm
 from rllib_ners.algorithms.common.learner.replay_methods import (
     LABER_GENERATOR_STATE,
     LargeBatchSubsampler,
-    huber_surrogate,
     large_batch_subsampler,
-    mse_surrogate,
     pack_laber_feedback,
     pack_relo_feedback,
+    surrogate_for_loss,
     uses_laber_replay,
     uses_relo_replay,
 )
@@ -207,25 +206,6 @@ def relo_item_losses(errors: List[torch.Tensor], kind: str) -> torch.Tensor:
     return torch.stack([critic_item_loss(error, kind) for error in errors]).mean(0)
 
 
-def laber_surrogates(errors: torch.Tensor, kind: str) -> torch.Tensor:
-    """LaBER's surrogate priority of one critic's items: the norm of the
-    per-item loss's gradient w.r.t. `Q` ("mse": `|delta|`, "huber":
-    `min(|delta|, 1)`)."""
-    return mse_surrogate(errors) if kind == "mse" else huber_surrogate(errors)
-
-
-def laber_minibatch_size(rows: int, m: int) -> int:
-    """LaBER's mini-batch `B = rows // m` of a Learner's `rows` (its shard of
-    the `m * B` large batch)."""
-    if rows % m:
-        raise ValueError(
-            f"LaBER: the Learner got {rows} rows, not a multiple of laber_m={m}; "
-            f"with several Learners, make the batch size divisible by the "
-            f"number of Learners."
-        )
-    return rows // m
-
-
 class TD3TorchLearner(FastTorchLearner, TorchLearner):
     """TD3's update (see the module docstring), with metrics deferred to once
     per iteration and CUDA-graph replay (`FastTorchLearner`; TD3 makes its own
@@ -270,6 +250,7 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
             self._check_per_item_critic_losses()
         if uses_laber_replay(self.config):
             self.laber = large_batch_subsampler(self)
+            self._update_eagerly_under_laber()
 
     def _check_per_item_critic_losses(self) -> None:
         """ReLo and LaBER need a per-item critic loss (`PER_ITEM_CRITIC_LOSSES`)."""
@@ -283,6 +264,19 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
                     f"by a batch normaliser); use config.training(critic_loss="
                     f"'mse') (the TD3 paper's) or 'huber'."
                 )
+
+    def _update_eagerly_under_laber(self) -> None:
+        """No CUDA-graph replay under LaBER: its sub-sample is drawn from a
+        host-side generator between the scoring pass and the gradient step,
+        which a captured graph would replay with the captured draw."""
+        self.graphs_checked, self.update_graphs = True, None
+        if getattr(self.config, "cuda_graph_updates", False):
+            logger.info(
+                "%s: cuda_graph_updates=True, but updates run eagerly: LaBER's "
+                "sub-sample is drawn between the scoring pass and the gradient "
+                "step.",
+                type(self).__name__,
+            )
 
     @classmethod
     @override(TorchLearner)
@@ -426,16 +420,15 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         pass's Q values and the critics' loss."""
         obs, actions = batch[Columns.OBS], batch[Columns.ACTIONS]
         rows = obs.shape[0]
-        num = laber_minibatch_size(rows, self.laber.m)
+        num = self.laber.minibatch_size(rows)
         critics = module.critics()
         with torch.no_grad():
             target = critic_targets(module, batch, config)
             q_large = [module.q_values(critic, obs, actions) for critic in critics]
             errors = [q - target for q in q_large]
-            surrogates = [
-                laber_surrogates(error, config.critic_loss) for error in errors
-            ]
-        draws = [self.laber.draw(surrogate, num) for surrogate in surrogates]
+            surrogate = surrogate_for_loss(config.critic_loss)
+            surrogates = [surrogate(error) for error in errors]
+        draws = [self.laber.draw(scores, num) for scores in surrogates]
         loss = sum(
             torch.mean(
                 weights
