@@ -14,6 +14,24 @@ loss of each update:
      `update_priorities()`.
 With our PER or uniform buffer, RLlib's own TD errors go to the buffer.
 
+Two more replay methods take more than the TD errors (`replay_methods`):
+  * ReLo (`replay_buffer_config["sampler"] = "relo"`, Sujit et al., NeurIPS
+    2023): the target critics also run on the batch's own `(s, a)`, without
+    gradients (in the target pass's calls: `sac_update`), and each item's
+    loss under the online critics and under the target critics against the
+    update's own soft TD target `y` goes to the buffer with its TD error
+    (`pack_relo_feedback`); the loss is the critics' per-item training loss
+    before the importance weights, averaged over the twin critics, as the
+    authors' `RELOSACAgent` averages its two critics' losses. The update
+    itself is PER's (on the CPU bit for bit): ReLo changes the priorities
+    only.
+  * LaBER (`"sampler": "laber"`, Lahire et al., ICML 2022): the batch is a
+    large batch of m*B uniform rows; the update scores all of them, draws
+    each critic's B rows in proportion to its surrogate priority and the
+    actor's B rows uniformly, and steps on the drawn rows only
+    (`laber_sac_update`); the buffer gets the surrogates and how often each
+    row was drawn (`pack_laber_feedback`).
+
 Beyond RLlib's SACTorchLearner it also
   * checkpoints the temperature `log(alpha)`: RLlib 2.60 keeps it outside the
     RLModule and saves only its optimiser, so a restored SAC restarted from
@@ -35,6 +53,7 @@ from typing import Any, Dict
 import gymnasium as gym
 import torch
 from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner
+from ray.rllib.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
 from ray.rllib.algorithms.sac.sac_learner import (
     LOGPS_KEY,
     QF_LOSS_KEY,
@@ -62,19 +81,43 @@ from rllib_ners.algorithms.common.learner.distributed import (
 )
 from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.learner.lap_losses import pal, pal_normaliser
+from rllib_ners.algorithms.common.learner.replay_methods import (
+    LABER_GENERATOR_STATE,
+    huber_surrogate,
+    large_batch_subsampler,
+    mse_surrogate,
+    pack_laber_feedback,
+    pack_relo_feedback,
+    uses_laber_replay,
+    uses_relo_replay,
+)
 from rllib_ners.algorithms.common.learner.target_updates import DQNTargetUpdates
 from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     TorchNERSSampler,
     uses_ners_replay,
 )
+from rllib_ners.algorithms.ners_sac.torch.laber_sac_update import (
+    critic_prediction_keys,
+    laber_sac_update,
+    laber_scoring_pass,
+    laber_training_pass,
+    rows_per_draw,
+)
 from rllib_ners.algorithms.ners_sac.torch.sac_update import (
     LOGP_NEXT_RESAMPLED,
     LOGP_RESAMPLED,
     Q_CURR,
+    Q_TARGET_CURR,
     one_backward_sac_update,
+    sac_networks_of,
     sac_update_blocker,
 )
-from rllib_ners.replay_buffers.feedback import NERS_SCORES, TD_ERRORS
+from rllib_ners.replay_buffers.feedback import (
+    LABER_SURROGATES,
+    NERS_SCORES,
+    RELO_LOSSES,
+    TD_ERRORS,
+)
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import losses_per_optimizer
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
@@ -139,6 +182,11 @@ def _critic_loss_function(config, td_error: TensorType):
     return huber_error
 
 
+def mean_over_critics(values):
+    """The element-wise mean of per-critic tensors (one, or the twins')."""
+    return sum(values[1:], values[0]) / len(values)
+
+
 def uses_squared_error(config) -> bool:
     """Whether the critics regress with the SAC paper's squared error
     (`critic_loss="mse"`) instead of RLlib's Huber loss."""
@@ -166,9 +214,12 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     logged once), RLlib's own.
     """
 
-    # The replay feedback it sends: TD errors, or with NERS scores NERS's
-    # rows (the buffer's sampler must take one; checked when it is built).
-    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES)
+    # The replay feedback it sends: TD errors, with NERS scores NERS's rows,
+    # with ReLo ReLo's losses, with LaBER LaBER's surrogates (the buffer's
+    # sampler must take one; checked when it is built).
+    replay_feedback_layouts = (TD_ERRORS, NERS_SCORES, RELO_LOSSES, LABER_SURROGATES)
+    # LaBER's sub-sampler (`LargeBatchSubsampler`) with LaBER replay, else None.
+    laber_subsampler = None
 
     @override(SACTorchLearner)
     def build(self) -> None:
@@ -186,11 +237,76 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
         if uses_ners_replay(self.config):
             # encoder='module': SAC's policy encoder (its Q encoders take actions).
             self.ners = TorchNERSSampler(self, module_encoder="pi_encoder")
+        self.relo_replay = uses_relo_replay(self.config)
+        if self.relo_replay:
+            self._check_relo_can_serve()
+        if uses_laber_replay(self.config):
+            self.laber_subsampler = self._build_laber_subsampler()
+
+    def _check_relo_can_serve(self) -> None:
+        """ReLo's target losses need the target critics' Q(s, a) of the
+        batch's own action: continuous (Box) actions and RLlib's SAC critics."""
+        for module_id in self.module.keys():
+            module = self.module[module_id].unwrapped()
+            if not isinstance(module, DefaultSACRLModule):
+                raise ValueError(
+                    f"replay_buffer_config['sampler']='relo' runs the target "
+                    f"critics of RLlib's SAC module; module {module_id!r} is a "
+                    f"{type(module).__name__}. Use DefaultSACRLModule (or this "
+                    f"package's SACTorchRLModule), or 'priority' (PER)."
+                )
+            if not isinstance(module.action_space, gym.spaces.Box):
+                raise ValueError(
+                    f"replay_buffer_config['sampler']='relo' serves SAC with "
+                    f"continuous (Box) actions; module {module_id!r} has "
+                    f"{module.action_space}. Use 'priority' (PER) for it."
+                )
+
+    def _build_laber_subsampler(self):
+        """LaBER's sub-sampler, after checking that this Learner's own update
+        serves the config (LaBER needs an update between the scoring pass and
+        the gradient step, which RLlib's update has not)."""
+        if self.one_backward_blocker is not None:
+            raise ValueError(
+                f"replay_buffer_config['sampler']='laber' needs "
+                f"{type(self).__name__}'s own SAC update (it scores the m*B rows "
+                f"and steps on the drawn ones), but this config takes RLlib's "
+                f"update because {self.one_backward_blocker}; RLlib's would train "
+                f"on all m*B rows uniformly. Remove that setting (continuous "
+                f"actions and RLlib's SAC module, no torch_compile_learner, mixed "
+                f"precision or torch LR schedulers), or replay with another "
+                f"sampler."
+            )
+        if getattr(self.config, "critic_loss", "huber") == "pal":
+            raise ValueError(
+                "replay_buffer_config['sampler']='laber' scores items by the "
+                "critic loss's gradient w.r.t. Q, defined here for "
+                "critic_loss='mse' and 'huber'; PAL's loss is LAP's. Use "
+                "config.training(critic_loss='mse') (the SAC paper's) with LaBER."
+            )
+        if getattr(self.config, "cuda_graph_updates", False):
+            # The sub-sample is drawn from a CPU generator, read on the host.
+            self.graphs_checked = True
+            logger.info(
+                "%s: cuda_graph_updates=True, but updates run eagerly: LaBER's "
+                "sub-sample is drawn on the host.",
+                type(self).__name__,
+            )
+        return large_batch_subsampler(self)
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
+        if self.laber_subsampler is not None:
+            return laber_sac_update(
+                self, batch, self.sac_networks, self.laber_subsampler
+            )
         if self.one_backward_blocker is None:
-            return one_backward_sac_update(self, batch, self.sac_networks)
+            return one_backward_sac_update(
+                self,
+                batch,
+                self.sac_networks,
+                target_on_taken_actions=self.relo_replay,
+            )
         return super()._update(batch)
 
     @override(DQNLearner)
@@ -259,26 +375,31 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
             twin_q=config.twin_q,
         )
         critic_loss_of = _critic_loss_function(config, td_error)
-        critic_losses = {
-            QF_LOSS_KEY: torch.mean(
-                batch["weights"] * critic_loss_of(fwd_out[QF_PREDS], target)
-            )
-        }
+        critic_keys = [(QF_LOSS_KEY, QF_PREDS)]
         if config.twin_q:
-            critic_losses[QF_TWIN_LOSS_KEY] = torch.mean(
-                batch["weights"] * critic_loss_of(fwd_out[QF_TWIN_PREDS], target)
-            )
-        logp_resampled = fwd_out[LOGP_RESAMPLED]
-        actor_loss = torch.mean(alpha.detach() * logp_resampled - fwd_out[Q_CURR])
-        alpha_loss = -torch.mean(
-            log_alpha * (logp_resampled.detach() + self.target_entropy[module_id])
+            critic_keys.append((QF_TWIN_LOSS_KEY, QF_TWIN_PREDS))
+        item_losses = {
+            loss_key: critic_loss_of(fwd_out[prediction_key], target)
+            for loss_key, prediction_key in critic_keys
+        }
+        critic_losses = {
+            loss_key: torch.mean(batch["weights"] * loss)
+            for loss_key, loss in item_losses.items()
+        }
+        actor_loss, alpha_loss = self._actor_and_temperature_losses(
+            module_id, log_alpha, alpha, fwd_out
         )
         # The SAC paper's total, added left to right: actor, temperature, then
         # the critic(s). RLlib adds the temperature after the critic; the sums
         # differ in float rounding only, and the gradients not at all.
         total_loss = sum(critic_losses.values(), actor_loss + alpha_loss)
+        feedback = td_error
+        if self.relo_replay:
+            feedback = self._relo_feedback(
+                module_id, batch, fwd_out, td_error, target, critic_loss_of, item_losses
+            )
         self.metrics.log_value(
-            (module_id, TD_ERROR_KEY), td_error, reduce="item_series"
+            (module_id, TD_ERROR_KEY), feedback, reduce="item_series"
         )
         self._log_sac_statistics(
             module_id, fwd_out, alpha, actor_loss, alpha_loss, critic_losses, td_error
@@ -294,6 +415,102 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
             with torch.no_grad():
                 self.ners.report_scores(module_id, batch, td_error.detach(), target)
         return total_loss
+
+    def _actor_and_temperature_losses(self, module_id, log_alpha, alpha, fwd_out):
+        """RLlib's SAC policy loss `mean(alpha log pi(a~|s) - min_k Q_k(s, a~))`
+        (alpha and the critics frozen) and temperature loss
+        `-mean(log alpha (log pi(a~|s) + target entropy))`, on the rows of
+        `fwd_out`'s `LOGP_RESAMPLED` and `Q_CURR`."""
+        logp_resampled = fwd_out[LOGP_RESAMPLED]
+        actor_loss = torch.mean(alpha.detach() * logp_resampled - fwd_out[Q_CURR])
+        alpha_loss = -torch.mean(
+            log_alpha * (logp_resampled.detach() + self.target_entropy[module_id])
+        )
+        return actor_loss, alpha_loss
+
+    def _relo_feedback(
+        self, module_id, batch, fwd_out, td_error, target, critic_loss_of, item_losses
+    ) -> TensorType:
+        """ReLo's rows `[|delta|, online loss, target loss, position]`: per
+        item, the critics' training loss `l(Q_k(s, a), y)` (before the
+        importance weights) and the same loss of the target critics
+        `l(Qbar_k(s, a), y)` against the same `y`, each averaged over the
+        twin critics. The target critics' Q(s, a) come from the one-backward
+        update's target pass (`Q_TARGET_CURR`), or on RLlib's own update path
+        from one call per target critic here."""
+        with torch.no_grad():
+            target_q = fwd_out.get(Q_TARGET_CURR)
+            if target_q is None:
+                nets = sac_networks_of(self, module_id, self.sac_networks)
+                obs, actions = batch[Columns.OBS], batch[Columns.ACTIONS]
+                target_q = [
+                    nets.q(*critic, obs, actions) for critic in nets.target_critics
+                ]
+            online = mean_over_critics([loss.detach() for loss in item_losses.values()])
+            target_losses = mean_over_critics(
+                [critic_loss_of(q, target) for q in target_q[: len(item_losses)]]
+            )
+        return pack_relo_feedback(td_error.detach(), online, target_losses, batch)
+
+    def laber_loss_for_module(
+        self, *, module_id: ModuleID, config: Any, batch, nets, subsampler
+    ):
+        """LaBER's SAC losses of one module on its m*B rows (see
+        `laber_sac_update`): the scoring pass, `y` and the surrogates on every
+        row, the sub-sample, the training pass on the drawn rows, then critic
+        k's loss `mean(w_k * l(Q_k(s, a)[idx_k], y[idx_k]))` (LaBER's weights
+        replace the batch's importance weights, which are 1 with LaBER's
+        buffer) and the ordinary policy and temperature losses on the
+        uniformly drawn rows, unweighted. Logs the ordinary path's metrics,
+        its TD-error key holding LaBER's feedback rows `[mean_k s_k, times
+        drawn, position]`; the window-1 statistics' TD-error mean is the
+        large batch's. Returns `(total loss, training pass outputs)`."""
+        rows = batch[Columns.OBS].shape[0]
+        num = rows_per_draw(rows, subsampler.m)
+        log_alpha = self.curr_log_alpha[module_id]
+        alpha = torch.exp(log_alpha)
+        prediction_keys = critic_prediction_keys(nets)
+        scored = laber_scoring_pass(nets, batch)
+        with torch.no_grad():
+            td_error, target = soft_td_error_and_target(
+                batch=batch,
+                fwd_out=scored,
+                alpha=alpha,
+                gamma=config.gamma,
+                twin_q=config.twin_q,
+            )
+            surrogate_of = (
+                mse_surrogate if uses_squared_error(config) else huber_surrogate
+            )
+            surrogates = [surrogate_of(scored[key] - target) for key in prediction_keys]
+        critic_draws = [subsampler.draw(surrogate, num) for surrogate in surrogates]
+        critic_rows = [drawn for drawn, _ in critic_draws]
+        actor_rows = subsampler.uniform(rows, num, target.device)
+        trained = laber_training_pass(nets, batch, critic_rows, actor_rows)
+        critic_loss_of = _critic_loss_function(config, td_error)
+        loss_keys = (QF_LOSS_KEY, QF_TWIN_LOSS_KEY)
+        critic_losses = {
+            loss_key: torch.mean(
+                weights * critic_loss_of(trained[prediction_key], target[drawn])
+            )
+            for loss_key, prediction_key, (drawn, weights) in zip(
+                loss_keys, prediction_keys, critic_draws
+            )
+        }
+        actor_loss, alpha_loss = self._actor_and_temperature_losses(
+            module_id, log_alpha, alpha, trained
+        )
+        total_loss = sum(critic_losses.values(), actor_loss + alpha_loss)
+        times_drawn = subsampler.times_drawn([*critic_rows, actor_rows], rows)
+        self.metrics.log_value(
+            (module_id, TD_ERROR_KEY),
+            pack_laber_feedback(mean_over_critics(surrogates), times_drawn, batch),
+            reduce="item_series",
+        )
+        self._log_sac_statistics(
+            module_id, trained, alpha, actor_loss, alpha_loss, critic_losses, td_error
+        )
+        return total_loss, trained
 
     def _log_sac_statistics(
         self, module_id, fwd_out, alpha, actor_loss, alpha_loss, critic_losses, td_error
@@ -414,6 +631,11 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     ) -> Dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
         self.target_updates.add_state(state, components, not_components)
+        if self.laber_subsampler is not None and includes_component(
+            self, LABER_GENERATOR_STATE, components, not_components
+        ):
+            # A restored run draws the same sub-samples.
+            state[LABER_GENERATOR_STATE] = self.laber_subsampler.get_state()
         if includes_component(self, LOG_ALPHA_STATE, components, not_components):
             state[LOG_ALPHA_STATE] = {
                 module_id: log_alpha.detach().cpu().clone()
@@ -425,6 +647,8 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.target_updates.set_state(state)
+        if self.laber_subsampler is not None and LABER_GENERATOR_STATE in state:
+            self.laber_subsampler.set_state(state[LABER_GENERATOR_STATE])
         with torch.no_grad():
             for module_id, value in state.get(LOG_ALPHA_STATE, {}).items():
                 # In place: the "alpha" optimiser holds this very tensor.

@@ -24,6 +24,17 @@ all-reduce (what DDP does for the RLModule, here for the temperature too).
 Configs it cannot serve (Discrete actions, torch-compiled updates, mixed
 precision, torch LR schedulers, modules other than RLlib's SAC modules) take
 RLlib's own update (`sac_update_blocker` says why).
+
+ReLo replay (`target_on_taken_actions=True`) adds one output, each target
+critic's Q on the batch's own `(s, a)` (`Q_TARGET_CURR`, no gradients), from
+the same call per target critic as the target pass on `(s', a')`: the rows
+`[s'; s]` concatenated, then split. One call instead of two (a third less
+time for small critics on the CPU, the same for 256 x 256); on the CPU each
+row's result is the separate call's bit for bit, so the ReLo update's TD
+target, losses and gradients are PER's exactly
+(`tests/integration/test_sac_relo_laber.py`); on a GPU the BLAS library may
+pick another kernel for twice the rows, so there they agree to float
+rounding. Without ReLo the pass is as before.
 """
 
 from __future__ import annotations
@@ -63,6 +74,9 @@ from rllib_ners.utils.mlp_layers import encoder_head_layers_of, run_mlp_layers
 LOGP_RESAMPLED = "logp_resampled"
 LOGP_NEXT_RESAMPLED = "logp_next_resampled"
 Q_CURR = "q_curr"
+# ReLo: each target critic's Q(s, a) on the batch's own state and action
+# (a list, one tensor per target critic; no gradients).
+Q_TARGET_CURR = "q_target_curr"
 
 
 def sac_update_blocker(learner) -> Optional[str]:
@@ -80,21 +94,44 @@ def sac_update_blocker(learner) -> Optional[str]:
 
 
 def one_backward_sac_update(
-    learner, batch: Dict[str, Any], networks: Dict[int, SACNetworks]
+    learner,
+    batch: Dict[str, Any],
+    networks: Dict[int, SACNetworks],
+    *,
+    target_on_taken_actions: bool = False,
 ) -> Tuple[Any, Any, Any]:
     """SACTorchLearner's `_update(batch)` with one backward pass (see the
-    module docstring). `networks` caches each module's `SACNetworks`."""
+    module docstring). `networks` caches each module's `SACNetworks`;
+    `target_on_taken_actions` (ReLo) adds `Q_TARGET_CURR` to the forward
+    outputs."""
     fwd_out = {}
     for module_id, module_batch in batch.items():
-        module = learner.module[module_id].unwrapped()
-        nets = networks.get(id(module))
-        if nets is None:
-            nets = networks[id(module)] = SACNetworks(module)
-        fwd_out[module_id] = sac_forward_train(nets, module_batch)
+        nets = sac_networks_of(learner, module_id, networks)
+        fwd_out[module_id] = sac_forward_train(
+            nets, module_batch, target_on_taken_actions=target_on_taken_actions
+        )
     loss_per_module = learner.compute_losses(fwd_out=fwd_out, batch=batch)
     # RLlib's compute_gradients() pops the four losses kept for its four
     # backward passes; the summed loss below replaces them.
     losses_per_optimizer(learner).clear()
+    step_on_summed_loss(learner, loss_per_module)
+    return fwd_out, loss_per_module, {}
+
+
+def sac_networks_of(learner, module_id, networks: Dict[int, SACNetworks]):
+    """The `SACNetworks` of `learner`'s module `module_id`, cached in
+    `networks` by module."""
+    module = learner.module[module_id].unwrapped()
+    nets = networks.get(id(module))
+    if nets is None:
+        nets = networks[id(module)] = SACNetworks(module)
+    return nets
+
+
+def step_on_summed_loss(learner, loss_per_module: Dict[Any, Any]) -> None:
+    """One `backward()` of the modules' summed losses, the gradients averaged
+    over the Learners that share a process group, then the Learner's
+    clipping (`postprocess_gradients`) and optimizer steps."""
     total = sum(
         loss for module_id, loss in loss_per_module.items() if module_id != ALL_MODULES
     )
@@ -102,12 +139,18 @@ def one_backward_sac_update(
     if learners_share_process_group(learner):
         average_over_learners(list(gradients.values()))
     learner.apply_gradients(learner.postprocess_gradients(gradients))
-    return fwd_out, loss_per_module, {}
 
 
-def sac_forward_train(nets: SACNetworks, batch: Dict[str, Any]) -> Dict[str, Any]:
+def sac_forward_train(
+    nets: SACNetworks,
+    batch: Dict[str, Any],
+    *,
+    target_on_taken_actions: bool = False,
+) -> Dict[str, Any]:
     """`DefaultSACTorchRLModule._forward_train_continuous`, the policy pass on
-    `s'` without autograd (its outputs are detached there)."""
+    `s'` without autograd (its outputs are detached there); with
+    `target_on_taken_actions` (ReLo) also each target critic's Q(s, a)
+    (`Q_TARGET_CURR`), from the target pass's own calls."""
     obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
     output = {}
     pi_logits = nets.policy(obs)
@@ -123,18 +166,52 @@ def sac_forward_train(nets: SACNetworks, batch: Dict[str, Any]) -> Dict[str, Any
     actions, output[LOGP_RESAMPLED] = nets.draw(pi_logits, reparameterized=True)
     actions_next, logp_next = nets.draw(pi_logits_next, reparameterized=False)
     output[LOGP_NEXT_RESAMPLED] = logp_next.detach()
+    output[Q_CURR] = frozen_critics_min_q(nets, obs, actions)
+    with torch.no_grad():
+        if target_on_taken_actions:
+            output[QF_TARGET_NEXT], output[Q_TARGET_CURR] = target_q_next_and_taken(
+                nets, next_obs, actions_next.detach(), obs, batch[Columns.ACTIONS]
+            )
+        else:
+            output[QF_TARGET_NEXT] = nets.min_q(
+                nets.target_critics, next_obs, actions_next.detach()
+            )
+    return output
+
+
+def frozen_critics_min_q(nets: SACNetworks, obs: torch.Tensor, actions: torch.Tensor):
+    """`min_k Q_k(s, a)` of the online critics with their weights frozen: the
+    policy loss's critic term, whose gradient flows into `actions` only."""
     for param in nets.critic_parameters:
         param.requires_grad = False
     try:
-        output[Q_CURR] = nets.min_q(nets.critics, obs, actions)
+        return nets.min_q(nets.critics, obs, actions)
     finally:
         for param in nets.critic_parameters:
             param.requires_grad = True
-    with torch.no_grad():
-        output[QF_TARGET_NEXT] = nets.min_q(
-            nets.target_critics, next_obs, actions_next.detach()
-        )
-    return output
+
+
+def target_q_next_and_taken(
+    nets: SACNetworks,
+    next_obs: torch.Tensor,
+    next_actions: torch.Tensor,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+):
+    """`(min_k Qbar_k(s', a'), [Qbar_k(s, a) for each k])`: each target critic
+    runs once on the rows `[(s', a'); (s, a)]` (see the module docstring); the
+    min over the twins is `min_q`'s, in its order. Call without gradients."""
+    rows = next_obs.shape[0]
+    both_obs = torch.cat([next_obs, obs])
+    both_actions = torch.cat([next_actions, actions])
+    per_critic = [
+        nets.q(encoder, head, both_obs, both_actions)
+        for encoder, head in nets.target_critics
+    ]
+    q_next = per_critic[0][:rows]
+    for q in per_critic[1:]:
+        q_next = torch.min(q_next, q[:rows])
+    return q_next, [q[rows:] for q in per_critic]
 
 
 class SACNetworks:
