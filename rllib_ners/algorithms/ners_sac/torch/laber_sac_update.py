@@ -76,19 +76,6 @@ def laber_sac_update(
     return fwd_out, loss_per_module, {}
 
 
-def rows_per_draw(large_batch_rows: int, m: int) -> int:
-    """The mini-batch size B of a large batch of `large_batch_rows` = m*B
-    rows (a Learner's shard of the buffer's m*B items)."""
-    if large_batch_rows % m:
-        raise ValueError(
-            f"LaBER (laber_m={m}) needs each Learner's batch to be m times its "
-            f"mini-batch, got {large_batch_rows} rows: make the per-Learner "
-            f"train batch size divisible by the number of Learners, so that "
-            f"each Learner's shard of the m*B items is a multiple of m."
-        )
-    return large_batch_rows // m
-
-
 def laber_scoring_pass(nets: SACNetworks, batch: Dict[str, Any]) -> Dict[str, Any]:
     """What `soft_td_error_and_target` and the surrogates read, on every row,
     without gradients: `a' ~ pi(s')` and its log-probability, the target

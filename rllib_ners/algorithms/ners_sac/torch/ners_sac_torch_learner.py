@@ -83,11 +83,12 @@ from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLea
 from rllib_ners.algorithms.common.learner.lap_losses import pal, pal_normaliser
 from rllib_ners.algorithms.common.learner.replay_methods import (
     LABER_GENERATOR_STATE,
-    huber_surrogate,
+    add_subsampler_state,
     large_batch_subsampler,
-    mse_surrogate,
     pack_laber_feedback,
     pack_relo_feedback,
+    restore_subsampler_state,
+    surrogate_for_loss,
     uses_laber_replay,
     uses_relo_replay,
 )
@@ -101,7 +102,6 @@ from rllib_ners.algorithms.ners_sac.torch.laber_sac_update import (
     laber_sac_update,
     laber_scoring_pass,
     laber_training_pass,
-    rows_per_draw,
 )
 from rllib_ners.algorithms.ners_sac.torch.sac_update import (
     LOGP_NEXT_RESAMPLED,
@@ -466,7 +466,7 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
         drawn, position]`; the window-1 statistics' TD-error mean is the
         large batch's. Returns `(total loss, training pass outputs)`."""
         rows = batch[Columns.OBS].shape[0]
-        num = rows_per_draw(rows, subsampler.m)
+        num = subsampler.minibatch_size(rows)
         log_alpha = self.curr_log_alpha[module_id]
         alpha = torch.exp(log_alpha)
         prediction_keys = critic_prediction_keys(nets)
@@ -479,9 +479,8 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
                 gamma=config.gamma,
                 twin_q=config.twin_q,
             )
-            surrogate_of = (
-                mse_surrogate if uses_squared_error(config) else huber_surrogate
-            )
+            # PAL is refused at build: "mse" or "huber" here.
+            surrogate_of = surrogate_for_loss(getattr(config, "critic_loss", "huber"))
             surrogates = [surrogate_of(scored[key] - target) for key in prediction_keys]
         critic_draws = [subsampler.draw(surrogate, num) for surrogate in surrogates]
         critic_rows = [drawn for drawn, _ in critic_draws]
@@ -635,7 +634,7 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
             self, LABER_GENERATOR_STATE, components, not_components
         ):
             # A restored run draws the same sub-samples.
-            state[LABER_GENERATOR_STATE] = self.laber_subsampler.get_state()
+            add_subsampler_state(state, self.laber_subsampler)
         if includes_component(self, LOG_ALPHA_STATE, components, not_components):
             state[LOG_ALPHA_STATE] = {
                 module_id: log_alpha.detach().cpu().clone()
@@ -647,8 +646,7 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.target_updates.set_state(state)
-        if self.laber_subsampler is not None and LABER_GENERATOR_STATE in state:
-            self.laber_subsampler.set_state(state[LABER_GENERATOR_STATE])
+        restore_subsampler_state(state, self.laber_subsampler)
         with torch.no_grad():
             for module_id, value in state.get(LOG_ALPHA_STATE, {}).items():
                 # In place: the "alpha" optimiser holds this very tensor.
