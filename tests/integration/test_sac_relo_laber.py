@@ -55,6 +55,7 @@ from rllib_ners.replay_buffers.feedback import (
     RELO_LOSSES,
     TD_ERRORS,
 )
+from rllib_ners.utils.update_graphs import EagerStandInGraph
 
 OBS_DIM, ACT_DIM = 11, 3
 GAMMA = 0.99
@@ -428,3 +429,23 @@ def test_laber_refuses_rllibs_update_and_pal():
         ).build_learner(env=env)
     with pytest.raises(ValueError, match=r"'laber'.*critic_loss='mse'"):
         laber.copy(copy_frozen=False).training(critic_loss="pal").build_learner(env=env)
+
+
+def test_laber_updates_eagerly_under_cuda_graph_updates(caplog, one_torch_thread):
+    """The sub-sample is drawn on the host, which no captured graph replays:
+    the Learner says so once and updates eagerly (with the stand-in graph a
+    capture would otherwise be attempted)."""
+    env = gym.make("Hopper-v5")
+    config = sac_config("Hopper-v5", replay="per", capacity=1000, hiddens=(4,))
+    config = config.training(
+        cuda_graph_updates=True,
+        replay_buffer_config={"sampler": "laber", "laber_m": 2},
+    )
+    with caplog.at_level("INFO"):
+        learner = config.build_learner(env=env)
+    learner.make_update_graph = EagerStandInGraph
+    for seed in range(3):
+        _feedback(learner, _crafted_columns(8, seed))
+    assert learner.update_graphs is None
+    said = [r.getMessage() for r in caplog.records if "run eagerly" in r.getMessage()]
+    assert len(said) == 1 and "LaBER" in said[0]
