@@ -51,9 +51,8 @@ from ray.rllib.utils.metrics import TD_ERROR_KEY
 from rllib_ners.algorithms.common.learner.replay_methods import (
     LargeBatchSubsampler,
     distribution_surrogate,
-    huber_surrogate,
-    mse_surrogate,
     pack_laber_feedback,
+    surrogate_for_loss,
 )
 from rllib_ners.algorithms.common.learner.update_step import rllib_update_needed
 from rllib_ners.algorithms.rainbow.torch.dqn_losses import (
@@ -112,13 +111,7 @@ def laber_module_loss(
     config = learner.config.get_config_for_module(module_id)
     actions = batch[Columns.ACTIONS]
     rows = int(actions.shape[0])
-    if rows % subsampler.m:
-        raise ValueError(
-            f"LaBER's large batch must hold laber_m={subsampler.m} times the "
-            f"mini-batch, got {rows} rows for module {module_id!r} (not a "
-            f"multiple of {subsampler.m}): sample with the LaBER buffer, and "
-            f"with several Learners a batch size divisible by their number."
-        )
+    num_drawn = subsampler.minibatch_size(rows)
     distributional = config.num_atoms > 1
     with torch.no_grad():
         scored = training_pass(module, batch)
@@ -129,12 +122,9 @@ def laber_module_loss(
         else:
             target = scalar_td_target(config, batch, scored)
             delta = selected_q(scored[QF_PREDS], actions) - target
-            surrogate = (
-                huber_surrogate if config.td_error_loss_fn == "huber" else mse_surrogate
-            )
-            surrogates = surrogate(delta)
+            surrogates = surrogate_for_loss(config.td_error_loss_fn)(delta)
 
-    drawn, weights = subsampler.draw(surrogates, rows // subsampler.m)
+    drawn, weights = subsampler.draw(surrogates, num_drawn)
     drawn_actions = actions[drawn]
     # Gradient pass on the drawn rows: no new noise draw (see module docstring).
     drawn_out = module.unwrapped().compute_q_values(

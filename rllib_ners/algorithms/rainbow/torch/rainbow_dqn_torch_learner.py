@@ -47,8 +47,10 @@ from ray.rllib.utils.typing import ModuleID, TensorType
 from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.learner.replay_methods import (
     LABER_GENERATOR_STATE,
+    add_subsampler_state,
     large_batch_subsampler,
     pack_relo_feedback,
+    restore_subsampler_state,
     uses_laber_replay,
     uses_relo_replay,
 )
@@ -171,15 +173,14 @@ class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
         if self.laber is not None and includes_component(
             self, LABER_GENERATOR_STATE, components, not_components
         ):
-            state[LABER_GENERATOR_STATE] = self.laber.get_state()
+            add_subsampler_state(state, self.laber)
         return state
 
     @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.target_updates.set_state(state)
-        if self.laber is not None and LABER_GENERATOR_STATE in state:
-            self.laber.set_state(state[LABER_GENERATOR_STATE])
+        restore_subsampler_state(state, self.laber)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:
