@@ -87,7 +87,9 @@ def test_restored_relo_and_laber_runs_draw_and_update_as_the_saved_one(
         start = global_rng_state()
         restored = Algorithm.from_checkpoint(path)
         assert type(restored.local_replay_buffer.sampler).name == method
-        assert_same_state(_learner_state(algo, method), _learner_state(restored, method))
+        assert_same_state(
+            _learner_state(algo, method), _learner_state(restored, method)
+        )
 
         slots, leaves, states = [], [], []
         for run in (algo, restored):

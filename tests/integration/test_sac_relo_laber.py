@@ -443,9 +443,9 @@ def test_laber_updates_eagerly_under_cuda_graph_updates(caplog, one_torch_thread
     )
     with caplog.at_level("INFO"):
         learner = config.build_learner(env=env)
-    learner.make_update_graph = EagerStandInGraph
-    for seed in range(3):
-        _feedback(learner, _crafted_columns(8, seed))
+        learner.make_update_graph = EagerStandInGraph
+        for seed in range(3):
+            _feedback(learner, _crafted_columns(8, seed))
     assert learner.update_graphs is None
     said = [r.getMessage() for r in caplog.records if "run eagerly" in r.getMessage()]
     assert len(said) == 1 and "LaBER" in said[0]

@@ -42,6 +42,7 @@ import torch
 from rllib_ners.algorithms.common.learner.distributed import (
     learners_share_process_group,
 )
+from rllib_ners.algorithms.common.learner.replay_methods import uses_laber_replay
 from rllib_ners.algorithms.common.learner.update_step import plain_gradient_step_blocker
 from rllib_ners.seam.learner import (
     learner_optimizers,
@@ -64,6 +65,11 @@ def cuda_graph_update_blocker(learner) -> Optional[str]:
         return reason
     if learner.host_reads:
         return "host_reads=True: the gradient step reads values on the host"
+    if uses_laber_replay(learner.config):
+        return (
+            "LaBER's sub-sample is drawn on the host between the scoring pass and "
+            "the gradient step (a graph would replay the captured draw)"
+        )
     ners = learner.ners  # `FastTorchLearner`'s NERS part, or None
     if (
         ners is not None

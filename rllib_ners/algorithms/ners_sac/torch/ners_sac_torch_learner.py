@@ -284,14 +284,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
                 "critic_loss='mse' and 'huber'; PAL's loss is LAP's. Use "
                 "config.training(critic_loss='mse') (the SAC paper's) with LaBER."
             )
-        if getattr(self.config, "cuda_graph_updates", False):
-            # The sub-sample is drawn from a CPU generator, read on the host.
-            self.graphs_checked = True
-            logger.info(
-                "%s: cuda_graph_updates=True, but updates run eagerly: LaBER's "
-                "sub-sample is drawn on the host.",
-                type(self).__name__,
-            )
         return large_batch_subsampler(self)
 
     @override(TorchLearner)

@@ -25,7 +25,6 @@ Replay methods (`replay_buffer_config["sampler"]`):
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Dict
 
 import torch
@@ -82,8 +81,6 @@ from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
 from rllib_ners.utils.optimizer_steps import make_adam
 
-logger = logging.getLogger(__name__)
-
 DEFAULT_ADAM_EPSILON = 1e-8
 
 
@@ -124,7 +121,6 @@ class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
                     f"own update of {type(self).__name__}, but {reason}."
                 )
             self.laber = large_batch_subsampler(self)
-            self._update_eagerly_under_laber()
 
     def _check_stateless_modules(self) -> None:
         """ReLo and LaBER run the Q-network on single transitions; RLlib's
@@ -137,19 +133,6 @@ class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
                     f"stateless Q-network; module {module_id!r} is recurrent. Set "
                     f"model_config use_lstm=False or use another sampler."
                 )
-
-    def _update_eagerly_under_laber(self) -> None:
-        """No CUDA-graph replay under LaBER: its sub-sample is drawn from a
-        host-side generator in the middle of the update, which a captured
-        graph would replay with the captured draw."""
-        self.graphs_checked, self.update_graphs = True, None
-        if getattr(self.config, "cuda_graph_updates", False):
-            logger.info(
-                "%s: cuda_graph_updates=True, but updates run eagerly: LaBER's "
-                "sub-sample is drawn between the scoring pass and the gradient "
-                "step.",
-                type(self).__name__,
-            )
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):

@@ -250,7 +250,6 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
             self._check_per_item_critic_losses()
         if uses_laber_replay(self.config):
             self.laber = large_batch_subsampler(self)
-            self._update_eagerly_under_laber()
 
     def _check_per_item_critic_losses(self) -> None:
         """ReLo and LaBER need a per-item critic loss (`PER_ITEM_CRITIC_LOSSES`)."""
@@ -264,19 +263,6 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
                     f"by a batch normaliser); use config.training(critic_loss="
                     f"'mse') (the TD3 paper's) or 'huber'."
                 )
-
-    def _update_eagerly_under_laber(self) -> None:
-        """No CUDA-graph replay under LaBER: its sub-sample is drawn from a
-        host-side generator between the scoring pass and the gradient step,
-        which a captured graph would replay with the captured draw."""
-        self.graphs_checked, self.update_graphs = True, None
-        if getattr(self.config, "cuda_graph_updates", False):
-            logger.info(
-                "%s: cuda_graph_updates=True, but updates run eagerly: LaBER's "
-                "sub-sample is drawn between the scoring pass and the gradient "
-                "step.",
-                type(self).__name__,
-            )
 
     @classmethod
     @override(TorchLearner)
