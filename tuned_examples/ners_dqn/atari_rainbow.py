@@ -3,8 +3,8 @@
 `rllib_ners.algorithms.rainbow.presets.atari_rainbow`: the Nature CNN on 4
 stacked 84x84 frames, one update of 32 per 4 agent steps, n-step 3, C51 with 51
 atoms, noisy nets, dueling, double Q, Adam 6.25e-5 / eps 1.5e-4, a 1M-step
-buffer, learning from 20k agent steps; `--replay ners|per|uniform` picks the
-replay (PER by default, alpha 0.5). With `--num-env-runners=N` and
+buffer, learning from 20k agent steps; `--replay ners|per|uniform|relo|laber`
+picks the replay (PER by default, alpha 0.5). With `--num-env-runners=N` and
 `--overlap-sampling` the EnvRunners sample while the Learner updates, the
 replay ratio held at one update per 4 env steps; `--weights-sync-interval=K`
 then sends them the weights (28 MB) at most every K updates instead of after

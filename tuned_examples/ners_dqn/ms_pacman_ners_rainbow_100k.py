@@ -10,7 +10,8 @@ stride-5 convs) on 4 stacked 84x84 grayscale frames. All of it is
 `rllib_ners.algorithms.rainbow.presets.atari_data_efficient_rainbow`.
 
 `--replay` switches the sampler: `ners` (NERSDQN, the default), `per` (our
-prioritized buffer, alpha 0.5) or `uniform` (alpha 0), all else equal.
+prioritized buffer, alpha 0.5), `uniform` (alpha 0), `relo` (ReLo: alpha 0.5,
+the reducible loss as priority) or `laber` (LaBER: m = 4), all else equal.
 
 Atari here: `rllib_ners.with_atari()` registers env "rllib_ners.atari" (ALE v5
 from ale-py's bundled ROMs, frameskip 4 with max-pooling, no sticky actions,

@@ -8,7 +8,7 @@ with a budget of 500k agent steps (2M frames) and beta annealed over it. Pong is
 the classic "does the Atari pipeline learn at all" check: a score of +18 means
 preprocessing, frame stacking, replay and the Rainbow module all work.
 
-`--replay ners|per|uniform` switches the replay as in the MsPacman example.
+`--replay ners|per|uniform|relo|laber` switches the replay as in the MsPacman example.
 
 How to run this script
 ----------------------

@@ -4,12 +4,14 @@ SAC's usual MuJoCo settings (`rllib_ners.algorithms.ners_sac.presets.mujoco_sac`
 256-256 ReLU MLPs, Adam 3e-4, batch 256, tau 0.005, 10k steps before learning,
 one update per env step, a 1M buffer) with the NERS buffer (alpha 0.6, beta
 0.4; the `.ners()` sampler defaults). `--replay per` or
-`--replay uniform` swaps in our fast buffer with PER or uniform sampling.
+`--replay uniform` swaps in our fast buffer with PER or uniform sampling;
+`--replay relo` or `--replay laber` with ReLo or LaBER (m = 4).
 
 How to run this script
 ----------------------
 `python tuned_examples/ners_sac/hopper_ners_sac.py [--no-tune]
-    [--num-env-runners=0] [--replay ners|per|uniform] [--stop-timesteps=1000000]
+    [--num-env-runners=0] [--replay ners|per|uniform|lap|pal|relo|laber]
+    [--stop-timesteps=1000000]
     [--seed=0] [--num-gpus-per-learner=1 --cuda-graph-updates
     [--act-on-learner-device]]`
 

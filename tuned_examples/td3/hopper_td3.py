@@ -4,13 +4,15 @@ The TD3 paper's MuJoCo settings (`rllib_ners.algorithms.td3.presets.mujoco_td3`:
 256-256 ReLU actor and twin critics, Adam 3e-4, batch 256, tau 0.005, target
 noise 0.2 clipped at 0.5, policy delay 2, exploration noise 0.1, 10k random
 steps before learning, one update per env step, a 1M buffer) with uniform
-replay from our fast buffer. `--replay per|lap|pal|ners` swaps in PER, LAP,
-PAL or NERS-TD3; `--ddpg` runs DDPG as the TD3 paper does.
+replay from our fast buffer. `--replay per|lap|pal|ners|relo|laber` swaps in
+PER, LAP, PAL, NERS-TD3, ReLo or LaBER (m = 4); `--ddpg` runs DDPG as the
+TD3 paper does.
 
 How to run this script
 ----------------------
 `python tuned_examples/td3/hopper_td3.py [--no-tune] [--num-env-runners=0]
-    [--replay uniform|per|lap|pal|ners] [--ddpg] [--stop-timesteps=1000000]
+    [--replay uniform|per|lap|pal|ners|relo|laber] [--ddpg]
+    [--stop-timesteps=1000000]
     [--seed=0] [--num-gpus-per-learner=1 --cuda-graph-updates
     [--act-on-learner-device]]`
 

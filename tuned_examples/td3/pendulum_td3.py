@@ -4,14 +4,14 @@ The TD3 paper's settings (`rllib_ners.algorithms.td3.presets.pendulum_td3`:
 256-256 ReLU actor and twin critics, Adam 3e-4, batch 256, tau 0.005, target
 noise 0.2 clipped at 0.5, policy delay 2, exploration noise 0.1, 1000 random
 steps before learning, one update per env step, a 100k buffer) with uniform
-replay from our fast buffer. `--replay per|lap|pal|ners` swaps in PER, LAP,
-PAL or NERS-TD3; `--ddpg` runs DDPG as the TD3 paper does (one critic, no
-smoothing, no delay).
+replay from our fast buffer. `--replay per|lap|pal|ners|relo|laber` swaps in
+PER, LAP, PAL, NERS-TD3, ReLo or LaBER (m = 4); `--ddpg` runs DDPG as the
+TD3 paper does (one critic, no smoothing, no delay).
 
 How to run this script
 ----------------------
 `python tuned_examples/td3/pendulum_td3.py [--no-tune] [--num-env-runners=0]
-    [--replay uniform|per|lap|pal|ners] [--ddpg] [--stop-reward=-250]
+    [--replay uniform|per|lap|pal|ners|relo|laber] [--ddpg] [--stop-reward=-250]
     [--stop-timesteps=20000] [--seed=0]`
 
 `--hidden`, `--lr`, `--learning-starts` and `--rollout-fragment-length` change

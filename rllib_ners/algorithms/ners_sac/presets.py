@@ -17,6 +17,11 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     NERS_BUFFER_TYPE,
 )
+from rllib_ners.algorithms.common.config.sampler_presets import (
+    RELO_ALPHA,
+    laber_buffer_settings,
+    relo_buffer_settings,
+)
 
 # Replay arms of the SAC experiments: buffer type and priority exponent.
 SAC_REPLAYS = {
@@ -25,6 +30,14 @@ SAC_REPLAYS = {
     "uniform": (FAST_BUFFER_TYPE, 0.0),
     "lap": (FAST_BUFFER_TYPE, 0.4),
     "pal": (FAST_BUFFER_TYPE, 0.0),
+    "relo": (FAST_BUFFER_TYPE, RELO_ALPHA),
+    "laber": (FAST_BUFFER_TYPE, 0.0),
+}
+# ReLo and LaBER: the buffer's sampler settings (`sampler_presets`); ReLo's
+# priority map "clip" for the critics' squared error, as the authors' SAC.
+SAMPLER_SETTINGS_OF_REPLAY = {
+    "relo": relo_buffer_settings("clip"),
+    "laber": laber_buffer_settings(),
 }
 # LAP and PAL (Fujimoto et al. 2020): the buffer's priority floor and the
 # critics' loss; LAP samples without importance weights.
@@ -65,7 +78,10 @@ def sac_config(
     defaults), "per" (our prioritised buffer, alpha 0.6, beta
     0.4, priority = mean |TD error| of the twin critics), "uniform", "lap"
     (LAP: priority max(|delta|, 1)^0.4, no importance weights, the critics on
-    the Huber loss) or "pal" (PAL: uniform replay, PAL's critic loss).
+    the Huber loss), "pal" (PAL: uniform replay, PAL's critic loss), "relo"
+    (ReLo: PER's alpha 0.5 and beta 0.4 with the reducible loss as the
+    priority, max(ReLo, 0) + 1e-5) or "laber" (LaBER: a uniform batch of
+    4 x 256, sub-sampled to 256 per critic with LaBER-mean weights).
     `greedy_action`: None (the module's default: the squashed mean) or
     `SACTorchRLModule`'s `model_config["greedy_action"]` ("pre_tanh_mean":
     RLlib 2.60's greedy action, which the studies' SAC runs were evaluated
@@ -112,12 +128,19 @@ def sac_config(
             f"replay={replay!r} needs NERSSACConfig's critic losses; a stock "
             f"SACConfig has RLlib's Huber loss only."
         )
+    elif replay in SAMPLER_SETTINGS_OF_REPLAY:
+        raise ValueError(
+            f"replay={replay!r} needs a Learner that computes it; a stock "
+            f"SACConfig's does not. Pass config=NERSSACConfig(), or call "
+            f"rllib_ners.enable_replay(config, {replay!r}) on the stock config."
+        )
     # replay="ners" keeps the `.ners()` defaults (see NERSSettings).
     return config
 
 
 def _buffer_config(replay: str, buffer_type: str, alpha: float, capacity: int):
-    """PER's beta 0.4 with priorities, 0 without; LAP's floor and no weights."""
+    """PER's beta 0.4 with priorities, 0 without; LAP's floor and no weights;
+    ReLo's and LaBER's sampler settings."""
     if replay == "lap":
         return {
             "type": buffer_type,
@@ -131,6 +154,7 @@ def _buffer_config(replay: str, buffer_type: str, alpha: float, capacity: int):
         "capacity": capacity,
         "alpha": alpha,
         "beta": 0.4 if alpha > 0 else 0.0,
+        **SAMPLER_SETTINGS_OF_REPLAY.get(replay, {}),
     }
 
 

@@ -13,6 +13,12 @@ from __future__ import annotations
 
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
+from rllib_ners.algorithms.common.config.sampler_presets import (
+    RELO_ALPHA,
+    laber_buffer_settings,
+    relo_buffer_settings,
+)
+
 
 def cartpole_dqn(config, *, env: str = "CartPole-v1"):
     return (
@@ -42,6 +48,20 @@ ATARI_REPLAYS = {
     "ners": ("rllib_ners.NERSEpisodeReplayBuffer", 0.5),
     "per": ("rllib_ners.FastPrioritizedEpisodeReplayBuffer", 0.5),
     "uniform": ("rllib_ners.FastPrioritizedEpisodeReplayBuffer", 0.0),
+    "relo": ("rllib_ners.FastPrioritizedEpisodeReplayBuffer", RELO_ALPHA),
+    "laber": ("rllib_ners.FastPrioritizedEpisodeReplayBuffer", 0.0),
+}
+# ReLo and LaBER: the buffer's sampler settings (`sampler_presets`). ReLo maps
+# the C51 cross-entropy's reducible loss with "exp", as the authors' Atari
+# Rainbow does; LaBER's beta 0 replaces the arm's annealed one (no importance
+# weights: the sub-sample's LaBER weights correct for it).
+ATARI_SAMPLER_SETTINGS = {
+    "relo": relo_buffer_settings("exp"),
+    "laber": {
+        **laber_buffer_settings(),
+        "beta_final": None,
+        "beta_annealing_timesteps": None,
+    },
 }
 
 
@@ -73,8 +93,10 @@ def atari_data_efficient_rainbow(
     it (youngmin0oh/NERS on Kaixhin/Rainbow), on an Atari game.
 
     `replay`: "ners" (`NERSDQNConfig`), "per" or "uniform" (`RainbowDQNConfig`
-    with our prioritized buffer, alpha 0.5 or 0). See
-    `data_efficient_rainbow` for the settings.
+    with our prioritized buffer, alpha 0.5 or 0), "relo" (ReLo: PER's alpha
+    0.5 and beta 0.4 -> 1, the priority ReLo + 1 if ReLo >= 0 else exp(ReLo))
+    or "laber" (LaBER: a uniform batch of 4 x 32, sub-sampled to 32 with
+    LaBER-mean weights; beta 0). See `data_efficient_rainbow` for the settings.
     """
     config, buffer_type, alpha = _atari_replay(replay)
     config = data_efficient_rainbow(
@@ -89,6 +111,7 @@ def atari_data_efficient_rainbow(
             **config.replay_buffer_config,
             "type": buffer_type,
             "alpha": alpha,
+            **ATARI_SAMPLER_SETTINGS.get(replay, {}),
         }
     )
     if replay == "ners":
@@ -108,7 +131,8 @@ def atari_rainbow(
     """Rainbow as its paper runs Atari (Hessel et al. 2018), on an Atari game.
 
     `replay`: "ners" (`NERSDQNConfig`), "per" or "uniform" (`RainbowDQNConfig`
-    with our prioritized buffer, alpha 0.5 or 0). One update of batch 32 per 4
+    with our prioritized buffer, alpha 0.5 or 0), "relo" or "laber" (as in
+    `atari_data_efficient_rainbow`). One update of batch 32 per 4
     agent steps (`training_intensity = 8`, kept for any number of EnvRunners),
     replay capacity 1M, learning from 20k agent steps (80k frames), n = 3,
     target update every 8k agent steps (32k frames), Adam lr 6.25e-5 and eps
@@ -153,6 +177,7 @@ def atari_rainbow(
                 "beta": 0.4,
                 "beta_final": 1.0,
                 "beta_annealing_timesteps": max(1, total_timesteps - learning_starts),
+                **ATARI_SAMPLER_SETTINGS.get(replay, {}),
             },
         )
         .rl_module(model_config={"cnn_encoder": "nature"})

@@ -15,6 +15,10 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     NERS_BUFFER_TYPE,
 )
+from rllib_ners.algorithms.common.config.sampler_presets import (
+    laber_buffer_settings,
+    relo_buffer_settings,
+)
 
 TD3_BATCH_SIZE = 256
 # PER's priority exponent and initial importance-sampling exponent (the SAC
@@ -39,6 +43,13 @@ TD3_REPLAYS = {
     ),
     "pal": ({"type": FAST_BUFFER_TYPE, "alpha": 0.0, "beta": 0.0}, "pal"),
     "ners": ({"type": NERS_BUFFER_TYPE, "alpha": PER_ALPHA, "beta": PER_BETA}, "mse"),
+    # ReLo: PER's beta with ReLo's alpha 0.5 and priority max(ReLo, 0) + 1e-5
+    # (the authors' SAC settings: they ran no TD3); LaBER: m 4, LaBER-mean.
+    "relo": (
+        {"type": FAST_BUFFER_TYPE, "beta": PER_BETA, **relo_buffer_settings("clip")},
+        "mse",
+    ),
+    "laber": ({"type": FAST_BUFFER_TYPE, **laber_buffer_settings()}, "mse"),
 }
 
 
@@ -63,9 +74,13 @@ def td3_config(
 
     `replay`: "uniform" (the paper's), "per" (alpha 0.6, beta 0.4, priority
     the larger twin |TD error|), "lap" (LAP: priority max(|delta|, 1)^0.4, no
-    importance weights, Huber loss), "pal" (PAL: LAP's loss on uniform replay)
-    or "ners" (the NERS buffer with the `.ners()` defaults). `ddpg=True`: DDPG
-    as the TD3 paper runs it (one critic, no smoothing, no delay).
+    importance weights, Huber loss), "pal" (PAL: LAP's loss on uniform replay),
+    "ners" (the NERS buffer with the `.ners()` defaults), "relo" (ReLo: alpha
+    0.5, beta 0.4, priority max(ReLo, 0) + 1e-5 of the twin critics' mean
+    reducible loss) or "laber" (LaBER: a uniform batch of 4 x 256, sub-sampled
+    to 256 per critic with LaBER-mean weights; the actor on 256 uniform rows
+    of it). `ddpg=True`: DDPG as the TD3 paper runs it (one critic, no
+    smoothing, no delay).
     `config`: the config to fill in (default `TD3Config()`).
     """
     from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config

@@ -1,0 +1,73 @@
+"""The ReLo and LaBER replay settings, in one place for every user of them.
+
+`replay_buffer_config["sampler"]` of `rllib_ners.FastPrioritizedEpisodeReplayBuffer`
+picks the replay method: "priority" (uniform, PER or LAP, by `alpha` and the
+priority floor), "relo" (ReLo, Sujit et al., NeurIPS 2023) or "laber" (LaBER,
+Lahire et al., ICML 2022). The presets (`mujoco_sac`, `mujoco_td3`,
+`atari_data_efficient_rainbow`, ...), `rllib_ners.enable_replay` and the
+benchmarks take the methods' settings from here, so that "relo" and "laber"
+mean the same wherever a user meets them; the study's arms write theirs out
+(a later change here must not change a pre-registered arm) and a test checks
+that they agree.
+
+- ReLo: PER with the reducible loss as the priority; alpha 0.5 (the authors'
+  SAC and Atari Rainbow settings), beta as the caller's PER (0.4, annealed to
+  1 where the preset anneals). The priority map follows the loss: "clip"
+  (max(ReLo, 0) + 1e-5; SAC, TD3 and scalar DQN, the authors' SAC and MinAtar
+  code) or "exp" (ReLo + 1 if ReLo >= 0 else exp(ReLo); C51 Rainbow, the
+  authors' Atari code, whose cross-entropy ReLo is often negative).
+- LaBER: a uniform large batch of m = 4 times the batch (the paper's "LaBER-mean
+  with m = 4"), sub-sampled by the Learner with LaBER-mean weights; no stored
+  priorities, so alpha 0 and beta 0 (the sub-sample's own weights replace
+  PER's importance weights).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+# The choices of the buffer's settings (the buffer holds the same; these name
+# them in the configs' error messages before any buffer is built).
+PRIORITY, RELO, LABER = "priority", "relo", "laber"
+SAMPLERS: Tuple[str, ...] = (PRIORITY, RELO, LABER)
+RELO_TRANSFORMS: Tuple[str, ...] = ("clip", "exp")
+LABER_WEIGHTS: Tuple[str, ...] = ("mean", "lazy", "max")
+# The replay methods a user can switch a config to (`enable_replay`).
+REPLAY_METHODS: Tuple[str, ...] = (RELO, LABER)
+# The `replay_buffer_config` keys each sampler adds to the buffer's.
+SAMPLER_KEYS: Dict[str, Tuple[str, ...]] = {
+    PRIORITY: (),
+    RELO: ("relo_transform", "relo_epsilon"),
+    LABER: ("laber_m", "laber_weights"),
+}
+
+RELO_ALPHA = 0.5
+RELO_EPSILON = 1e-5
+LABER_M = 4
+LABER_WEIGHTING = "mean"
+
+
+def relo_buffer_settings(transform: str = "clip") -> dict:
+    """ReLo's `replay_buffer_config` entries (beyond type, capacity and beta):
+    alpha 0.5 and the priority map `transform`; "clip" adds its epsilon 1e-5
+    ("exp" has none: both of its branches are positive)."""
+    if transform not in RELO_TRANSFORMS:
+        raise ValueError(
+            f"relo_transform must be one of {RELO_TRANSFORMS}, got {transform!r}."
+        )
+    settings = {"sampler": RELO, "alpha": RELO_ALPHA, "relo_transform": transform}
+    if transform == "clip":
+        settings["relo_epsilon"] = RELO_EPSILON
+    return settings
+
+
+def laber_buffer_settings() -> dict:
+    """LaBER's `replay_buffer_config` entries (beyond type and capacity): m 4,
+    LaBER-mean weights, alpha 0 and beta 0 (a uniform large batch)."""
+    return {
+        "sampler": LABER,
+        "alpha": 0.0,
+        "beta": 0.0,
+        "laber_m": LABER_M,
+        "laber_weights": LABER_WEIGHTING,
+    }
