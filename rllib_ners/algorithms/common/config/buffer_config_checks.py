@@ -9,7 +9,7 @@ any buffer have their ranges in `setting_ranges`, checked before).
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
@@ -18,6 +18,13 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     is_fast_buffer,
     is_ners_buffer,
     resolve_buffer_class,
+)
+from rllib_ners.algorithms.common.config.sampler_presets import (
+    LABER_WEIGHTS,
+    PRIORITY,
+    RELO_TRANSFORMS,
+    SAMPLER_KEYS,
+    SAMPLERS,
 )
 from rllib_ners.seam.config import raise_config_error
 
@@ -74,6 +81,9 @@ def check_replay_buffer_config(config) -> None:
         buffer_class = resolve_buffer_class(buffer_config.pop("type"))
     except ValueError as error:
         raise_config_error(config, str(error))
+    problem = replay_sampler_problem(buffer_config, buffer_class)
+    if problem is not None:
+        raise_config_error(config, problem)
     if not is_fast_buffer(buffer_class):
         return  # RLlib's own: `setting_ranges` checks capacity, alpha, beta
     _check_agents_fit_buffer(config, buffer_class)
@@ -90,6 +100,85 @@ def check_replay_buffer_config(config) -> None:
             f"Bad replay_buffer_config for {buffer_class.__name__}: {error} Fix it "
             f"with config.training(replay_buffer_config={{...}}).",
         )
+
+
+# The choices of the sampler's settings that take a name.
+_CHOICES = {
+    "sampler": SAMPLERS,
+    "relo_transform": RELO_TRANSFORMS,
+    "laber_weights": LABER_WEIGHTS,
+}
+_EXAMPLES = {"sampler": "relo", "relo_transform": "clip", "laber_weights": "mean"}
+_ENABLE = "rllib_ners.enable_replay(config, 'relo')"
+
+
+def replay_sampler_problem(
+    buffer_config: Dict[str, Any], buffer_class: type
+) -> Optional[str]:
+    """What is wrong with the replay sampler's settings in `buffer_config`
+    (`sampler`, `relo_*`, `laber_*`; see `sampler_presets`), as an error
+    message naming the setting and the fix, or None when nothing is.
+
+    Checked before the buffer is probed so that a wrong choice reads as one
+    (the buffer would only name an unknown keyword), and so that RLlib's
+    buffers and the NERS buffer, which have no replay sampler to choose, are
+    told so instead of failing inside RLlib or sampling by NERS regardless.
+    `enable_replay` runs the same check on a stock config.
+    """
+    keys = [key for key in ("sampler", *_sampler_keys()) if key in buffer_config]
+    if not keys:
+        return None
+    setting = f"replay_buffer_config[{keys[0]!r}]"
+    if is_ners_buffer(buffer_class):
+        return (
+            f"{setting} is not a setting of {buffer_class.__name__}: its sampler is "
+            f"NERS (the priorities are the NERS scores). Remove {keys[0]!r} from "
+            f"replay_buffer_config, or replay with ReLo or LaBER from "
+            f"'{FAST_BUFFER_TYPE}' (on a stock config: {_ENABLE})."
+        )
+    if not is_fast_buffer(buffer_class):
+        return (
+            f"{setting} (the replay sampler: ReLo, LaBER) needs this package's "
+            f"buffer, got {buffer_class.__name__}. Set replay_buffer_config['type'] "
+            f"to '{FAST_BUFFER_TYPE}' (on a stock config: {_ENABLE})."
+        )
+    for key, choices in _CHOICES.items():
+        value = buffer_config.get(key, choices[0])
+        if not isinstance(value, str) or value not in choices:
+            return (
+                f"replay_buffer_config[{key!r}]={value!r} is not one of "
+                f"{', '.join(map(repr, choices))}; e.g. config.training("
+                f"replay_buffer_config={{{key!r}: {_EXAMPLES[key]!r}}})."
+            )
+    sampler = buffer_config.get("sampler", PRIORITY)
+    if sampler != PRIORITY and issubclass(buffer_class, _multi_agent_buffer_class()):
+        return (
+            f"replay_buffer_config['sampler']={sampler!r} replays single-agent "
+            f"setups only (its Learners compute its feedback for one module); "
+            f"remove 'sampler' for prioritized replay per module."
+        )
+    for owner, owned in SAMPLER_KEYS.items():
+        stray = [key for key in owned if key in buffer_config and owner != sampler]
+        if stray:
+            return (
+                f"replay_buffer_config[{stray[0]!r}] is a setting of sampler="
+                f"{owner!r}, but replay_buffer_config['sampler'] is {sampler!r}; "
+                f"remove {stray[0]!r}, or set replay_buffer_config['sampler'] to "
+                f"{owner!r}."
+            )
+    return None
+
+
+def _sampler_keys():
+    return [key for keys in SAMPLER_KEYS.values() for key in keys]
+
+
+def _multi_agent_buffer_class() -> type:
+    from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
+        MultiAgentEpisodeReplayBuffer,
+    )
+
+    return MultiAgentEpisodeReplayBuffer
 
 
 def _check_agents_fit_buffer(config, buffer_class: type) -> None:

@@ -28,7 +28,9 @@ setting:
 * the `.ners(...)` settings: `rllib_ners.NERSSettings`;
 * our buffers' other `replay_buffer_config` keys (`min_priority`,
   `beta_final`, `beta_annealing_timesteps`, `frame_stack`, ...): the buffer
-  class itself, probed by `buffer_config_checks.check_replay_buffer_config`;
+  class itself, probed by `buffer_config_checks.check_replay_buffer_config`,
+  which checks the replay sampler's choices (`sampler`, `relo_transform`,
+  `laber_weights`) first;
 * ACER's train batch against `sequence_length` and the buffer's capacity:
   `ACERConfig` (stricter than the batch rule of the other configs).
 """
@@ -235,6 +237,28 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
         high=1.0,
         allowed=(None,),
         key="beta",
+    ),
+    # ReLo's and LaBER's samplers (`sampler_presets`; their choices are
+    # checked by `buffer_config_checks`).
+    SettingRange(
+        _REPLAY,
+        "a LaBER large-batch factor",
+        "LaBER draws m times the train batch uniformly and sub-samples the batch "
+        "from it; 1 sub-samples the batch from itself",
+        4,
+        low=1,
+        integer=True,
+        key="laber_m",
+    ),
+    SettingRange(
+        _REPLAY,
+        "a ReLo priority epsilon",
+        "relo_transform='clip' adds it to max(ReLo, 0) so that every item keeps "
+        "a chance to be drawn",
+        1e-5,
+        low=0.0,
+        low_open=True,
+        key="relo_epsilon",
     ),
     # After the capacity's own rule, which bounds it.
     SettingRange(

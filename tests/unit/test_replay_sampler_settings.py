@@ -1,0 +1,235 @@
+"""The replay sampler's settings (`sampler`, `relo_*`, `laber_*`) are checked in
+`validate()`, each error naming the setting and the fix.
+
+`laber_m` and `relo_epsilon` have ranges in `SETTING_RANGES`; `sampler`,
+`relo_transform` and `laber_weights` are choices (`buffer_config_checks.
+replay_sampler_problem`); a sampler setting on a buffer without a replay
+sampler to choose (the NERS buffer, RLlib's), for multi-agent replay, or
+belonging to another sampler than the chosen one, is refused. No Ray, no
+buffer beyond `validate()`'s probe.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import ray
+
+from rllib_ners import (
+    ACERConfig,
+    NERSDQNConfig,
+    NERSSACConfig,
+    RainbowDQNConfig,
+    TD3Config,
+)
+from rllib_ners.algorithms.common.config.setting_ranges import (
+    SETTING_RANGES,
+    valid_example,
+)
+
+FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+# The configs whose Learners serve ReLo and LaBER.
+CONFIGS = {
+    "RainbowDQNConfig": lambda: RainbowDQNConfig().environment("CartPole-v1"),
+    "NERSSACConfig": lambda: NERSSACConfig().environment("Pendulum-v1"),
+    "TD3Config": lambda: TD3Config().environment("Pendulum-v1"),
+}
+RELO = {"type": FAST, "sampler": "relo", "alpha": 0.5, "beta": 0.4}
+LABER = {"type": FAST, "sampler": "laber", "alpha": 0.0, "beta": 0.0}
+
+
+def _with_buffer(config_name, **buffer_config):
+    return CONFIGS[config_name]().training(replay_buffer_config=buffer_config)
+
+
+def _rule(key):
+    (rule,) = [rule for rule in SETTING_RANGES if rule.key == key]
+    return rule
+
+
+RANGE_CASES = [
+    # (key, the sampler it belongs to, values out of range)
+    ("laber_m", LABER, (0, -1, 2.5, 4.0, True, "4", float("nan"), None)),
+    ("relo_epsilon", RELO, (0, 0.0, -1e-5, float("nan"), float("inf"), True, "x")),
+]
+
+
+@pytest.mark.parametrize("config_name", CONFIGS)
+@pytest.mark.parametrize(
+    "key, sampler, value",
+    [
+        pytest.param(key, sampler, value, id=f"{key}={value!r}")
+        for key, sampler, values in RANGE_CASES
+        for value in values
+    ],
+)
+def test_a_sampler_number_out_of_range_names_the_setting_and_a_fix(
+    config_name, key, sampler, value
+):
+    rule = _rule(key)
+    config = _with_buffer(config_name, **sampler, **{key: value})
+    with pytest.raises(ValueError) as error:
+        config.validate()
+    assert not ray.is_initialized()
+    message = str(error.value)
+    name = f"replay_buffer_config['{key}']"
+    assert message.startswith(f"{name}={value!r} is not {rule.what}: "), message
+    example = valid_example(rule, config)
+    assert f"e.g. config.training(replay_buffer_config={{'{key}': {example!r}}})" in (
+        message
+    )
+
+
+def test_the_sampler_numbers_have_the_papers_examples_and_bounds():
+    laber_m, relo_epsilon = _rule("laber_m"), _rule("relo_epsilon")
+    assert (laber_m.example, laber_m.low, laber_m.integer) == (4, 1, True)
+    assert not laber_m.integral_floats  # m * B must stay an int item count
+    assert (relo_epsilon.example, relo_epsilon.low, relo_epsilon.low_open) == (
+        1e-5,
+        0.0,
+        True,
+    )
+
+
+@pytest.mark.parametrize("config_name", CONFIGS)
+@pytest.mark.parametrize(
+    "buffer_config",
+    [
+        {**RELO, "relo_transform": "clip", "relo_epsilon": 1e-3},
+        {**RELO, "relo_transform": "exp"},
+        {**LABER, "laber_m": 1, "laber_weights": "lazy"},
+        {**LABER, "laber_m": 8, "laber_weights": "max"},
+        {"type": FAST, "sampler": "priority", "alpha": 0.6},
+    ],
+    ids=["relo-clip", "relo-exp", "laber-m1-lazy", "laber-m8-max", "priority"],
+)
+def test_valid_sampler_settings_validate(config_name, buffer_config):
+    _with_buffer(config_name, **buffer_config).validate()
+
+
+CHOICE_CASES = [
+    ("sampler", {"type": FAST}, "per", "'priority', 'relo', 'laber'", "'relo'"),
+    ("sampler", {"type": FAST}, None, "'priority', 'relo', 'laber'", "'relo'"),
+    ("relo_transform", RELO, "log", "'clip', 'exp'", "'clip'"),
+    ("relo_transform", RELO, 1, "'clip', 'exp'", "'clip'"),
+    ("laber_weights", LABER, "sum", "'mean', 'lazy', 'max'", "'mean'"),
+]
+
+
+@pytest.mark.parametrize("config_name", [*CONFIGS, "ACERConfig"])
+@pytest.mark.parametrize(
+    "key, base, value, choices, example",
+    [pytest.param(*case, id=f"{case[0]}={case[2]!r}") for case in CHOICE_CASES],
+)
+def test_a_wrong_choice_names_the_setting_the_choices_and_a_fix(
+    config_name, key, base, value, choices, example
+):
+    make = CONFIGS.get(config_name, lambda: ACERConfig().environment("CartPole-v1"))
+    config = make().training(replay_buffer_config={**base, key: value})
+    expected = (
+        f"replay_buffer_config['{key}']={value!r} is not one of {choices}; e.g. "
+        f"config.training(replay_buffer_config={{'{key}': {example}}})."
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        config.validate()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: NERSDQNConfig().environment("CartPole-v1"),
+        lambda: (
+            NERSSACConfig()
+            .environment("Pendulum-v1")
+            .training(
+                replay_buffer_config={"type": "rllib_ners.NERSEpisodeReplayBuffer"}
+            )
+        ),
+    ],
+    ids=["NERSDQNConfig", "NERSSACConfig"],
+)
+@pytest.mark.parametrize("sampler", ["relo", "laber", "priority"])
+def test_the_ners_buffer_refuses_a_sampler(make, sampler):
+    config = make()
+    config.validate()  # the NERS buffer without the key is fine
+    config.training(replay_buffer_config={"sampler": sampler})
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "replay_buffer_config['sampler'] is not a setting of "
+            "NERSEpisodeReplayBuffer: its sampler is NERS"
+        ),
+    ) as error:
+        config.validate()
+    assert f"'{FAST}'" in str(error.value)
+    assert "rllib_ners.enable_replay(config, 'relo')" in str(error.value)
+
+
+@pytest.mark.parametrize("key, value", [("sampler", "relo"), ("laber_m", 4)])
+def test_rllibs_buffer_refuses_a_sampler_setting(key, value):
+    config = (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", key: value}
+        )
+    )
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"replay_buffer_config['{key}'] (the replay sampler: ReLo, LaBER) needs "
+            f"this package's buffer, got PrioritizedEpisodeReplayBuffer. Set "
+            f"replay_buffer_config['type'] to '{FAST}'"
+        ),
+    ):
+        config.validate()
+
+
+@pytest.mark.parametrize(
+    "buffer_config, key, owner, sampler",
+    [
+        ({**RELO, "laber_m": 4}, "laber_m", "laber", "relo"),
+        ({**LABER, "relo_transform": "exp"}, "relo_transform", "relo", "laber"),
+        ({"type": FAST, "alpha": 0.6, "laber_weights": "mean"}, "laber_weights",
+         "laber", "priority"),
+        ({"type": FAST, "alpha": 0.6, "relo_epsilon": 1e-5}, "relo_epsilon",
+         "relo", "priority"),
+    ],
+    ids=["laber_m-with-relo", "relo_transform-with-laber", "laber-key-alone",
+         "relo-key-alone"],
+)  # fmt: skip
+def test_a_setting_of_another_sampler_is_refused(buffer_config, key, owner, sampler):
+    config = _with_buffer("NERSSACConfig", **buffer_config)
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"replay_buffer_config['{key}'] is a setting of sampler={owner!r}, but "
+            f"replay_buffer_config['sampler'] is {sampler!r}; remove {key!r}, or "
+            f"set replay_buffer_config['sampler'] to {owner!r}."
+        ),
+    ):
+        config.validate()
+
+
+@pytest.mark.parametrize("sampler", ["relo", "laber"])
+def test_multi_agent_replay_refuses_relo_and_laber(sampler):
+    config = (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .multi_agent(policies={"a", "b"}, policy_mapping_fn=lambda aid, *a, **k: "a")
+        .training(
+            replay_buffer_config={
+                "type": "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer",
+                "sampler": sampler,
+            }
+        )
+    )
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"replay_buffer_config['sampler']={sampler!r} replays single-agent "
+            f"setups only"
+        ),
+    ):
+        config.validate()
