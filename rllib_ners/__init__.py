@@ -7,6 +7,7 @@ the Atari env creator under "rllib_ners.atari"; it has no other side effects.
 """
 
 from rllib_ners.algorithms.acer import ACER, ACERConfig
+from rllib_ners.algorithms.enable_replay import enable_replay
 from rllib_ners.algorithms.ners_dqn import (
     NERSDQN,
     NERSCallback,
@@ -58,6 +59,7 @@ __all__ = [
     "TD3Config",
     "__version__",
     "enable_ners",
+    "enable_replay",
     "register_with_tune",
     "with_atari",
     "with_replay_buffer",

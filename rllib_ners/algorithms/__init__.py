@@ -8,6 +8,7 @@ algorithm, learner, RLModule and catalog, as RLlib lays out its own):
 * `td3`: TD3 and DDPG;
 * `acer`: ACER (actor-critic with experience replay);
 * `ners`: the NERS sampler's glue to RLlib, shared by the algorithms above;
+* `enable_replay`: ReLo or LaBER replay for a stock DQN or SAC config;
 * `common`: the pieces every algorithm shares (configs, training loop, Learner
   update pieces).
 """

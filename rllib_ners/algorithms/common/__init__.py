@@ -7,6 +7,7 @@ TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 * `buffer_config_checks`: `replay_buffer_config` checked in `validate()`;
 * `config_checks`: env-space checks (actions, frame stack, CNN);
 * `setting_ranges`: the numeric settings' ranges, one table (`SettingRangesMixin`);
+* `sampler_presets`: the ReLo and LaBER samplers' settings and choices;
 * `rllib_validation`: RLlib's own `validate()`, its TypeErrors as ValueErrors;
 * `fast_paths_config`: the fast paths' switches (`FastPathsConfigMixin`);
 * `resources`: CPU threads for a local Learner (the tuned examples).

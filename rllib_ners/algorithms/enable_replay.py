@@ -1,0 +1,214 @@
+"""`enable_replay(config, method)`: ReLo or LaBER replay for a stock RLlib config.
+
+ReLo (Sujit et al., NeurIPS 2023) and LaBER (Lahire et al., ICML 2022) are
+samplers of this package's fast buffer (`replay_buffer_config["sampler"]`), and
+each needs a Learner that sends it more than RLlib's TD errors: ReLo the
+items' losses under the online and the target network, LaBER the surrogate
+priorities of a large batch it sub-samples itself. RLlib's Learners send
+neither, and a buffer built for one refuses to run (it would replay uniformly
+or by TD error under the method's name). `enable_replay` makes the three
+changes a stock config needs, the way `enable_ners` does for NERS:
+
+* the buffer type: `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (its
+  capacity, alpha and beta as the config has them; from this package's buffer
+  all its settings but another sampler's);
+* the sampler and its settings: the method's defaults (`sampler_presets`)
+  where the config and `settings` give none;
+* the Learner: `RainbowDQNTorchLearner` for a `DQNConfig`, `NERSSACTorchLearner`
+  for a `SACConfig` (both declare the methods' feedback layouts); a Learner
+  class that declares the method's layout itself is kept.
+
+This package's own configs (`RainbowDQNConfig`, `NERSSACConfig`, `TD3Config`)
+take the same call, or the buffer settings directly (their presets:
+`replay="relo"`/`"laber"`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from rllib_ners.algorithms.common.config.buffer_config_checks import (
+    replay_sampler_problem,
+)
+from rllib_ners.algorithms.common.config.buffer_types import (
+    FAST_BUFFER_TYPE,
+    is_fast_buffer,
+    resolve_buffer_class,
+)
+from rllib_ners.algorithms.common.config.sampler_presets import (
+    LABER,
+    LABER_M,
+    LABER_WEIGHTING,
+    RELO,
+    RELO_ALPHA,
+    RELO_EPSILON,
+    REPLAY_METHODS,
+    SAMPLER_KEYS,
+)
+
+# The settings `enable_replay(config, method, **settings)` takes per method:
+# the sampler's own and the buffer's that the method leaves to the user.
+# LaBER takes no alpha or beta: its large batch is uniform (alpha 0) and its
+# sub-sample's weights replace importance weights (beta 0).
+METHOD_SETTINGS = {
+    RELO: (
+        "relo_transform",
+        "relo_epsilon",
+        "capacity",
+        "alpha",
+        "beta",
+        "beta_final",
+        "beta_annealing_timesteps",
+    ),
+    LABER: ("laber_m", "laber_weights", "capacity"),
+}
+
+
+def enable_replay(config, method: str, **settings):
+    """Turns `config` (a stock `DQNConfig` or `SACConfig`, or one of this
+    package's `RainbowDQNConfig`, `NERSSACConfig`, `TD3Config`) into one that
+    replays with `method`: "relo" or "laber". Returns `config`, changed.
+
+    `settings`: the method's buffer settings, over the config's and the
+    defaults. ReLo: `relo_transform` (default "exp" for a C51 DQN, whose
+    cross-entropy ReLo the authors' Atari code maps so, else "clip"),
+    `relo_epsilon` (1e-5), `alpha` (the config's; 0.5 if it has none), `beta`
+    (the config's; 0.4 if none), `beta_final`, `beta_annealing_timesteps`,
+    `capacity`. LaBER: `laber_m` (4), `laber_weights` ("mean"), `capacity`;
+    alpha and beta are set to 0 (a uniform large batch, LaBER's weights).
+
+    ```python
+    from ray.rllib.algorithms.sac import SACConfig
+    import rllib_ners
+
+    config = rllib_ners.enable_replay(
+        SACConfig().environment("Pendulum-v1"), "laber", laber_m=4
+    )
+    ```
+
+    Raises ValueError for another method, a setting the method does not
+    take, a wrong value (`replay_sampler_problem`) or a config whose
+    algorithm has no Learner for it (ACER, NERS-DQN, ...).
+    """
+    if method not in REPLAY_METHODS:
+        raise ValueError(
+            f"enable_replay: method must be one of "
+            f"{', '.join(map(repr, REPLAY_METHODS))}, got {method!r}."
+        )
+    unknown = sorted(set(settings) - set(METHOD_SETTINGS[method]))
+    if unknown:
+        raise ValueError(
+            f"enable_replay(config, {method!r}) takes the settings "
+            f"{', '.join(METHOD_SETTINGS[method])}; got {', '.join(unknown)}."
+        )
+    learner_class = _learner_class_for(config, method)
+    buffer_config = _buffer_config(config, method, settings)
+    problem = replay_sampler_problem(
+        buffer_config, resolve_buffer_class(buffer_config["type"])
+    )
+    if problem is not None:
+        raise ValueError(f"enable_replay: {problem}")
+    # Assigned, not passed to `training()`, which would merge it into the old
+    # buffer config (keeping a stock buffer's keys, or another sampler's).
+    # A frozen config refuses the assignment as it refuses `training()`.
+    config.replay_buffer_config = buffer_config
+    if learner_class is not None:
+        config.learners(learner_class=learner_class)
+    return config
+
+
+def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
+    """The fast buffer's config: what carries over from the config's, the
+    method's defaults, and `settings` over them.
+
+    From this package's fast buffer every setting carries over but another
+    sampler's (and, for LaBER, alpha and beta's annealing); from another
+    buffer (RLlib's) only `capacity`, `alpha` and `beta`, whose meaning is the
+    same in ours."""
+    old = dict(config.replay_buffer_config or {})
+    if old.get("type") is not None and is_fast_buffer(
+        resolve_buffer_class(old["type"])
+    ):
+        other_samplers = {
+            "sampler",
+            *(k for keys in SAMPLER_KEYS.values() for k in keys),
+        }
+        buffer_config = {key: v for key, v in old.items() if key not in other_samplers}
+    else:
+        buffer_config = {k: old[k] for k in ("capacity", "alpha", "beta") if k in old}
+    buffer_config["type"] = FAST_BUFFER_TYPE
+    if method == RELO:
+        buffer_config.setdefault("alpha", RELO_ALPHA)
+        buffer_config.setdefault("beta", 0.4)
+        transform = settings.get("relo_transform", _default_relo_transform(config))
+        buffer_config.update(sampler=RELO, relo_transform=transform)
+        if transform == "clip":
+            buffer_config["relo_epsilon"] = RELO_EPSILON
+    else:
+        buffer_config.update(
+            sampler=LABER,
+            alpha=0.0,
+            beta=0.0,
+            beta_final=None,
+            beta_annealing_timesteps=None,
+            laber_m=LABER_M,
+            laber_weights=LABER_WEIGHTING,
+        )
+    buffer_config.update(settings)
+    return buffer_config
+
+
+def _default_relo_transform(config) -> str:
+    """ "exp" for a distributional (C51) DQN, as the authors' Atari Rainbow maps
+    its cross-entropy ReLo (often negative: a target network can fit the
+    projected target better than the online one); "clip" otherwise."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    if isinstance(config, DQNConfig) and (config.num_atoms or 1) > 1:
+        return "exp"
+    return "clip"
+
+
+def _learner_class_for(config, method: str):
+    """The Learner class to set (None: keep the config's), or ValueError for a
+    config without one."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.algorithms.sac import SACConfig
+
+    from rllib_ners.algorithms.ners_dqn import NERSDQNConfig
+    from rllib_ners.algorithms.td3 import TD3Config
+
+    if isinstance(config, NERSDQNConfig):
+        raise ValueError(
+            f"enable_replay: NERSDQNConfig replays with NERS; for {method!r} "
+            f"replay use rllib_ners.RainbowDQNConfig (the same module and "
+            f"Learner) or a stock DQNConfig."
+        )
+    if isinstance(config, TD3Config):
+        return None  # its Learner computes ReLo and LaBER itself
+    if isinstance(config, DQNConfig):
+        from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
+            RainbowDQNTorchLearner as package_learner,
+        )
+    elif isinstance(config, SACConfig):
+        from rllib_ners.algorithms.ners_sac.torch.ners_sac_torch_learner import (
+            NERSSACTorchLearner as package_learner,
+        )
+    else:
+        raise ValueError(
+            f"enable_replay: {type(config).__name__} has no Learner that computes "
+            f"{method!r} replay's feedback; it works with a DQNConfig or SACConfig "
+            f"(stock or this package's) or a TD3Config."
+        )
+    if _sends_layout(config.learner_class, method):
+        return None  # a Learner of the user's that sends it already
+    return package_learner
+
+
+def _sends_layout(learner_class, method: str) -> bool:
+    """Whether `learner_class` declares the feedback layout `method` needs."""
+    from rllib_ners.replay_buffers import feedback
+
+    layout = feedback.RELO_LOSSES if method == RELO else feedback.LABER_SURROGATES
+    layouts = getattr(learner_class, feedback.LEARNER_FEEDBACK_LAYOUTS_ATTR, ())
+    return layout in layouts

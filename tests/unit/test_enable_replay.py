@@ -1,0 +1,225 @@
+"""`rllib_ners.enable_replay(config, method, **settings)`: the buffer, sampler
+and Learner it sets on stock and package configs, the settings it keeps, and
+what it refuses. Configs only: nothing is built (the stock configs training
+with it: tests/integration/test_enable_replay.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from ray.rllib.algorithms.dqn import DQNConfig
+from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+from ray.rllib.algorithms.sac import SACConfig
+
+import rllib_ners
+from rllib_ners import (
+    ACERConfig,
+    NERSDQNConfig,
+    NERSSACConfig,
+    RainbowDQNConfig,
+    TD3Config,
+    enable_replay,
+)
+from rllib_ners.algorithms.ners_sac.torch.ners_sac_torch_learner import (
+    NERSSACTorchLearner,
+)
+from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
+    RainbowDQNTorchLearner,
+)
+from rllib_ners.replay_buffers import feedback
+
+FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+LABER_OFF = {"beta_final": None, "beta_annealing_timesteps": None}
+
+
+def test_it_is_public_next_to_enable_ners():
+    assert "enable_replay" in rllib_ners.__all__
+    assert rllib_ners.enable_replay is enable_replay
+
+
+def test_a_stock_dqn_gets_relo_with_its_capacity_alpha_and_beta():
+    config = DQNConfig().environment("CartPole-v1")
+    assert enable_replay(config, "relo") is config
+    # RLlib's DQNConfig defaults (capacity 50000, alpha 0.6, beta 0.4) carry
+    # over; scalar Q-values: ReLo's "clip" map with its epsilon.
+    assert config.replay_buffer_config == {
+        "type": FAST,
+        "capacity": 50000,
+        "alpha": 0.6,
+        "beta": 0.4,
+        "sampler": "relo",
+        "relo_transform": "clip",
+        "relo_epsilon": 1e-5,
+    }
+    assert config.learner_class is RainbowDQNTorchLearner
+
+
+def test_a_c51_dqn_gets_relos_exp_map():
+    config = DQNConfig().training(num_atoms=51, v_min=-10.0, v_max=10.0)
+    enable_replay(config, "relo")
+    assert config.replay_buffer_config["relo_transform"] == "exp"
+    assert "relo_epsilon" not in config.replay_buffer_config
+
+
+def test_a_stock_sac_gets_laber_with_its_capacity_and_no_importance_weights():
+    config = SACConfig().environment("Pendulum-v1")
+    enable_replay(config, "laber")
+    assert config.replay_buffer_config == {
+        "type": FAST,
+        "capacity": 1_000_000,
+        "alpha": 0.0,
+        "beta": 0.0,
+        **LABER_OFF,
+        "sampler": "laber",
+        "laber_m": 4,
+        "laber_weights": "mean",
+    }
+    assert config.learner_class is NERSSACTorchLearner
+
+
+def test_the_settings_given_win_over_the_config_and_the_defaults():
+    config = DQNConfig().training(
+        replay_buffer_config={"capacity": 1000, "alpha": 0.7, "beta": 0.5}
+    )
+    enable_replay(config, "relo", alpha=0.5, relo_epsilon=1e-3)
+    assert config.replay_buffer_config == {
+        "type": FAST,
+        "capacity": 1000,
+        "alpha": 0.5,
+        "beta": 0.5,
+        "sampler": "relo",
+        "relo_transform": "clip",
+        "relo_epsilon": 1e-3,
+    }
+    config = SACConfig()
+    enable_replay(config, "laber", laber_m=2, laber_weights="lazy", capacity=5000)
+    assert config.replay_buffer_config == {
+        "type": FAST,
+        "capacity": 5000,
+        "alpha": 0.0,
+        "beta": 0.0,
+        **LABER_OFF,
+        "sampler": "laber",
+        "laber_m": 2,
+        "laber_weights": "lazy",
+    }
+
+
+def test_from_the_fast_buffer_everything_but_another_samplers_settings_carries():
+    config = RainbowDQNConfig().training(
+        replay_buffer_config={
+            "type": FAST,
+            "capacity": 2000,
+            "alpha": 0.5,
+            "beta": 0.4,
+            "beta_final": 1.0,
+            "beta_annealing_timesteps": 900,
+            "frame_stack": 4,
+            "sampler": "laber",
+            "laber_m": 8,
+        }
+    )
+    enable_replay(config, "relo", relo_transform="exp")
+    assert config.replay_buffer_config == {
+        "type": FAST,
+        "capacity": 2000,
+        "alpha": 0.5,
+        "beta": 0.4,
+        "beta_final": 1.0,
+        "beta_annealing_timesteps": 900,
+        "frame_stack": 4,
+        "sampler": "relo",
+        "relo_transform": "exp",
+    }
+
+
+@pytest.mark.parametrize("method", ["relo", "laber"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RainbowDQNConfig().environment("CartPole-v1"),
+        lambda: NERSSACConfig().environment("Pendulum-v1"),
+        lambda: TD3Config().environment("Pendulum-v1"),
+    ],
+    ids=["RainbowDQNConfig", "NERSSACConfig", "TD3Config"],
+)
+def test_the_packages_configs_keep_their_learner_and_validate(make, method):
+    default_learner = make().learner_class
+    config = enable_replay(make(), method)
+    assert config.learner_class is default_learner
+    assert config.replay_buffer_config["sampler"] == method
+    config.validate()
+
+
+@pytest.mark.parametrize("method", ["relo", "laber"])
+def test_a_learner_of_the_users_that_sends_the_feedback_is_kept(method):
+    class MyLearner(RainbowDQNTorchLearner):
+        pass
+
+    class StockLearner(DQNTorchLearner):
+        pass
+
+    layouts = getattr(RainbowDQNTorchLearner, feedback.LEARNER_FEEDBACK_LAYOUTS_ATTR)
+    assert {feedback.RELO_LOSSES, feedback.LABER_SURROGATES} <= set(layouts)
+    config = DQNConfig().learners(learner_class=MyLearner)
+    assert enable_replay(config, method).learner_class is MyLearner
+    # One that sends TD errors only is replaced.
+    config = DQNConfig().learners(learner_class=StockLearner)
+    assert enable_replay(config, method).learner_class is RainbowDQNTorchLearner
+
+
+def test_an_unknown_method_names_the_choices():
+    with pytest.raises(
+        ValueError,
+        match=re.escape("method must be one of 'relo', 'laber', got 'per'."),
+    ):
+        enable_replay(DQNConfig(), "per")
+
+
+@pytest.mark.parametrize(
+    "method, settings, expected",
+    [
+        ("laber", {"alpha": 0.6}, "got alpha."),
+        ("relo", {"laber_m": 4}, "got laber_m."),
+        ("relo", {"sampler": "laber"}, "got sampler."),
+    ],
+)
+def test_a_setting_the_method_does_not_take_is_refused(method, settings, expected):
+    with pytest.raises(ValueError, match=re.escape(expected)) as error:
+        enable_replay(DQNConfig(), method, **settings)
+    assert f"enable_replay(config, {method!r}) takes the settings " in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "method, settings, key",
+    [
+        ("relo", {"relo_transform": "log"}, "relo_transform"),
+        ("laber", {"laber_weights": "sum"}, "laber_weights"),
+    ],
+)
+def test_a_wrong_choice_is_refused_naming_the_setting(method, settings, key):
+    config = SACConfig()
+    before = dict(config.replay_buffer_config)
+    with pytest.raises(ValueError, match=re.escape(f"replay_buffer_config[{key!r}]")):
+        enable_replay(config, method, **settings)
+    assert config.replay_buffer_config == before  # left as it was
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: ACERConfig(), "ACERConfig has no Learner"),
+        (lambda: NERSDQNConfig(), "NERSDQNConfig replays with NERS"),
+    ],
+)
+def test_configs_without_a_learner_for_it_are_refused(make, name):
+    with pytest.raises(ValueError, match=name):
+        enable_replay(make(), "relo")
+
+
+def test_a_frozen_config_is_refused():
+    config = DQNConfig()
+    config.freeze()
+    with pytest.raises(AttributeError, match="frozen"):
+        enable_replay(config, "laber")
