@@ -16,7 +16,8 @@ changes a stock config needs, the way `enable_ners` does for NERS:
   where the config and `settings` give none;
 * the Learner: `RainbowDQNTorchLearner` for a `DQNConfig`, `NERSSACTorchLearner`
   for a `SACConfig` (both declare the methods' feedback layouts); a Learner
-  class that declares the method's layout itself is kept.
+  class that declares the method's layout itself is kept. The buffer is told
+  so (`learner_sends_feedback`), as a stock algorithm cannot tell it.
 
 This package's own configs (`RainbowDQNConfig`, `NERSSACConfig`, `TD3Config`)
 take the same call, or the buffer settings directly (their presets:
@@ -155,6 +156,10 @@ def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
             laber_weights=LABER_WEIGHTING,
         )
     buffer_config.update(settings)
+    # The Learner set below sends the method's feedback: the buffer a stock
+    # algorithm builds would refuse the method otherwise (this package's
+    # algorithms set the flag from their Learner class themselves).
+    buffer_config["learner_sends_feedback"] = True
     return buffer_config
 
 

@@ -31,6 +31,9 @@ from rllib_ners.replay_buffers import feedback
 
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 LABER_OFF = {"beta_final": None, "beta_annealing_timesteps": None}
+# What a stock algorithm's buffer needs to be told (see `check_learner_sends_
+# feedback`).
+SENDS = {"learner_sends_feedback": True}
 
 
 def test_it_is_public_next_to_enable_ners():
@@ -51,6 +54,7 @@ def test_a_stock_dqn_gets_relo_with_its_capacity_alpha_and_beta():
         "sampler": "relo",
         "relo_transform": "clip",
         "relo_epsilon": 1e-5,
+        **SENDS,
     }
     assert config.learner_class is RainbowDQNTorchLearner
 
@@ -74,6 +78,7 @@ def test_a_stock_sac_gets_laber_with_its_capacity_and_no_importance_weights():
         "sampler": "laber",
         "laber_m": 4,
         "laber_weights": "mean",
+        **SENDS,
     }
     assert config.learner_class is NERSSACTorchLearner
 
@@ -91,6 +96,7 @@ def test_the_settings_given_win_over_the_config_and_the_defaults():
         "sampler": "relo",
         "relo_transform": "clip",
         "relo_epsilon": 1e-3,
+        **SENDS,
     }
     config = SACConfig()
     enable_replay(config, "laber", laber_m=2, laber_weights="lazy", capacity=5000)
@@ -103,6 +109,7 @@ def test_the_settings_given_win_over_the_config_and_the_defaults():
         "sampler": "laber",
         "laber_m": 2,
         "laber_weights": "lazy",
+        **SENDS,
     }
 
 
@@ -131,6 +138,7 @@ def test_from_the_fast_buffer_everything_but_another_samplers_settings_carries()
         "frame_stack": 4,
         "sampler": "relo",
         "relo_transform": "exp",
+        **SENDS,
     }
 
 

@@ -26,24 +26,28 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-# The choices of the buffer's settings (the buffer holds the same; these name
-# them in the configs' error messages before any buffer is built).
+from rllib_ners.replay_buffers.laber_sampler import DEFAULT_LABER_M
+from rllib_ners.replay_buffers.laber_sampler import LABER_WEIGHTS as LABER_WEIGHTINGS
+from rllib_ners.replay_buffers.relo_sampler import DEFAULT_RELO_EPSILON
+from rllib_ners.replay_buffers.relo_sampler import RELO_TRANSFORMS as TRANSFORMS
+from rllib_ners.replay_buffers.sampler_choice import METHOD_SETTINGS, SAMPLER_CLASSES
+
+# The choices of the buffer's settings, as the buffer takes them (named here
+# for the configs' error messages, before any buffer is built).
 PRIORITY, RELO, LABER = "priority", "relo", "laber"
-SAMPLERS: Tuple[str, ...] = (PRIORITY, RELO, LABER)
-RELO_TRANSFORMS: Tuple[str, ...] = ("clip", "exp")
-LABER_WEIGHTS: Tuple[str, ...] = ("mean", "lazy", "max")
+SAMPLERS: Tuple[str, ...] = tuple(SAMPLER_CLASSES)
+RELO_TRANSFORMS: Tuple[str, ...] = tuple(TRANSFORMS)
+LABER_WEIGHTS: Tuple[str, ...] = tuple(LABER_WEIGHTINGS)
 # The replay methods a user can switch a config to (`enable_replay`).
 REPLAY_METHODS: Tuple[str, ...] = (RELO, LABER)
 # The `replay_buffer_config` keys each sampler adds to the buffer's.
 SAMPLER_KEYS: Dict[str, Tuple[str, ...]] = {
-    PRIORITY: (),
-    RELO: ("relo_transform", "relo_epsilon"),
-    LABER: ("laber_m", "laber_weights"),
+    sampler: tuple(settings) for sampler, settings in METHOD_SETTINGS.items()
 }
 
 RELO_ALPHA = 0.5
-RELO_EPSILON = 1e-5
-LABER_M = 4
+RELO_EPSILON = DEFAULT_RELO_EPSILON
+LABER_M = DEFAULT_LABER_M
 LABER_WEIGHTING = "mean"
 
 
