@@ -45,6 +45,7 @@ from rllib_ners.algorithms.common.config.sampler_presets import (
     RELO_EPSILON,
     REPLAY_METHODS,
     SAMPLER_KEYS,
+    relo_transform_for,
 )
 
 # The settings `enable_replay(config, method, **settings)` takes per method:
@@ -141,10 +142,10 @@ def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
     if method == RELO:
         buffer_config.setdefault("alpha", RELO_ALPHA)
         buffer_config.setdefault("beta", 0.4)
-        transform = settings.get("relo_transform", _default_relo_transform(config))
-        buffer_config.update(sampler=RELO, relo_transform=transform)
-        if transform == "clip":
-            buffer_config["relo_epsilon"] = RELO_EPSILON
+        transform = settings.get("relo_transform", relo_transform_for(config))
+        buffer_config.update(
+            sampler=RELO, relo_transform=transform, relo_epsilon=RELO_EPSILON
+        )
     else:
         buffer_config.update(
             sampler=LABER,
@@ -161,17 +162,6 @@ def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
     # algorithms set the flag from their Learner class themselves).
     buffer_config["learner_sends_feedback"] = True
     return buffer_config
-
-
-def _default_relo_transform(config) -> str:
-    """ "exp" for a distributional (C51) DQN, as the authors' Atari Rainbow maps
-    its cross-entropy ReLo (often negative: a target network can fit the
-    projected target better than the online one); "clip" otherwise."""
-    from ray.rllib.algorithms.dqn import DQNConfig
-
-    if isinstance(config, DQNConfig) and (config.num_atoms or 1) > 1:
-        return "exp"
-    return "clip"
 
 
 def _learner_class_for(config, method: str):

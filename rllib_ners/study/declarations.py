@@ -438,6 +438,14 @@ class Arm:
         min_priority: the buffer's priority floor (None: its default; LAP: 1).
         loss: None (the agent's) or "huber": the critics' (SAC, TD3) or the
             Q-network's (DQN) Huber loss with threshold 1, as LAP uses it.
+        sampler: None (the buffer's default: uniform or PER by `alpha`) or
+            our fast buffer's replay method, "relo" or "laber" (for "rainbow"
+            arms: `RainbowDQNConfig`, `NERSSACConfig` and `TD3Config` have
+            Learners that compute their feedback).
+        sampler_settings: for a `sampler`: its `replay_buffer_config`
+            settings, written out (`relo_epsilon`, `laber_m`, ...). ReLo's
+            `relo_transform`, unless given, follows the agent's loss
+            (`sampler_presets.relo_transform_for`: "exp" for C51, else "clip").
     """
 
     name: str
@@ -449,6 +457,8 @@ class Arm:
     beta: Optional[float] = None
     min_priority: Optional[float] = None
     loss: Optional[str] = None
+    sampler: Optional[str] = None
+    sampler_settings: Optional[dict] = None
 
     def __post_init__(self):
         """Checks the declaration when it is made (see `Task.__post_init__`)."""
@@ -487,6 +497,41 @@ class Arm:
             raise DeclarationError(
                 f"{owner}: `ners_settings` and `reference` need algo='ners'; "
                 f"with algo={self.algo!r} the arm has no sampler"
+            )
+        self._check_sampler(owner)
+
+    def _check_sampler(self, owner: str) -> None:
+        """`sampler` a replay method of our fast buffer, on a "rainbow" arm;
+        `sampler_settings` that method's settings only."""
+        from rllib_ners.algorithms.common.config.sampler_presets import (
+            REPLAY_METHODS,
+            SAMPLER_KEYS,
+        )
+
+        if self.sampler is None:
+            if self.sampler_settings:
+                raise DeclarationError(
+                    f"{owner}: `sampler_settings` need a `sampler` "
+                    f"({', '.join(map(repr, REPLAY_METHODS))})"
+                )
+            return
+        _check_choice(owner, "sampler", self.sampler, REPLAY_METHODS)
+        if self.algo != "rainbow":
+            raise DeclarationError(
+                f"{owner}: `sampler` needs algo='rainbow' (our fast buffer); the "
+                f"NERS buffer's sampler is NERS"
+            )
+        settings = self.sampler_settings or {}
+        if not isinstance(settings, dict):
+            raise DeclarationError(
+                f"{owner}: `sampler_settings` must be a dict of the sampler's "
+                f"settings, got {settings!r}"
+            )
+        unknown = sorted(set(settings) - set(SAMPLER_KEYS[self.sampler]))
+        if unknown:
+            raise DeclarationError(
+                f"{owner}: `sampler_settings` of sampler={self.sampler!r} take "
+                f"{', '.join(SAMPLER_KEYS[self.sampler])}, got {unknown}"
             )
 
 
@@ -547,6 +592,30 @@ ARMS: Dict[str, Arm] = {
             loss="huber",
             description="LAP (Fujimoto et al. 2020): priority max(|delta|, 1)^0.4, "
             "no importance weights, Huber loss",
+        ),
+        # ReLo and LaBER (issue 65): the papers' recommended settings, written
+        # out (`sampler_presets` holds the presets' same values; a test checks
+        # they agree).
+        Arm(
+            "relo",
+            "rainbow",
+            alpha=0.5,
+            sampler="relo",
+            sampler_settings={"relo_epsilon": 1e-5},
+            description="ReLo (Sujit et al. 2023): PER with alpha 0.5 and the "
+            "task's beta annealed to 1, priority from the reducible loss "
+            "L_online - L_target: max(ReLo, 0) + 1e-5, or ReLo + 1 if ReLo >= 0 "
+            "else exp(ReLo) for C51",
+        ),
+        Arm(
+            "laber",
+            "rainbow",
+            alpha=0.0,
+            beta=0.0,
+            sampler="laber",
+            sampler_settings={"laber_m": 4, "laber_weights": "mean"},
+            description="LaBER (Lahire et al. 2022): a uniform large batch of "
+            "4 x the batch, sub-sampled by the Learner with LaBER-mean weights",
         ),
     )
 }

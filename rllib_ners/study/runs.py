@@ -129,6 +129,7 @@ def build_config(task: Task, arm: Arm, seed: int):
                     if arm.min_priority is None
                     else {"min_priority": arm.min_priority}
                 ),
+                **_sampler_settings(arm, config),
             }
         )
         .env_runners(num_env_runners=0)
@@ -152,6 +153,22 @@ def build_config(task: Task, arm: Arm, seed: int):
         if arm.reference:
             config = ners_reference(config)
     return config
+
+
+def _sampler_settings(arm: Arm, config) -> dict:
+    """The arm's replay method (ReLo, LaBER) and its settings; ReLo's priority
+    map, unless the arm names one, follows the agent's loss ("exp" for C51)."""
+    from rllib_ners.algorithms.common.config.sampler_presets import (
+        RELO,
+        relo_transform_for,
+    )
+
+    if arm.sampler is None:
+        return {}
+    settings = {"sampler": arm.sampler, **(arm.sampler_settings or {})}
+    if arm.sampler == RELO:
+        settings.setdefault("relo_transform", relo_transform_for(config))
+    return settings
 
 
 def _importance_sampling(task: Task, arm: Arm, learning_starts: int) -> dict:

@@ -63,7 +63,7 @@ def test_a_c51_dqn_gets_relos_exp_map():
     config = DQNConfig().training(num_atoms=51, v_min=-10.0, v_max=10.0)
     enable_replay(config, "relo")
     assert config.replay_buffer_config["relo_transform"] == "exp"
-    assert "relo_epsilon" not in config.replay_buffer_config
+    assert config.replay_buffer_config["relo_epsilon"] == 1e-5  # unused by "exp"
 
 
 def test_a_stock_sac_gets_laber_with_its_capacity_and_no_importance_weights():
@@ -138,6 +138,7 @@ def test_from_the_fast_buffer_everything_but_another_samplers_settings_carries()
         "frame_stack": 4,
         "sampler": "relo",
         "relo_transform": "exp",
+        "relo_epsilon": 1e-5,
         **SENDS,
     }
 

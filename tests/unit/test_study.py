@@ -100,6 +100,8 @@ def test_every_arm_builds_a_valid_config(task_name):
         "ners": task.per_alpha,
         "ners_module": task.per_alpha,
         "lap": 0.4,
+        "relo": 0.5,
+        "laber": 0.0,
     }
     if task.algo == "td3":
         del expected_alphas["ners_module"]

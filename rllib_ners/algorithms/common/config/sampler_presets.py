@@ -53,16 +53,19 @@ LABER_WEIGHTING = "mean"
 
 def relo_buffer_settings(transform: str = "clip") -> dict:
     """ReLo's `replay_buffer_config` entries (beyond type, capacity and beta):
-    alpha 0.5 and the priority map `transform`; "clip" adds its epsilon 1e-5
-    ("exp" has none: both of its branches are positive)."""
+    alpha 0.5, the priority map `transform` and the epsilon 1e-5 that "clip"
+    adds (written for "exp" too, which has none, so that every ReLo config
+    names the same settings)."""
     if transform not in RELO_TRANSFORMS:
         raise ValueError(
             f"relo_transform must be one of {RELO_TRANSFORMS}, got {transform!r}."
         )
-    settings = {"sampler": RELO, "alpha": RELO_ALPHA, "relo_transform": transform}
-    if transform == "clip":
-        settings["relo_epsilon"] = RELO_EPSILON
-    return settings
+    return {
+        "sampler": RELO,
+        "alpha": RELO_ALPHA,
+        "relo_transform": transform,
+        "relo_epsilon": RELO_EPSILON,
+    }
 
 
 def laber_buffer_settings() -> dict:
@@ -75,3 +78,16 @@ def laber_buffer_settings() -> dict:
         "laber_m": LABER_M,
         "laber_weights": LABER_WEIGHTING,
     }
+
+
+def relo_transform_for(config) -> str:
+    """ReLo's priority map for `config`'s loss: "exp" for a distributional
+    (C51) DQN, as the authors' Atari Rainbow maps its cross-entropy ReLo
+    (often negative: the target network can fit the projected target better
+    than the online one), "clip" for every other loss (the authors' SAC and
+    MinAtar DQN)."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    if isinstance(config, DQNConfig) and (config.num_atoms or 1) > 1:
+        return "exp"
+    return "clip"
