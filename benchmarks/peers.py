@@ -20,6 +20,10 @@ sac      Hopper-v5; SAC's usual settings: actor and twin critics 256-256 ReLU
          uniform  NERSSACConfig, our buffer with alpha 0
          lap      NERSSACConfig, LAP (alpha 0.4, min_priority 1, beta 0;
                   Huber critics)
+         relo     NERSSACConfig, per's buffer with ReLo's sampler (alpha 0.5,
+                  clip, epsilon 1e-5; `mujoco_sac(replay="relo")`)
+         laber    NERSSACConfig, per's buffer with LaBER's sampler (m 4,
+                  LaBER-mean, alpha 0, beta 0; `mujoco_sac(replay="laber")`)
          rllib    stock RLlib SACConfig with its PrioritizedEpisodeReplayBuffer
                   and its default module (256-256, but multi-stream critics:
                   RLlib 2.60 builds no [s, a] critic)
@@ -34,6 +38,8 @@ dqn      CartPole-v1; DQN with a 256-256 tanh Q-network, batch 32, Adam 5e-4,
          ners     NERSDQNConfig (NERS buffer, alpha 0.6, beta 0.4)
          per      RainbowDQNConfig with our prioritised buffer
          uniform  RainbowDQNConfig with our buffer, alpha 0
+         relo     as per, with ReLo's sampler (alpha 0.5, clip, epsilon 1e-5)
+         laber    as per, with LaBER's sampler (m 4, LaBER-mean, alpha 0, beta 0)
          rllib    stock RLlib DQNConfig with its PrioritizedEpisodeReplayBuffer
          per-vec8 as per, 8 envs per EnvRunner (2 updates per vector step)
          floor    bare DQN updates + bare env steps
@@ -47,6 +53,10 @@ td3      Hopper-v5; the TD3 paper's settings: actor and twin critics 256-256
          lap      TD3Config, LAP (our buffer, alpha 0.4, min_priority 1,
                   beta 0; Huber loss)
          uniform  TD3Config, our buffer with alpha 0
+         relo     TD3Config, per's buffer with ReLo's sampler (alpha 0.5, clip,
+                  epsilon 1e-5; `td3_config(replay="relo")`)
+         laber    TD3Config, per's buffer with LaBER's sampler (m 4, LaBER-mean,
+                  alpha 0, beta 0; `td3_config(replay="laber")`)
          floor    bare TD3 updates + bare env steps
 atari    MsPacman, data-efficient Rainbow as the NERS reference runs it (one
          update of 32 per env step, from step 1600); Stable-Baselines3 has no
@@ -63,6 +73,7 @@ How to run
     python benchmarks/peers.py --suite dqn --rounds 5 --steps 2000
     python benchmarks/peers.py --suite atari --arms ners per floor
     python benchmarks/peers.py --suite td3
+    python benchmarks/peers.py --suite sac --arms per relo laber   # issue 65's costs
 """
 
 from __future__ import annotations
@@ -110,10 +121,31 @@ from harness import (
 )
 
 SUITES = {
-    "sac": ("sb3", "ners", "per", "uniform", "rllib", "uniform-vec8", "floor", "lap"),
-    "dqn": ("sb3", "ners", "per", "uniform", "rllib", "per-vec8", "floor"),
+    "sac": (
+        "sb3",
+        "ners",
+        "per",
+        "uniform",
+        "rllib",
+        "uniform-vec8",
+        "floor",
+        "lap",
+        "relo",
+        "laber",
+    ),
+    "dqn": (
+        "sb3",
+        "ners",
+        "per",
+        "uniform",
+        "rllib",
+        "per-vec8",
+        "floor",
+        "relo",
+        "laber",
+    ),
     "atari": ("ners", "per", "floor"),
-    "td3": ("sb3", "ners", "per", "lap", "uniform", "floor"),
+    "td3": ("sb3", "ners", "per", "lap", "uniform", "floor", "relo", "laber"),
 }
 DEFAULT_STEPS = {"sac": 300, "dqn": 2000, "atari": 400, "td3": 300}
 
@@ -298,6 +330,18 @@ def _dqn_config(config, buffer: dict):
     )
 
 
+def _sampler_settings() -> Dict[str, dict]:
+    from rllib_ners.algorithms.common.config.sampler_presets import (
+        laber_buffer_settings,
+        relo_buffer_settings,
+    )
+
+    return {"relo": relo_buffer_settings("clip"), "laber": laber_buffer_settings()}
+
+
+_SAMPLER_SETTINGS = _sampler_settings()
+
+
 def dqn_arms(names: List[str], steps: int) -> Dict[str, Arm]:
     import gymnasium as gym
     from ray.rllib.algorithms.dqn import DQNConfig
@@ -328,6 +372,9 @@ def dqn_arms(names: List[str], steps: int) -> Dict[str, Arm]:
         else:
             replay, _, vec = name.partition("-vec")
             buffer.update(type=fast, alpha=0.6 if replay == "per" else 0.0)
+            # ReLo and LaBER: per's buffer with the method's sampler settings
+            # (scalar Q-values: ReLo's "clip" map).
+            buffer.update(_SAMPLER_SETTINGS.get(replay, {}))
             config = _dqn_config(RainbowDQNConfig(), buffer)
             if vec:
                 config = config.env_runners(

@@ -22,7 +22,8 @@ updates  (`--algorithm td3|sac`) what one replayed update costs per replay
     env steps, and the table gives the median µs per update of the training
     loop's replay sample, Learner update and priority update, and their sum's
     ratio to PER's. Arms per / lap / pal (LAP's loss on uniform replay) /
-    uniform / per-foreach (PER with the targets' Polyak update as per-tensor
+    uniform / relo / laber (the presets' `replay="relo"`, `"laber"`) /
+    per-foreach (PER with the targets' Polyak update as per-tensor
     multi-tensor ops: `PolyakTargets.flat_on_cpu = False` during its turns).
 
 How to run
@@ -30,6 +31,8 @@ How to run
     pip install torch==2.13.0 -e ".[study,mujoco,atari,bench]"
     python benchmarks/study_costs.py --tasks hopper_100k --at 10000 50000
     python benchmarks/study_costs.py --tasks ms_pacman_100k --arms per ners ners_module
+    python benchmarks/study_costs.py --tasks hopper_100k ms_pacman_100k alien_100k \
+        qbert_100k --arms uniform per relo laber --at 10000 30000 --rounds 5
     python benchmarks/study_costs.py --suite updates --algorithm sac --rounds 7
 """
 
@@ -154,7 +157,7 @@ def study_suite(args) -> None:
 # ---------------------------------------------------- --suite updates
 UPDATES_ENV = "Hopper-v5"
 UPDATES_LEARNING_STARTS = 2000
-UPDATE_ARMS = ("per", "lap", "pal", "uniform", "per-foreach")
+UPDATE_ARMS = ("per", "lap", "pal", "uniform", "relo", "laber", "per-foreach")
 # Arms that are another arm's algorithm with one switch flipped.
 VARIANT_OF = {"per-foreach": "per"}
 

@@ -257,6 +257,8 @@ PEERS_LABELS = {
     "ners": "ours with NERS (`.ners()` defaults)",
     "per": "ours with our PER buffer",
     "lap": "ours with LAP (our buffer)",
+    "relo": "ours with ReLo (our buffer's ReLo sampler)",
+    "laber": "ours with LaBER, m = 4 (our buffer's LaBER sampler)",
     "uniform": "ours with our uniform buffer",
     "rllib": "stock RLlib 2.60 with its PER buffer",
     "uniform-vec8": "ours with our uniform buffer, 8 envs per EnvRunner",
