@@ -38,10 +38,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple
 
+import numpy as np
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.training_data import TrainingData
-from ray.rllib.policy.sample_batch import MultiAgentBatch
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import TD_ERROR_KEY, WEIGHTS_SEQ_NO
 from ray.rllib.utils.typing import ParamDict
@@ -65,6 +66,8 @@ from rllib_ners.algorithms.common.learner.gradient_step import (
     gradients_of,
     learner_reads_on_host,
 )
+from rllib_ners.algorithms.common.learner.replay_methods import uses_laber_replay
+from rllib_ners.replay_buffers.laber_sampler import DEFAULT_LABER_M
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import (
     advance_weights_seq_no,
@@ -87,6 +90,36 @@ from rllib_ners.utils.update_graphs import (
 
 # Learner state entry holding the NERS sampler's state, if the Learner has one.
 NERS_SAMPLER_STATE = "ners_sampler"
+
+
+def large_batch_factor_of(config) -> int:
+    """Rows a Learner receives per row it trains on: LaBER's `laber_m` (its
+    buffer sends the large batch of `m * B` rows, the Learner trains on `B`
+    drawn from it), 1 for every other replay."""
+    if not uses_laber_replay(config):
+        return 1
+    return int(config.replay_buffer_config.get("laber_m", DEFAULT_LABER_M))
+
+
+def trained_rows(batch: MultiAgentBatch, large_batch_factor: int) -> MultiAgentBatch:
+    """`batch`, or with LaBER (`large_batch_factor` m > 1) a stand-in holding
+    only its counts divided by m: the module and env steps the update trained
+    on, which RLlib's bookkeeping (`log_steps_trained`) logs as
+    `num_env_steps_trained` and friends. So the results (and the benchmarks'
+    updates per second) count B per update, not the m * B rows scored.
+    RLlib's own `Learner.update()` (`fast_training_loop=False`) still counts
+    the m * B rows it is given."""
+    if large_batch_factor == 1:
+        return batch
+    return MultiAgentBatch(
+        {
+            module_id: SampleBatch(
+                {"trained": np.zeros(len(module_batch) // large_batch_factor, bool)}
+            )
+            for module_id, module_batch in batch.policy_batches.items()
+        },
+        env_steps=batch.env_steps() // large_batch_factor,
+    )
 
 
 class FastTorchLearner:
@@ -114,6 +147,7 @@ class FastTorchLearner:
         super().build()
         self.deferred_metrics = DeferredMetrics()
         self.deferred_env_steps = 0
+        self.large_batch_factor = large_batch_factor_of(self.config)
         # RLlib's gradient clipping (`postprocess_gradients`) clips with ours.
         use_clip_function(self, self.clip_gradients)
 
@@ -150,11 +184,12 @@ class FastTorchLearner:
             self.before_gradient_based_update(timesteps=timesteps)
             advance_weights_seq_no(self)
             _, loss_per_module, _ = self.graph_or_eager_update(tensors)
-            log_steps_trained(self, batch)
+            trained = trained_rows(batch, self.large_batch_factor)
+            log_steps_trained(self, trained)
             for module_id, loss in loss_per_module.items():
                 self.metrics.log_value((module_id, self.TOTAL_LOSS_KEY), loss, window=1)
             self.after_gradient_based_update(timesteps=timesteps)
-        self.deferred_env_steps += int(batch.env_steps())
+        self.deferred_env_steps += int(trained.env_steps())
         rows = {}
         as_rows = device_rows if rllib_ners_rows_on_device else numpy_rows
         for module_id in tensors:

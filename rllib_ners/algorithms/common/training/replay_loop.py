@@ -449,6 +449,9 @@ class ReplayLoopMixin:
         beta = config.replay_buffer_config.get("beta")
         deferred = self._deferred_priorities
         trained = 0
+        trained_per_row = trained_rows_per_sampled_row(
+            buffer, config.total_train_batch_size
+        )
         for _ in range(num_updates):
             if overlapped is not None:
                 self._before_overlapped_update(overlapped, times)
@@ -466,7 +469,7 @@ class ReplayLoopMixin:
                     self._update_timesteps(sampled_lifetime),
                     rows_on_device=deferred is not None,
                 )
-            trained += batch.env_steps()
+            trained += int(batch.env_steps() * trained_per_row)
             with times.section(REPLAY_BUFFER_UPDATE_PRIOS_TIMER):
                 if deferred is not None:
                     td_errors = results[0][REPLAY_FEEDBACK].get(DEFAULT_MODULE_ID)
@@ -666,6 +669,20 @@ class ReplayLoopMixin:
                 self.learner_group,
                 times.seconds[LEARNER_UPDATE_TIMER] / times.calls[LEARNER_UPDATE_TIMER],
             )
+
+
+def trained_rows_per_sampled_row(buffer, batch_size: int) -> Fraction:
+    """The share of a replayed batch's rows the Learner trains on: 1, but for
+    LaBER 1/m, whose buffer returns its large batch of `m * B` rows for a
+    batch of `B` (`sampler.items_per_draw`) and whose Learner trains on `B`
+    rows drawn from it. So the trained env steps this loop counts (RLlib's
+    `min_train_timesteps_per_iteration`) are B per update, as the Learners
+    log them (`FastTorchLearner`). The multi-agent buffer has one sampler
+    per module and serves PER only: 1."""
+    sampler = getattr(buffer, "sampler", None)
+    if sampler is None:
+        return Fraction(1)
+    return Fraction(batch_size, sampler.items_per_draw(batch_size))
 
 
 def _replay_feedback(results) -> Dict[str, np.ndarray]:
