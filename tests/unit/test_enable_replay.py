@@ -1,7 +1,7 @@
 """`rllib_ners.enable_replay(config, method, **settings)`: the buffer, sampler
 and Learner it sets on stock and package configs, the settings it keeps, and
 what it refuses. Configs only: nothing is built (the stock configs training
-with it: tests/integration/test_enable_replay.py)."""
+with it: tests/integration/test_enable_replay_training.py)."""
 
 from __future__ import annotations
 
