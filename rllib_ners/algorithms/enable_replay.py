@@ -11,7 +11,8 @@ changes a stock config needs, the way `enable_ners` does for NERS:
 
 * the buffer type: `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (its
   capacity, alpha and beta as the config has them; from this package's buffer
-  all its settings but another sampler's);
+  all its settings but another sampler's); a stock `SACConfig`, which accepts
+  RLlib's buffer names only, gets it through `with_replay_buffer`;
 * the sampler and its settings: the method's defaults (`sampler_presets`)
   where the config and `settings` give none;
 * the Learner: `RainbowDQNTorchLearner` for a `DQNConfig`, `NERSSACTorchLearner`
@@ -114,9 +115,26 @@ def enable_replay(config, method: str, **settings):
     # buffer config (keeping a stock buffer's keys, or another sampler's).
     # A frozen config refuses the assignment as it refuses `training()`.
     config.replay_buffer_config = buffer_config
+    if _refuses_our_buffer_type(config):
+        # RLlib's SACConfig.validate() takes RLlib's buffer names only: ours
+        # rides in under one of them and is swapped in at algorithm init.
+        from rllib_ners.replay_buffers import FastPrioritizedEpisodeReplayBuffer
+        from rllib_ners.replay_buffers.rllib_compat import with_replay_buffer
+
+        with_replay_buffer(config, FastPrioritizedEpisodeReplayBuffer)
     if learner_class is not None:
         config.learners(learner_class=learner_class)
     return config
+
+
+def _refuses_our_buffer_type(config) -> bool:
+    """A stock `SACConfig` (not this package's `NERSSACConfig`, whose
+    `validate()` takes our buffers)."""
+    from ray.rllib.algorithms.sac import SACConfig
+
+    from rllib_ners.algorithms.ners_sac import NERSSACConfig
+
+    return isinstance(config, SACConfig) and not isinstance(config, NERSSACConfig)
 
 
 def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
