@@ -98,8 +98,10 @@ class LargeBatchSampler(PrioritySampler):
         capacity: Number of slots.
         laber_m: The large batch is `laber_m` times the batch asked for.
         laber_weights: The Learner's weights variant ("mean", "lazy", "max").
-        alpha, beta: Must be 0 (uniform, unweighted large batch).
-        beta_final, beta_annealing_timesteps: Must be None.
+        alpha: Must be 0 (a uniform large batch).
+        beta: Must be 0 (LaBER's weights replace PER's).
+        beta_final: Must be None (no beta to anneal).
+        beta_annealing_timesteps: Must be None.
         min_priority: As `PrioritySampler`'s (irrelevant with alpha 0).
     """
 

@@ -60,8 +60,8 @@ def relo_priority(relo: np.ndarray, transform: str, epsilon: float) -> np.ndarra
         epsilon: Added by "clip" (unused by "exp").
 
     Returns:
-        float64 priorities, > 0 where `relo` is finite (NaN stays NaN, which
-        the sampler skips and counts).
+        float64 priorities, each > 0 where `relo` is finite. A NaN stays NaN,
+        and the sampler skips and counts it.
     """
     if transform == "clip":
         return np.maximum(relo, 0.0) + epsilon
@@ -91,7 +91,8 @@ def check_relo_settings(relo_transform: Any, relo_epsilon: Any) -> None:
 
 
 class ReLoSampler(PrioritySampler):
-    """PER whose priorities are the items' reducible losses (module docstring).
+    """PER whose priority of an item is its reducible loss, `L_online -
+    L_target`, through `relo_priority`; everything else is PER's.
 
     Args:
         capacity: Number of slots.
