@@ -5,13 +5,16 @@ n-step returns (n=3), double Q, dueling streams, noisy nets (factorised Gaussian
 sigma0=0.2; exploration by the noise alone, no epsilon), prioritised replay
 (`rllib_ners.FastPrioritizedEpisodeReplayBuffer`, alpha 0.5, beta 0.4) and C51
 (51 atoms on [0, 100], CartPole's discounted returns lie in [0, 1/(1-0.99)]).
+`--replay uniform|relo|laber` replaces PER with uniform replay, ReLo (its
+C51 priority map, alpha 0.5) or LaBER (m = 4).
 Adam uses Rainbow's epsilon 1.5e-4 (stock RLlib DQN would silently use 1e-8, and
 would build no noisy layers at all).
 
 How to run this script
 ----------------------
 `python tuned_examples/rainbow/cartpole_rainbow.py [--no-tune]
-    [--num-env-runners=0] [--stop-timesteps=40000] [--stop-reward=300] [--seed=0]`
+    [--num-env-runners=0] [--stop-timesteps=40000] [--stop-reward=300] [--seed=0]
+    [--replay per|uniform|relo|laber]`
 
 `--as-test` makes it fail unless the stop reward is reached (the learning test).
 Use `--no-tune` and `--num-env-runners=0` to debug in one process.
@@ -27,18 +30,29 @@ learning test (tests/learning/test_rainbow_learning.py) asks for 200 within 25k.
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners import RainbowDQNConfig
+from rllib_ners.algorithms.common.config.sampler_presets import (
+    laber_buffer_settings,
+    relo_buffer_settings,
+)
 from rllib_ners.cli import run_example
+
+REPLAYS = {
+    "per": {"alpha": 0.5, "beta": 0.4},
+    "uniform": {"alpha": 0.0, "beta": 0.0},
+    "relo": {"beta": 0.4, **relo_buffer_settings("exp")},
+    "laber": laber_buffer_settings(),
+}
 
 parser = add_rllib_example_script_args(default_reward=300.0, default_timesteps=40000)
 parser.set_defaults(env="CartPole-v1")
 parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+parser.add_argument("--replay", choices=sorted(REPLAYS), default="per")
 args = parser.parse_args()
 
 replay_buffer_config = {
     "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
     "capacity": 50000,
-    "alpha": 0.5,
-    "beta": 0.4,
+    **REPLAYS[args.replay],
 }
 
 config = (
