@@ -60,8 +60,7 @@ def relo_priority(relo: np.ndarray, transform: str, epsilon: float) -> np.ndarra
         epsilon: Added by "clip" (unused by "exp").
 
     Returns:
-        float64 priorities, each > 0 where `relo` is finite. A NaN stays NaN,
-        and the sampler skips and counts it.
+        float64 priorities, > 0 where `relo` is finite, else NaN (skipped).
     """
     if transform == "clip":
         return np.maximum(relo, 0.0) + epsilon
