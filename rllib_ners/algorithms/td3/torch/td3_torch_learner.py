@@ -156,6 +156,37 @@ def critic_targets(module, batch: Dict[str, Any], config) -> torch.Tensor:
         return batch[Columns.REWARDS] + discount * not_done * q_next
 
 
+def relo_critic_targets(
+    module, batch: Dict[str, Any], config
+) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    """`critic_targets`' `y` and each target critic's `Q'_k(s, a)` on the
+    batch's own `(s, a)` (ReLo's target losses), without gradients: each target
+    critic runs once on the rows `[(s', a'); (s, a)]`, one call where two
+    would cost more, with the same smoothing-noise draw and the same min."""
+    with torch.no_grad():
+        next_obs = batch[Columns.NEXT_OBS]
+        next_actions = smoothed_target_actions(
+            module,
+            next_obs,
+            noise=config.target_noise,
+            noise_clip=config.target_noise_clip,
+        )
+        rows = next_obs.shape[0]
+        both_obs = torch.cat([next_obs, batch[Columns.OBS]])
+        both_actions = torch.cat([next_actions, batch[Columns.ACTIONS]])
+        q_next, q_taken = [], []
+        for critic in module.critics(target=True):
+            q_both = module.q_values(critic, both_obs, both_actions)
+            q_next.append(q_both[:rows])
+            q_taken.append(q_both[rows:])
+        q_min = q_next[0]
+        for q in q_next[1:]:
+            q_min = torch.min(q_min, q)
+        not_done = 1.0 - batch[Columns.TERMINATEDS].float()
+        discount = config.gamma ** batch["n_step"]
+        return batch[Columns.REWARDS] + discount * not_done * q_min, q_taken
+
+
 def critic_loss(
     errors: List[torch.Tensor], weights: torch.Tensor, kind: str, pal_alpha: float
 ) -> torch.Tensor:
@@ -346,7 +377,10 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
     ) -> TensorType:
         """The critics' loss; logs the priority rows and its statistics."""
         module = self.module[module_id].unwrapped()
-        target = critic_targets(module, batch, config)
+        if self.relo_replay:
+            target, target_q_taken = relo_critic_targets(module, batch, config)
+        else:
+            target = critic_targets(module, batch, config)
         errors = [fwd_out[QF_PREDS] - target]
         if module.twin_q:
             errors.append(fwd_out[QF_TWIN_PREDS] - target)
@@ -359,8 +393,10 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
                 # [score, delta, q, position] rows replace the plain TD errors.
                 self.ners.report_scores(module_id, batch, delta, target)
             elif self.relo_replay:
-                online_losses, target_losses = self._relo_losses(
-                    module, batch, errors, target, config.critic_loss
+                kind = config.critic_loss
+                online_losses = relo_item_losses(errors, kind)
+                target_losses = relo_item_losses(
+                    [q - target for q in target_q_taken], kind
                 )
                 self.metrics.log_value(
                     (module_id, TD_ERROR_KEY),
@@ -385,18 +421,6 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
             },
         )
         return loss
-
-    @staticmethod
-    def _relo_losses(module, batch, errors, target, kind):
-        """ReLo's per-item `(online, target)` losses (`relo_item_losses`): the
-        update's errors, and the target critics on the batch's `(s, a)`
-        against the same `y` (called without gradients)."""
-        obs, actions = batch[Columns.OBS], batch[Columns.ACTIONS]
-        target_errors = [
-            module.q_values(critic, obs, actions) - target
-            for critic in module.critics(target=True)
-        ]
-        return relo_item_losses(errors, kind), relo_item_losses(target_errors, kind)
 
     def _laber_update(self, module_id, module, batch, config, actor_phase):
         """One LaBER update of one module on its large batch (see the module
