@@ -407,9 +407,15 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
                 self.metrics.log_value(
                     (module_id, TD_ERROR_KEY), delta, reduce="item_series"
                 )
+        self._log_critic_statistics(module_id, loss, fwd_out[QF_PREDS], delta)
+        return loss
+
+    def _log_critic_statistics(self, module_id, loss, q_preds, delta) -> None:
+        """The critics' window-1 statistics: loss, Q max/mean/min, mean TD
+        error, computed only for the update the iteration reports."""
         # Detached: kept until the iteration's flush, these would keep the
         # update's autograd graph alive into the next updates.
-        q_preds, loss_value = fwd_out[QF_PREDS].detach(), loss.detach()
+        q_preds, loss_value = q_preds.detach(), loss.detach()
         self.log_statistics(
             module_id,
             {
@@ -420,7 +426,6 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
                 TD_ERROR_MEAN_KEY: lambda: torch.mean(delta),
             },
         )
-        return loss
 
     def _laber_update(self, module_id, module, batch, config, actor_phase):
         """One LaBER update of one module on its large batch (see the module
@@ -468,17 +473,7 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
                 reduce="item_series",
             )
             delta = priority_errors(errors)
-        q_preds, loss_value = q_large[0], loss.detach()
-        self.log_statistics(
-            module_id,
-            {
-                QF_LOSS_KEY: lambda: loss_value,
-                QF_MAX_KEY: lambda: torch.max(q_preds),
-                QF_MEAN_KEY: lambda: torch.mean(q_preds),
-                QF_MIN_KEY: lambda: torch.min(q_preds),
-                TD_ERROR_MEAN_KEY: lambda: torch.mean(delta),
-            },
-        )
+        self._log_critic_statistics(module_id, loss, q_large[0], delta)
         fwd_out = {QF_PREDS: q_large[0]}
         if module.twin_q:
             fwd_out[QF_TWIN_PREDS] = q_large[1]
