@@ -138,31 +138,17 @@ def smoothed_target_actions(
 def critic_targets(module, batch: Dict[str, Any], config) -> torch.Tensor:
     """`y = r + gamma^n (1 - terminated) min_k Q'_k(s', a')` (one critic:
     `Q'_1`), without gradients."""
-    with torch.no_grad():
-        next_obs = batch[Columns.NEXT_OBS]
-        next_actions = smoothed_target_actions(
-            module,
-            next_obs,
-            noise=config.target_noise,
-            noise_clip=config.target_noise_clip,
-        )
-        q_next = module.q_values(module.target_qf, next_obs, next_actions)
-        if module.twin_q:
-            q_next = torch.min(
-                q_next, module.q_values(module.target_qf_twin, next_obs, next_actions)
-            )
-        not_done = 1.0 - batch[Columns.TERMINATEDS].float()
-        discount = config.gamma ** batch["n_step"]
-        return batch[Columns.REWARDS] + discount * not_done * q_next
+    return critic_targets_and_taken_q(module, batch, config, taken=False)[0]
 
 
-def relo_critic_targets(
-    module, batch: Dict[str, Any], config
+def critic_targets_and_taken_q(
+    module, batch: Dict[str, Any], config, *, taken: bool
 ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
-    """`critic_targets`' `y` and each target critic's `Q'_k(s, a)` on the
-    batch's own `(s, a)` (ReLo's target losses), without gradients: each target
-    critic runs once on the rows `[(s', a'); (s, a)]`, one call where two
-    would cost more, with the same smoothing-noise draw and the same min."""
+    """`critic_targets`' `y`, and with `taken` each target critic's
+    `Q'_k(s, a)` on the batch's own `(s, a)` (ReLo's target losses; else an
+    empty list), without gradients. With `taken` each target critic runs once
+    on the rows `[(s', a'); (s, a)]`: one call where two would cost more, the
+    same smoothing-noise draw, and on the CPU the same `y` to the bit."""
     with torch.no_grad():
         next_obs = batch[Columns.NEXT_OBS]
         next_actions = smoothed_target_actions(
@@ -172,19 +158,20 @@ def relo_critic_targets(
             noise_clip=config.target_noise_clip,
         )
         rows = next_obs.shape[0]
-        both_obs = torch.cat([next_obs, batch[Columns.OBS]])
-        both_actions = torch.cat([next_actions, batch[Columns.ACTIONS]])
-        q_next, q_taken = [], []
+        critic_obs, critic_actions = next_obs, next_actions
+        if taken:
+            critic_obs = torch.cat([next_obs, batch[Columns.OBS]])
+            critic_actions = torch.cat([next_actions, batch[Columns.ACTIONS]])
+        q_next, q_taken = None, []
         for critic in module.critics(target=True):
-            q_both = module.q_values(critic, both_obs, both_actions)
-            q_next.append(q_both[:rows])
-            q_taken.append(q_both[rows:])
-        q_min = q_next[0]
-        for q in q_next[1:]:
-            q_min = torch.min(q_min, q)
+            q_rows = module.q_values(critic, critic_obs, critic_actions)
+            if taken:
+                q_taken.append(q_rows[rows:])
+                q_rows = q_rows[:rows]
+            q_next = q_rows if q_next is None else torch.min(q_next, q_rows)
         not_done = 1.0 - batch[Columns.TERMINATEDS].float()
         discount = config.gamma ** batch["n_step"]
-        return batch[Columns.REWARDS] + discount * not_done * q_min, q_taken
+        return batch[Columns.REWARDS] + discount * not_done * q_next, q_taken
 
 
 def critic_loss(
@@ -378,7 +365,9 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         """The critics' loss; logs the priority rows and its statistics."""
         module = self.module[module_id].unwrapped()
         if self.relo_replay:
-            target, target_q_taken = relo_critic_targets(module, batch, config)
+            target, target_q_taken = critic_targets_and_taken_q(
+                module, batch, config, taken=True
+            )
         else:
             target = critic_targets(module, batch, config)
         errors = [fwd_out[QF_PREDS] - target]
