@@ -3,7 +3,10 @@
 
 The settings are those of the other learning tests of the same examples
 (`test_pendulum_learning.py`, `test_rainbow_learning.py`): random play scores
-about -1200 per episode on Pendulum and 22 on CartPole.
+about -1200 per episode on Pendulum and 22 on CartPole. SAC's two runs (about
+25 s each here) are in the default run; TD3's (25-30 s) and Rainbow's (31 and
+71 s) are marked `learning`, deselected by default (`python -m pytest -m
+learning`), to keep the default run short.
 """
 
 import pytest
@@ -32,6 +35,7 @@ def test_sac_pendulum_with_relo_and_laber_beats_random_by_far(run_example, repla
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.parametrize("replay", ["relo", "laber"])
 def test_td3_pendulum_with_relo_and_laber_beats_random_by_far(run_example, replay):
     run_example(
@@ -43,6 +47,7 @@ def test_td3_pendulum_with_relo_and_laber_beats_random_by_far(run_example, repla
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.parametrize("replay", ["relo", "laber"])
 def test_full_rainbow_cartpole_with_relo_and_laber_learns(run_example, replay):
     run_example(
