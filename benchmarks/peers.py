@@ -73,7 +73,7 @@ How to run
     python benchmarks/peers.py --suite dqn --rounds 5 --steps 2000
     python benchmarks/peers.py --suite atari --arms ners per floor
     python benchmarks/peers.py --suite td3
-    python benchmarks/peers.py --suite sac --arms per relo laber   # ReLo's and LaBER's costs
+    python benchmarks/peers.py --suite sac --arms per relo laber   # their costs
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from rllib_ners.replay_buffers.laber_sampler import DEFAULT_LABER_M, LargeBatchS
 from rllib_ners.replay_buffers.priority_sampler import PrioritySampler
 from rllib_ners.replay_buffers.relo_sampler import DEFAULT_RELO_EPSILON, ReLoSampler
 
-# `"sampler"` values, and the class each builds.
+# `"sampler"` values, the names every layer uses, and the class each builds.
+PRIORITY, RELO, LABER = PrioritySampler.name, ReLoSampler.name, LargeBatchSampler.name
 SAMPLER_CLASSES = {
     PrioritySampler.name: PrioritySampler,
     ReLoSampler.name: ReLoSampler,

@@ -30,11 +30,16 @@ from rllib_ners.replay_buffers.laber_sampler import DEFAULT_LABER_M
 from rllib_ners.replay_buffers.laber_sampler import LABER_WEIGHTS as LABER_WEIGHTINGS
 from rllib_ners.replay_buffers.relo_sampler import DEFAULT_RELO_EPSILON
 from rllib_ners.replay_buffers.relo_sampler import RELO_TRANSFORMS as TRANSFORMS
-from rllib_ners.replay_buffers.sampler_choice import METHOD_SETTINGS, SAMPLER_CLASSES
+from rllib_ners.replay_buffers.sampler_choice import (  # noqa: F401 (re-exported)
+    LABER,
+    METHOD_SETTINGS,
+    PRIORITY,
+    RELO,
+    SAMPLER_CLASSES,
+)
 
 # The choices of the buffer's settings, as the buffer takes them (named here
 # for the configs' error messages, before any buffer is built).
-PRIORITY, RELO, LABER = "priority", "relo", "laber"
 SAMPLERS: Tuple[str, ...] = tuple(SAMPLER_CLASSES)
 RELO_TRANSFORMS: Tuple[str, ...] = tuple(TRANSFORMS)
 LABER_WEIGHTS: Tuple[str, ...] = tuple(LABER_WEIGHTINGS)

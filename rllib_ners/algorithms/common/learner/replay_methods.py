@@ -31,8 +31,8 @@ from rllib_ners.replay_buffers.laber_sampler import (
     DEFAULT_LABER_M,
     check_laber_settings,
 )
+from rllib_ners.replay_buffers.sampler_choice import LABER, PRIORITY, RELO
 
-RELO, LABER = "relo", "laber"
 # The Learner's checkpoint entry for the LaBER sub-sampler's generator.
 LABER_GENERATOR_STATE = "laber_generator"
 
@@ -41,7 +41,7 @@ def replay_method_of(config: Any) -> str:
     """The replay method of a Learner's config: "priority" (uniform replay,
     PER, LAP), "relo" or "laber" (`replay_buffer_config["sampler"]`)."""
     buffer_config = getattr(config, "replay_buffer_config", None) or {}
-    return buffer_config.get("sampler") or "priority"
+    return buffer_config.get("sampler") or PRIORITY
 
 
 def uses_relo_replay(config: Any) -> bool:
