@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from rllib_ners.algorithms.common.config.buffer_config_checks import (
-    replay_sampler_problem,
+    buffer_settings_problem,
 )
 from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
@@ -45,15 +45,15 @@ from rllib_ners.algorithms.common.config.sampler_presets import (
     RELO_ALPHA,
     RELO_EPSILON,
     REPLAY_METHODS,
-    SAMPLER_KEYS,
     relo_transform_for,
 )
+from rllib_ners.replay_buffers.sampler_choice import ALL_METHOD_SETTINGS
 
 # The settings `enable_replay(config, method, **settings)` takes per method:
 # the sampler's own and the buffer's that the method leaves to the user.
 # LaBER takes no alpha or beta: its large batch is uniform (alpha 0) and its
 # sub-sample's weights replace importance weights (beta 0).
-METHOD_SETTINGS = {
+SETTINGS_PER_METHOD = {
     RELO: (
         "relo_transform",
         "relo_epsilon",
@@ -90,7 +90,7 @@ def enable_replay(config, method: str, **settings):
     ```
 
     Raises ValueError for another method, a setting the method does not
-    take, a wrong value (`replay_sampler_problem`) or a config whose
+    take, a wrong value (the buffer's own checks) or a config whose
     algorithm has no Learner for it (ACER, NERS-DQN, ...).
     """
     if method not in REPLAY_METHODS:
@@ -98,16 +98,17 @@ def enable_replay(config, method: str, **settings):
             f"enable_replay: method must be one of "
             f"{', '.join(map(repr, REPLAY_METHODS))}, got {method!r}."
         )
-    unknown = sorted(set(settings) - set(METHOD_SETTINGS[method]))
+    unknown = sorted(set(settings) - set(SETTINGS_PER_METHOD[method]))
     if unknown:
         raise ValueError(
             f"enable_replay(config, {method!r}) takes the settings "
-            f"{', '.join(METHOD_SETTINGS[method])}; got {', '.join(unknown)}."
+            f"{', '.join(SETTINGS_PER_METHOD[method])}; got {', '.join(unknown)}."
         )
     learner_class = _learner_class_for(config, method)
     buffer_config = _buffer_config(config, method, settings)
-    problem = replay_sampler_problem(
-        buffer_config, resolve_buffer_class(buffer_config["type"])
+    problem = buffer_settings_problem(
+        resolve_buffer_class(buffer_config["type"]),
+        {key: value for key, value in buffer_config.items() if key != "type"},
     )
     if problem is not None:
         raise ValueError(f"enable_replay: {problem}")
@@ -149,10 +150,7 @@ def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
     if old.get("type") is not None and is_fast_buffer(
         resolve_buffer_class(old["type"])
     ):
-        other_samplers = {
-            "sampler",
-            *(k for keys in SAMPLER_KEYS.values() for k in keys),
-        }
+        other_samplers = {"sampler", *ALL_METHOD_SETTINGS}
         buffer_config = {key: v for key, v in old.items() if key not in other_samplers}
     else:
         buffer_config = {k: old[k] for k in ("capacity", "alpha", "beta") if k in old}

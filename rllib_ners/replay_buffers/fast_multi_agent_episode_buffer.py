@@ -188,7 +188,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         min_priority: float = MIN_PRIORITY,
         **kwargs,
     ):
-        if kwargs.get("sampler", "priority") != "priority":
+        if kwargs.get("sampler") not in (None, "priority"):
             raise ValueError(
                 f"{type(self).__name__} replays with PER's sampler only, got "
                 f"sampler={kwargs['sampler']!r}: ReLo and LaBER need a Learner "

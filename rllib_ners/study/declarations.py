@@ -504,8 +504,8 @@ class Arm:
         """`sampler` a replay method of our fast buffer, on a "rainbow" arm;
         `sampler_settings` that method's settings only."""
         from rllib_ners.algorithms.common.config.sampler_presets import (
+            METHOD_SETTINGS,
             REPLAY_METHODS,
-            SAMPLER_KEYS,
         )
 
         if self.sampler is None:
@@ -527,11 +527,11 @@ class Arm:
                 f"{owner}: `sampler_settings` must be a dict of the sampler's "
                 f"settings, got {settings!r}"
             )
-        unknown = sorted(set(settings) - set(SAMPLER_KEYS[self.sampler]))
+        unknown = sorted(set(settings) - set(METHOD_SETTINGS[self.sampler]))
         if unknown:
             raise DeclarationError(
                 f"{owner}: `sampler_settings` of sampler={self.sampler!r} take "
-                f"{', '.join(SAMPLER_KEYS[self.sampler])}, got {unknown}"
+                f"{', '.join(METHOD_SETTINGS[self.sampler])}, got {unknown}"
             )
 
 

@@ -214,17 +214,26 @@ def test_a_setting_the_method_does_not_take_is_refused(method, settings, expecte
 
 
 @pytest.mark.parametrize(
-    "method, settings, key",
+    "method, settings, expected",
     [
-        ("relo", {"relo_transform": "log"}, "relo_transform"),
-        ("laber", {"laber_weights": "sum"}, "laber_weights"),
+        ("relo", {"relo_transform": "log"},
+         "`relo_transform` must be one of ('clip', 'exp'), got relo_transform='log'"),
+        ("laber", {"laber_weights": "sum"},
+         "`laber_weights` must be one of ('mean', 'lazy', 'max'), got "
+         "laber_weights='sum'"),
+        ("laber", {"laber_m": 0}, "laber_m"),
     ],
-)
-def test_a_wrong_choice_is_refused_naming_the_setting(method, settings, key):
+)  # fmt: skip
+def test_a_wrong_value_is_refused_naming_the_setting(method, settings, expected):
+    """The buffer's own checks, on a probe of it, before the config changes."""
     config = SACConfig()
     before = dict(config.replay_buffer_config)
-    with pytest.raises(ValueError, match=re.escape(f"replay_buffer_config[{key!r}]")):
+    with pytest.raises(ValueError, match=re.escape(expected)) as error:
         enable_replay(config, method, **settings)
+    assert str(error.value).startswith(
+        "enable_replay: Bad replay_buffer_config for "
+        "FastPrioritizedEpisodeReplayBuffer: "
+    )
     assert config.replay_buffer_config == before  # left as it was
 
 

@@ -2,8 +2,9 @@
 `validate()`, each error naming the setting and the fix.
 
 `laber_m` and `relo_epsilon` have ranges in `SETTING_RANGES`; `sampler`,
-`relo_transform` and `laber_weights` are choices (`buffer_config_checks.
-replay_sampler_problem`); a sampler setting on a buffer without a replay
+`relo_transform` and `laber_weights` are choices, which the buffer checks
+(`sampler_choice`, the samplers' `check_*_settings`) and `validate()` reports
+from its probe of the buffer; a sampler setting on a buffer without a replay
 sampler to choose (the NERS buffer, RLlib's), for multi-agent replay, or
 belonging to another sampler than the chosen one, is refused. No Ray, no
 buffer beyond `validate()`'s probe.
@@ -109,30 +110,51 @@ def test_valid_sampler_settings_validate(config_name, buffer_config):
 
 
 CHOICE_CASES = [
-    ("sampler", {"type": FAST}, "per", "'priority', 'relo', 'laber'", "'relo'"),
-    ("sampler", {"type": FAST}, None, "'priority', 'relo', 'laber'", "'relo'"),
-    ("relo_transform", RELO, "log", "'clip', 'exp'", "'clip'"),
-    ("relo_transform", RELO, 1, "'clip', 'exp'", "'clip'"),
-    ("laber_weights", LABER, "sum", "'mean', 'lazy', 'max'", "'mean'"),
-]
+    # (key, the rest of replay_buffer_config, a wrong value, what the error says)
+    ("sampler", {"type": FAST}, "per",
+     "Unknown replay method sampler='per' in `replay_buffer_config`; choose one "
+     "of ['laber', 'priority', 'relo']"),
+    ("relo_transform", RELO, "log",
+     "`relo_transform` must be one of ('clip', 'exp'), got relo_transform='log'."),
+    ("relo_transform", RELO, 1,
+     "`relo_transform` must be one of ('clip', 'exp'), got relo_transform=1."),
+    ("laber_weights", LABER, "sum",
+     "`laber_weights` must be one of ('mean', 'lazy', 'max'), got "
+     "laber_weights='sum';"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("config_name", [*CONFIGS, "ACERConfig"])
+@pytest.mark.parametrize("config_name", CONFIGS)
 @pytest.mark.parametrize(
-    "key, base, value, choices, example",
+    "key, base, value, expected",
     [pytest.param(*case, id=f"{case[0]}={case[2]!r}") for case in CHOICE_CASES],
 )
 def test_a_wrong_choice_names_the_setting_the_choices_and_a_fix(
-    config_name, key, base, value, choices, example
+    config_name, key, base, value, expected
 ):
-    make = CONFIGS.get(config_name, lambda: ACERConfig().environment("CartPole-v1"))
-    config = make().training(replay_buffer_config={**base, key: value})
-    expected = (
-        f"replay_buffer_config['{key}']={value!r} is not one of {choices}; e.g. "
-        f"config.training(replay_buffer_config={{'{key}': {example}}})."
-    )
-    with pytest.raises(ValueError, match=re.escape(expected)):
+    config = _with_buffer(config_name, **base, **{key: value})
+    with pytest.raises(ValueError, match=re.escape(expected)) as error:
         config.validate()
+    assert str(error.value).startswith(
+        "Bad replay_buffer_config for FastPrioritizedEpisodeReplayBuffer: "
+    )
+    assert "config.training(replay_buffer_config=" in str(error.value)
+
+
+def test_acer_refuses_a_replay_sampler_it_cannot_use():
+    """ACER replays sequences, which no replay sampler but PER's serves."""
+    config = ACERConfig().environment("CartPole-v1")
+    config.training(replay_buffer_config={**config.replay_buffer_config, **RELO})
+    with pytest.raises(ValueError, match="sampler='relo'") as error:
+        config.validate()
+    assert "replay_buffer_config" in str(error.value)
+
+
+@pytest.mark.parametrize("config_name", CONFIGS)
+def test_sampler_none_is_the_buffers_default_sampler(config_name):
+    """`"sampler": None`, as RLlib's settings read None: the default (PER's
+    sampler, uniform at alpha 0), the same as leaving it out."""
+    _with_buffer(config_name, type=FAST, sampler=None).validate()
 
 
 @pytest.mark.parametrize(
@@ -157,13 +179,12 @@ def test_the_ners_buffer_refuses_a_sampler(make, sampler):
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "replay_buffer_config['sampler'] is not a setting of "
-            "NERSEpisodeReplayBuffer: its sampler is NERS"
+            f"NERSEpisodeReplayBuffer replays with its own sampler ('ners'); "
+            f"remove sampler={sampler!r} from `replay_buffer_config`, or use "
+            f"'{FAST}' for {sampler!r}."
         ),
-    ) as error:
+    ):
         config.validate()
-    assert f"'{FAST}'" in str(error.value)
-    assert "rllib_ners.enable_replay(config, 'relo')" in str(error.value)
 
 
 @pytest.mark.parametrize("key, value", [("sampler", "relo"), ("laber_m", 4)])
@@ -204,12 +225,12 @@ def test_a_setting_of_another_sampler_is_refused(buffer_config, key, owner, samp
     with pytest.raises(
         ValueError,
         match=re.escape(
-            f"replay_buffer_config['{key}'] is a setting of sampler={owner!r}, but "
-            f"replay_buffer_config['sampler'] is {sampler!r}; remove {key!r}, or "
-            f"set replay_buffer_config['sampler'] to {owner!r}."
+            f"`replay_buffer_config` sets [{key!r}], which the {sampler!r} sampler "
+            f'does not read; set `"sampler"` to the method they belong to'
         ),
-    ):
+    ) as error:
         config.validate()
+    assert f"{owner!r}: [" in str(error.value)
 
 
 @pytest.mark.parametrize("sampler", ["relo", "laber"])
@@ -228,8 +249,8 @@ def test_multi_agent_replay_refuses_relo_and_laber(sampler):
     with pytest.raises(
         ValueError,
         match=re.escape(
-            f"replay_buffer_config['sampler']={sampler!r} replays single-agent "
-            f"setups only"
+            f"FastMultiAgentPrioritizedEpisodeReplayBuffer replays with PER's "
+            f"sampler only, got sampler={sampler!r}"
         ),
     ):
         config.validate()

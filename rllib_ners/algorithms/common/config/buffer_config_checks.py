@@ -1,10 +1,13 @@
-"""Checks of `replay_buffer_config`, run in `validate()`.
+"""Checks of `replay_buffer_config`, run in `validate()`, and the buffer config
+our algorithms build their buffer from (`algorithm_buffer_config`).
 
 A bad replay buffer setting otherwise fails once the Algorithm builds its buffer
 (inside `build_algo()`), or as a bare assert deep inside RLlib's buffers. Our
 configs check `type`, the settings of our buffers and unknown keys here, with a
 config error naming the setting and the fix (`capacity`, `alpha` and `beta` of
-any buffer have their ranges in `setting_ranges`, checked before).
+any buffer have their ranges in `setting_ranges`, checked before). The check
+builds a small probe of the buffer from what the algorithm would pass it, so it
+fails wherever the algorithm's build would.
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     is_ners_buffer,
     resolve_buffer_class,
 )
-from rllib_ners.algorithms.common.config.sampler_presets import (
-    LABER_WEIGHTS,
-    PRIORITY,
-    RELO_TRANSFORMS,
-    SAMPLER_KEYS,
-    SAMPLERS,
+from rllib_ners.replay_buffers.feedback import (
+    LEARNER_FEEDBACK_LAYOUTS_ATTR,
+    NERS_SCORES,
+    TD_ERRORS,
+)
+from rllib_ners.replay_buffers.sampler_choice import (
+    ALL_METHOD_SETTINGS,
+    LEARNER_FED_SAMPLERS,
+    SAMPLER_CLASSES,
 )
 from rllib_ners.seam.config import raise_config_error
 
@@ -61,18 +67,49 @@ def our_replay_buffer_config(
     return dict(buffer_config, type=buffer_type_to_string(buffer_config["type"]))
 
 
-# Capacity of the probe buffer `check_replay_buffer_config` builds: its other
-# settings are checked as given, without allocating the whole replay memory.
-_PROBE_CAPACITY = 1024
+def algorithm_buffer_config(config) -> Dict[str, Any]:
+    """`config.replay_buffer_config` as our algorithms build their buffer from
+    it (`ReplayStateMixin`): `type` as a dotted string, and what the algorithm
+    adds.
+
+    - `metrics_num_episodes_for_smoothing`, as RLlib passes it to its episode
+      buffers;
+    - `seed`: `config.debugging(seed=)` for our buffers, unless the buffer
+      config names its own (RLlib leaves its buffers unseeded);
+    - whether the config's Learner sends the feedback the buffer's sampler
+      needs (`scored_by_ners_learner` for the NERS buffer,
+      `learner_sends_feedback` for ReLo and LaBER): those samplers refuse to
+      be built for a Learner that cannot (RLlib's send TD errors only).
+    """
+    buffer_config = dict(config.replay_buffer_config)
+    buffer_config["type"] = buffer_type_to_string(buffer_config["type"])
+    if "EpisodeReplayBuffer" in buffer_config["type"]:
+        buffer_config["metrics_num_episodes_for_smoothing"] = (
+            config.metrics_num_episodes_for_smoothing
+        )
+    buffer_class = resolve_buffer_class(buffer_config["type"])
+    if config.seed is not None and is_fast_buffer(buffer_class):
+        buffer_config.setdefault("seed", config.seed)
+    layouts = getattr(config.learner_class, LEARNER_FEEDBACK_LAYOUTS_ATTR, (TD_ERRORS,))
+    if is_ners_buffer(buffer_class):
+        buffer_config["scored_by_ners_learner"] = NERS_SCORES in layouts
+    method = buffer_config.get("sampler")
+    if is_fast_buffer(buffer_class) and method in LEARNER_FED_SAMPLERS:
+        needed = SAMPLER_CLASSES[method].feedback_layout
+        buffer_config["learner_sends_feedback"] = needed in layouts
+    return buffer_config
 
 
 def check_replay_buffer_config(config) -> None:
     """Checks `config.replay_buffer_config` for one of our buffers in `validate()`.
 
-    Builds a small probe of the buffer class with the given settings, so that a
-    bad setting or an unknown key fails here, naming the setting, before any
-    EnvRunner or Learner starts (not later, from inside `build_algo()`).
-    RLlib's own buffer types are left to RLlib (and to `setting_ranges`).
+    Builds a small probe of the buffer class from what the algorithm would
+    build it from (`algorithm_buffer_config`, `buffer_settings_problem`), so
+    that a bad setting, an unknown key or a sampler the config's Learner cannot
+    feed fails here, naming the setting, before any EnvRunner or Learner
+    starts (not later, from inside `build_algo()`). RLlib's own buffer types
+    are left to RLlib (and to `setting_ranges`), but for the replay sampler's
+    settings, which they do not have (`replay_sampler_problem`).
     """
     buffer_config = dict(config.replay_buffer_config or {})
     if "type" not in buffer_config:
@@ -87,98 +124,62 @@ def check_replay_buffer_config(config) -> None:
     if not is_fast_buffer(buffer_class):
         return  # RLlib's own: `setting_ranges` checks capacity, alpha, beta
     _check_agents_fit_buffer(config, buffer_class)
-    capacity = buffer_config.get("capacity")
-    if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 2:
-        buffer_config["capacity"] = min(capacity, _PROBE_CAPACITY)
-    if is_ners_buffer(buffer_class):
-        buffer_config["scored_by_ners_learner"] = True  # checked at build time
-    try:
-        buffer_class(**buffer_config)
-    except (ValueError, TypeError) as error:
+    settings = algorithm_buffer_config(config)
+    del settings["type"]
+    problem = buffer_settings_problem(buffer_class, settings)
+    if problem is not None:
         raise_config_error(
             config,
-            f"Bad replay_buffer_config for {buffer_class.__name__}: {error} Fix it "
-            f"with config.training(replay_buffer_config={{...}}).",
+            f"{problem} Fix it with config.training(replay_buffer_config={{...}}).",
         )
 
 
-# The choices of the sampler's settings that take a name.
-_CHOICES = {
-    "sampler": SAMPLERS,
-    "relo_transform": RELO_TRANSFORMS,
-    "laber_weights": LABER_WEIGHTS,
-}
-_EXAMPLES = {"sampler": "relo", "relo_transform": "clip", "laber_weights": "mean"}
-_ENABLE = "rllib_ners.enable_replay(config, 'relo')"
+# Capacity of the probe buffer `buffer_settings_problem` builds: its other
+# settings are checked as given, without allocating the whole replay memory.
+_PROBE_CAPACITY = 1024
+
+
+def buffer_settings_problem(
+    buffer_class: type, buffer_config: Dict[str, Any]
+) -> Optional[str]:
+    """What one of our buffers says is wrong with `buffer_config` (its settings
+    without `type`), or None: the buffer's own checks, on a small probe of it.
+
+    The buffer is where every setting is checked, the replay sampler's
+    (`sampler_choice`) included, so a config's `validate()` and
+    `enable_replay` say the same as a buffer built by hand.
+    """
+    settings = dict(buffer_config)
+    capacity = settings.get("capacity")
+    if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 2:
+        settings["capacity"] = min(capacity, _PROBE_CAPACITY)
+    try:
+        buffer_class(**settings)
+    except (ValueError, TypeError) as error:
+        return f"Bad replay_buffer_config for {buffer_class.__name__}: {error}"
+    return None
 
 
 def replay_sampler_problem(
     buffer_config: Dict[str, Any], buffer_class: type
 ) -> Optional[str]:
-    """What is wrong with the replay sampler's settings in `buffer_config`
-    (`sampler`, `relo_*`, `laber_*`; see `sampler_presets`), as an error
-    message naming the setting and the fix, or None when nothing is.
+    """A replay sampler's setting (`sampler`, `relo_*`, `laber_*`; see
+    `sampler_presets`) given to a buffer that has no replay sampler to choose
+    (RLlib's), as an error message naming the setting and the fix; else None.
 
-    Checked before the buffer is probed so that a wrong choice reads as one
-    (the buffer would only name an unknown keyword), and so that RLlib's
-    buffers and the NERS buffer, which have no replay sampler to choose, are
-    told so instead of failing inside RLlib or sampling by NERS regardless.
-    `enable_replay` runs the same check on a stock config.
+    RLlib's buffer would only name an unknown keyword, from inside
+    `build_algo()`. Our buffers check these settings themselves
+    (`buffer_settings_problem`).
     """
-    keys = [key for key in ("sampler", *_sampler_keys()) if key in buffer_config]
-    if not keys:
+    keys = [key for key in ("sampler", *ALL_METHOD_SETTINGS) if key in buffer_config]
+    if not keys or is_fast_buffer(buffer_class):
         return None
-    setting = f"replay_buffer_config[{keys[0]!r}]"
-    if is_ners_buffer(buffer_class):
-        return (
-            f"{setting} is not a setting of {buffer_class.__name__}: its sampler is "
-            f"NERS (the priorities are the NERS scores). Remove {keys[0]!r} from "
-            f"replay_buffer_config, or replay with ReLo or LaBER from "
-            f"'{FAST_BUFFER_TYPE}' (on a stock config: {_ENABLE})."
-        )
-    if not is_fast_buffer(buffer_class):
-        return (
-            f"{setting} (the replay sampler: ReLo, LaBER) needs this package's "
-            f"buffer, got {buffer_class.__name__}. Set replay_buffer_config['type'] "
-            f"to '{FAST_BUFFER_TYPE}' (on a stock config: {_ENABLE})."
-        )
-    for key, choices in _CHOICES.items():
-        value = buffer_config.get(key, choices[0])
-        if not isinstance(value, str) or value not in choices:
-            return (
-                f"replay_buffer_config[{key!r}]={value!r} is not one of "
-                f"{', '.join(map(repr, choices))}; e.g. config.training("
-                f"replay_buffer_config={{{key!r}: {_EXAMPLES[key]!r}}})."
-            )
-    sampler = buffer_config.get("sampler", PRIORITY)
-    if sampler != PRIORITY and issubclass(buffer_class, _multi_agent_buffer_class()):
-        return (
-            f"replay_buffer_config['sampler']={sampler!r} replays single-agent "
-            f"setups only (its Learners compute its feedback for one module); "
-            f"remove 'sampler' for prioritized replay per module."
-        )
-    for owner, owned in SAMPLER_KEYS.items():
-        stray = [key for key in owned if key in buffer_config and owner != sampler]
-        if stray:
-            return (
-                f"replay_buffer_config[{stray[0]!r}] is a setting of sampler="
-                f"{owner!r}, but replay_buffer_config['sampler'] is {sampler!r}; "
-                f"remove {stray[0]!r}, or set replay_buffer_config['sampler'] to "
-                f"{owner!r}."
-            )
-    return None
-
-
-def _sampler_keys():
-    return [key for keys in SAMPLER_KEYS.values() for key in keys]
-
-
-def _multi_agent_buffer_class() -> type:
-    from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import (
-        MultiAgentEpisodeReplayBuffer,
+    return (
+        f"replay_buffer_config[{keys[0]!r}] (the replay sampler: ReLo, LaBER) "
+        f"needs this package's buffer, got {buffer_class.__name__}. Set "
+        f"replay_buffer_config['type'] to '{FAST_BUFFER_TYPE}' (on a stock "
+        f"config: rllib_ners.enable_replay(config, 'relo'))."
     )
-
-    return MultiAgentEpisodeReplayBuffer
 
 
 def _check_agents_fit_buffer(config, buffer_class: type) -> None:

@@ -24,12 +24,13 @@ that they agree.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Tuple
 
 from rllib_ners.replay_buffers.laber_sampler import DEFAULT_LABER_M
-from rllib_ners.replay_buffers.laber_sampler import LABER_WEIGHTS as LABER_WEIGHTINGS
-from rllib_ners.replay_buffers.relo_sampler import DEFAULT_RELO_EPSILON
-from rllib_ners.replay_buffers.relo_sampler import RELO_TRANSFORMS as TRANSFORMS
+from rllib_ners.replay_buffers.relo_sampler import (
+    DEFAULT_RELO_EPSILON,
+    RELO_TRANSFORMS,
+)
 from rllib_ners.replay_buffers.sampler_choice import (  # noqa: F401 (re-exported)
     LABER,
     METHOD_SETTINGS,
@@ -38,17 +39,8 @@ from rllib_ners.replay_buffers.sampler_choice import (  # noqa: F401 (re-exporte
     SAMPLER_CLASSES,
 )
 
-# The choices of the buffer's settings, as the buffer takes them (named here
-# for the configs' error messages, before any buffer is built).
-SAMPLERS: Tuple[str, ...] = tuple(SAMPLER_CLASSES)
-RELO_TRANSFORMS: Tuple[str, ...] = tuple(TRANSFORMS)
-LABER_WEIGHTS: Tuple[str, ...] = tuple(LABER_WEIGHTINGS)
 # The replay methods a user can switch a config to (`enable_replay`).
 REPLAY_METHODS: Tuple[str, ...] = (RELO, LABER)
-# The `replay_buffer_config` keys each sampler adds to the buffer's.
-SAMPLER_KEYS: Dict[str, Tuple[str, ...]] = {
-    sampler: tuple(settings) for sampler, settings in METHOD_SETTINGS.items()
-}
 
 RELO_ALPHA = 0.5
 RELO_EPSILON = DEFAULT_RELO_EPSILON

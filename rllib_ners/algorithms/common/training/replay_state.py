@@ -21,22 +21,11 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.from_config import from_config
 from ray.rllib.utils.replay_buffers import ReplayBuffer
 
-from rllib_ners.algorithms.common.config.buffer_types import (
-    buffer_type_to_string,
-    is_fast_buffer,
-    is_ners_buffer,
-    resolve_buffer_class,
+from rllib_ners.algorithms.common.config.buffer_config_checks import (
+    algorithm_buffer_config,
 )
+from rllib_ners.algorithms.common.config.buffer_types import is_fast_buffer
 from rllib_ners.replay_buffers import rllib_states
-from rllib_ners.replay_buffers.feedback import (
-    LEARNER_FEEDBACK_LAYOUTS_ATTR,
-    NERS_SCORES,
-    TD_ERRORS,
-)
-from rllib_ners.replay_buffers.sampler_choice import (
-    LEARNER_FED_SAMPLERS,
-    SAMPLER_CLASSES,
-)
 from rllib_ners.seam.algorithm import LocalReplayBufferHook
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
@@ -81,30 +70,7 @@ class ReplayStateMixin(LocalReplayBufferHook):
         buffer_config = config.get("replay_buffer_config")
         if not buffer_config or buffer_config.get("no_local_replay_buffer"):
             return None
-        buffer_config = dict(
-            buffer_config, type=buffer_type_to_string(buffer_config["type"])
-        )
-        if "EpisodeReplayBuffer" in buffer_config["type"]:
-            buffer_config["metrics_num_episodes_for_smoothing"] = (
-                self.config.metrics_num_episodes_for_smoothing
-            )
-        buffer_class = resolve_buffer_class(buffer_config["type"])
-        # RLlib leaves its buffers unseeded; ours follow `config.debugging(seed=)`
-        # unless the buffer config names its own seed, so seeded runs repeat.
-        if self.config.seed is not None and is_fast_buffer(buffer_class):
-            buffer_config.setdefault("seed", self.config.seed)
-        # The NERS, ReLo and LaBER samplers refuse to be built for a Learner
-        # that cannot send their feedback (RLlib's send TD errors only).
-        layouts = getattr(
-            self.config.learner_class, LEARNER_FEEDBACK_LAYOUTS_ATTR, (TD_ERRORS,)
-        )
-        if is_ners_buffer(buffer_class):
-            buffer_config["scored_by_ners_learner"] = NERS_SCORES in layouts
-        method = buffer_config.get("sampler")
-        if is_fast_buffer(buffer_class) and method in LEARNER_FED_SAMPLERS:
-            needed = SAMPLER_CLASSES[method].feedback_layout
-            buffer_config["learner_sends_feedback"] = needed in layouts
-        return from_config(ReplayBuffer, buffer_config)
+        return from_config(ReplayBuffer, algorithm_buffer_config(config))
 
     def _extra_checkpoint_state(self) -> Dict[str, Any]:
         """Algorithm state beyond RLlib's, the buffer's and the sampler's."""
