@@ -14,19 +14,12 @@ from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib_ners import (
-    FastMultiAgentPrioritizedEpisodeReplayBuffer,
-    FastPrioritizedEpisodeReplayBuffer,
-    RainbowDQNConfig,
-)
-from rllib_ners.algorithms.common.learner.fast_torch_learner import (
+from rllib_ners import FastPrioritizedEpisodeReplayBuffer, RainbowDQNConfig
+from rllib_ners.algorithms.common.learner.fast_torch_learner import trained_rows
+from rllib_ners.algorithms.common.learner.replay_methods import (
     large_batch_factor_of,
-    trained_rows,
 )
 from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
-from rllib_ners.algorithms.common.training.replay_loop import (
-    trained_rows_per_sampled_row,
-)
 
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 LABER = {"type": FAST, "sampler": "laber", "alpha": 0.0, "beta": 0.0}
@@ -50,30 +43,39 @@ def _buffer(**settings):
 
 
 @pytest.mark.parametrize(
-    "settings, factor",
+    "buffer_config, factor",
     [
-        ({"sampler": "laber", "alpha": 0.0, "beta": 0.0, "laber_m": 3}, 3),
-        ({"sampler": "laber", "alpha": 0.0, "beta": 0.0}, 4),  # the default m
-        ({"sampler": "relo", "alpha": 0.5, "beta": 0.4}, 1),
-        ({"alpha": 0.6, "beta": 0.4}, 1),
-        ({"alpha": 0.0}, 1),
+        ({**LABER, "laber_m": 3}, 3),
+        (LABER, 4),  # the default m
+        ({"type": FAST, "sampler": "relo", "alpha": 0.5, "beta": 0.4}, 1),
+        ({"type": FAST, "alpha": 0.6, "beta": 0.4}, 1),
+        ({"type": FAST, "alpha": 0.0}, 1),
     ],
     ids=["laber-m3", "laber-default", "relo", "per", "uniform"],
-)
-def test_the_loop_counts_the_rows_the_learner_trains_on(settings, factor):
-    buffer = _buffer(**settings)
+)  # fmt: skip
+def test_the_loop_counts_the_rows_the_learner_trains_on(buffer_config, factor):
+    """The factor both the loop and the Learners count by, from the config,
+    is what the buffer built from that config returns per row trained."""
+    config = RainbowDQNConfig().training(replay_buffer_config=buffer_config)
+    assert large_batch_factor_of(config) == factor
+    buffer = _buffer(
+        **{key: value for key, value in buffer_config.items() if key != "type"}
+    )
     batch_size = 8
-    per_row = trained_rows_per_sampled_row(buffer, batch_size)
-    assert per_row == Fraction(1, factor)
-    # What `_replay_updates` adds per update: B, whatever the buffer returned.
     batch = replay_train_batch(buffer, buffer.sample_batch(batch_size))
     assert batch.env_steps() == factor * batch_size
+    # What `_replay_updates` adds per update: B, whatever the buffer returned.
+    per_row = Fraction(1, large_batch_factor_of(config))
     assert int(batch.env_steps() * per_row) == batch_size
 
 
 def test_the_multi_agent_buffer_counts_its_rows():
-    buffer = FastMultiAgentPrioritizedEpisodeReplayBuffer(64)
-    assert trained_rows_per_sampled_row(buffer, 8) == 1
+    config = RainbowDQNConfig().training(
+        replay_buffer_config={
+            "type": "rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer"
+        }
+    )
+    assert large_batch_factor_of(config) == 1
 
 
 @pytest.mark.parametrize(

@@ -66,8 +66,9 @@ from rllib_ners.algorithms.common.learner.gradient_step import (
     gradients_of,
     learner_reads_on_host,
 )
-from rllib_ners.algorithms.common.learner.replay_methods import uses_laber_replay
-from rllib_ners.replay_buffers.laber_sampler import DEFAULT_LABER_M
+from rllib_ners.algorithms.common.learner.replay_methods import (
+    large_batch_factor_of,
+)
 from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.seam.learner import (
     advance_weights_seq_no,
@@ -90,15 +91,6 @@ from rllib_ners.utils.update_graphs import (
 
 # Learner state entry holding the NERS sampler's state, if the Learner has one.
 NERS_SAMPLER_STATE = "ners_sampler"
-
-
-def large_batch_factor_of(config) -> int:
-    """Rows a Learner receives per row it trains on: LaBER's `laber_m` (its
-    buffer sends the large batch of `m * B` rows, the Learner trains on `B`
-    drawn from it), 1 for every other replay."""
-    if not uses_laber_replay(config):
-        return 1
-    return int(config.replay_buffer_config.get("laber_m", DEFAULT_LABER_M))
 
 
 def trained_rows(batch: MultiAgentBatch, large_batch_factor: int) -> MultiAgentBatch:

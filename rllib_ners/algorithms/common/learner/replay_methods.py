@@ -54,6 +54,18 @@ def uses_laber_replay(config: Any) -> bool:
     return replay_method_of(config) == LABER
 
 
+def large_batch_factor_of(config: Any) -> int:
+    """Rows a replayed batch holds per row the Learner trains on: LaBER's
+    `laber_m` (its buffer returns the large batch of `m * B` rows for a batch
+    of `B`, and the Learner trains on `B` drawn from it), 1 for every other
+    replay. The Learners divide their logged step counts by it, and the
+    training loop the env steps it counts as trained (RLlib's
+    `min_train_timesteps_per_iteration`), so both count B per update."""
+    if not uses_laber_replay(config):
+        return 1
+    return int(config.replay_buffer_config.get("laber_m", DEFAULT_LABER_M))
+
+
 def relo_transform_of(config: Any) -> str:
     """The ReLo -> priority map the buffer applies ("clip" or "exp")."""
     return config.replay_buffer_config.get("relo_transform", "clip")

@@ -82,6 +82,9 @@ from rllib_ners.algorithms.common.learner.deferred_updates import (
     ROWS_ON_DEVICE,
 )
 from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
+from rllib_ners.algorithms.common.learner.replay_methods import (
+    large_batch_factor_of,
+)
 from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch
 from rllib_ners.algorithms.common.training.deferred_priorities import (
     DeferredPriorityWrites,
@@ -449,9 +452,9 @@ class ReplayLoopMixin:
         beta = config.replay_buffer_config.get("beta")
         deferred = self._deferred_priorities
         trained = 0
-        trained_per_row = trained_rows_per_sampled_row(
-            buffer, config.total_train_batch_size
-        )
+        # LaBER's buffer returns m * B rows per update, of which the Learner
+        # trains on B.
+        trained_per_row = Fraction(1, large_batch_factor_of(config))
         for _ in range(num_updates):
             if overlapped is not None:
                 self._before_overlapped_update(overlapped, times)
@@ -669,20 +672,6 @@ class ReplayLoopMixin:
                 self.learner_group,
                 times.seconds[LEARNER_UPDATE_TIMER] / times.calls[LEARNER_UPDATE_TIMER],
             )
-
-
-def trained_rows_per_sampled_row(buffer, batch_size: int) -> Fraction:
-    """The share of a replayed batch's rows the Learner trains on: 1, but for
-    LaBER 1/m, whose buffer returns its large batch of `m * B` rows for a
-    batch of `B` (`sampler.items_per_draw`) and whose Learner trains on `B`
-    rows drawn from it. So the trained env steps this loop counts (RLlib's
-    `min_train_timesteps_per_iteration`) are B per update, as the Learners
-    log them (`FastTorchLearner`). The multi-agent buffer has one sampler
-    per module and serves PER only: 1."""
-    sampler = getattr(buffer, "sampler", None)
-    if sampler is None:
-        return Fraction(1)
-    return Fraction(batch_size, sampler.items_per_draw(batch_size))
 
 
 def _replay_feedback(results) -> Dict[str, np.ndarray]:
