@@ -49,7 +49,10 @@ def test_acer_cartpole_reaches_450_within_200k_steps(run_example):
     )
 
 
+# ACER learns in the default run (above), and NERS replay with NERS-DQN; the
+# two together take 100 s on a 2-core EPYC, so they run with `-m learning`.
 @pytest.mark.slow
+@pytest.mark.learning
 def test_acer_with_ners_cartpole_reaches_450_within_200k_steps(run_example):
     run_example(
         "tuned_examples/acer/cartpole_acer_ners.py",
