@@ -1,15 +1,17 @@
 """The documentation cannot rot: the site builds strictly, its Python examples
 run, its generated tables cover the code, and the README keeps its promises.
 
-The examples of a page run in one fresh Python process, in order (a later block
-may use an earlier block's names), with Ray started by the first one that needs
-it and shut down at the end. A block that cannot run here starts with
-`# docs: not run (<why>)`.
+The examples of a page run in order (a later block may use an earlier block's
+names) in a namespace of their own. All the selected pages and docstrings share
+one Python process and the Ray instance the first example that needs one starts:
+a process and a Ray start per page cost more than most pages' examples. A block
+that cannot run here starts with `# docs: not run (<why>)`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -159,45 +161,128 @@ def test_the_cli_page_prints_what_the_cli_prints(built_site):
         assert name in cli_page, f"tuned example {name} is not listed on the CLI page"
 
 
-def _run_examples(blocks, where: str, tmp_path: Path) -> None:
-    """Runs `blocks` in order in one fresh Python process; fails with its output."""
-    program = "\n\n".join(
+EXAMPLE_TESTS = (
+    "test_the_python_examples_on_a_page_run",
+    "test_the_python_examples_in_the_api_reference_run",
+)
+
+# Runs each (where, program) of a JSON list in a namespace of its own, in order,
+# and writes {where: traceback or None} as JSON after each one, so that a crash
+# still leaves the verdicts of the examples before it. Ray stays up between them;
+# a program that starts Ray itself gets a fresh start.
+EXAMPLES_RUNNER = """
+import json, logging, sys, traceback
+import ray
+
+logging.disable(logging.WARNING)
+examples = json.loads(open(sys.argv[1]).read())
+verdicts = {}
+try:
+    for where, program in examples:
+        print(f"=== examples of {where}", flush=True)
+        print(f"=== examples of {where}", file=sys.stderr, flush=True)
+        if "ray.init(" in program:
+            ray.shutdown()
+        try:
+            exec(compile(program, where, "exec"), {"__name__": "__main__"})
+            verdicts[where] = None
+        except BaseException:
+            verdicts[where] = traceback.format_exc()
+        open(sys.argv[2], "w").write(json.dumps(verdicts))
+finally:
+    ray.shutdown()
+"""
+
+
+def _example_program(blocks) -> str:
+    return "\n\n".join(
         f"print('--- block {i + 1} of {len(blocks)}', flush=True)\n{textwrap.dedent(b)}"
         for i, b in enumerate(blocks)
     )
-    program = (
-        "import logging, ray\n"
-        "logging.disable(logging.WARNING)\n"
-        "try:\n" + textwrap.indent(program, "    ") + "\n"
-        "finally:\n    ray.shutdown()\n"
-    )
-    script = tmp_path / "examples.py"
-    script.write_text(program)
+
+
+def _section(output: str, where: str) -> str:
+    """The part of the runner's `output` that the examples of `where` printed."""
+    parts = re.split(r"^=== examples of (.+)$", output, flags=re.M)
+    printed = dict(zip(parts[1::2], parts[2::2], strict=True))
+    return printed.get(where, "")
+
+
+def _selected_examples(session) -> list:
+    """(where, blocks) of every example test this session runs, in test order."""
+    examples = []
+    for item in session.items:
+        if getattr(item, "originalname", None) not in EXAMPLE_TESTS:
+            continue
+        params = item.callspec.params
+        if "page" in params:
+            where = _relative(params["page"])
+            examples.append((where, _python_blocks(params["page"])))
+        else:
+            where = f"rllib_ners.{params['name']}'s docstring"
+            examples.append((where, _docstring_blocks(params["name"])))
+    return examples
+
+
+@pytest.fixture(scope="module")
+def example_verdicts(request, tmp_path_factory):
+    """Runs the examples of every selected page and docstring in one process;
+    returns (where -> traceback or None, stdout, stderr, how the process ended).
+    Examples the process did not finish have no verdict."""
+    folder = tmp_path_factory.mktemp("examples")
+    examples = [
+        (where, _example_program(blocks))
+        for where, blocks in _selected_examples(request.session)
+    ]
+    (folder / "examples.json").write_text(json.dumps(examples))
+    (folder / "runner.py").write_text(EXAMPLES_RUNNER)
     env = {
         **os.environ,
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_DEDUP_LOGS": "0",
         "OMP_NUM_THREADS": "1",
     }
-    completed = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert completed.returncode == 0, (
-        f"an example of {where} failed:\n{completed.stdout[-3000:]}\n"
-        f"{completed.stderr[-5000:]}"
+    try:
+        completed = subprocess.run(
+            [sys.executable, "runner.py", "examples.json", "verdicts.json"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300 * len(examples) + 300,
+        )
+        stdout, stderr = completed.stdout, completed.stderr
+        ending = f"exit code {completed.returncode}"
+    except subprocess.TimeoutExpired as timed_out:
+        stdout, stderr = (
+            (stream.decode() if isinstance(stream, bytes) else stream or "")
+            for stream in (timed_out.stdout, timed_out.stderr)
+        )
+        ending = f"killed after {timed_out.timeout} s"
+    verdicts_file = folder / "verdicts.json"
+    verdicts = json.loads(verdicts_file.read_text()) if verdicts_file.exists() else {}
+    return verdicts, stdout, stderr, ending
+
+
+def _check_examples(blocks, where: str, example_verdicts) -> None:
+    """Fails with the examples' output and traceback unless those of `where`
+    ran to the end."""
+    assert blocks, f"{where} has no Python examples"
+    verdicts, stdout, stderr, ending = example_verdicts
+    if where not in verdicts:
+        pytest.fail(
+            f"the process that runs the examples ended ({ending}) before the "
+            f"examples of {where} finished:\n{stdout[-3000:]}\n{stderr[-5000:]}"
+        )
+    assert verdicts[where] is None, (
+        f"an example of {where} failed:\n{_section(stdout, where)[-3000:]}\n"
+        f"{_section(stderr, where)[-3000:]}\n{verdicts[where]}"
     )
 
 
 @pytest.mark.parametrize("page", _pages_with_examples(), ids=_relative)
-def test_the_python_examples_on_a_page_run(page, tmp_path):
-    blocks = _python_blocks(page)
-    assert blocks, f"{page} has no Python examples"
-    _run_examples(blocks, _relative(page), tmp_path)
+def test_the_python_examples_on_a_page_run(page, example_verdicts):
+    _check_examples(_python_blocks(page), _relative(page), example_verdicts)
 
 
 def _api_docstrings():
@@ -225,11 +310,15 @@ def _api_objects_with_examples():
     return [name for name, doc in _api_docstrings() if PYTHON_BLOCK.search(doc)]
 
 
-@pytest.mark.parametrize("name", _api_objects_with_examples())
-def test_the_python_examples_in_the_api_reference_run(name, tmp_path):
+def _docstring_blocks(name: str) -> list:
     doc = dict(_api_docstrings())[name]
-    blocks = [b for b in PYTHON_BLOCK.findall(doc) if not NOT_RUN.match(b)]
-    _run_examples(blocks, f"rllib_ners.{name}'s docstring", tmp_path)
+    return [b for b in PYTHON_BLOCK.findall(doc) if not NOT_RUN.match(b)]
+
+
+@pytest.mark.parametrize("name", _api_objects_with_examples())
+def test_the_python_examples_in_the_api_reference_run(name, example_verdicts):
+    where = f"rllib_ners.{name}'s docstring"
+    _check_examples(_docstring_blocks(name), where, example_verdicts)
 
 
 def test_every_path_the_docs_name_exists():
