@@ -1,9 +1,12 @@
 """Fixtures shared by the test modules: one Ray session, one small CartPole
 config builder per algorithm family (the builders live in `helpers.py`).
 
-* `ray_session`: a local Ray instance for one test module. Its logical CPUs come
-  from the module's `RAY_NUM_CPUS` constant (default 2). Not autouse: a module
-  asks for it with `pytest.mark.usefixtures("ray_session")` or as an argument.
+* `ray_session`: a local Ray instance for a test module, with at least the
+  module's `RAY_NUM_CPUS` logical CPUs (default 2). Not autouse: a module asks
+  for it with `pytest.mark.usefixtures("ray_session")` or as an argument. It
+  stays up for the next module that asks (a Ray start and shutdown cost 5-15 s
+  on 2 cores, more than many modules' tests) and ends with the test session.
+* `ray_down`: Ray shut down, for a test that starts Ray itself.
 * `small_dqn(config=None, **settings)`: `helpers.build_small_dqn`, a small
   CartPole DQN-family config (NERS-DQN by default; also stock DQN and Rainbow
   DQN configs).
@@ -35,10 +38,23 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.fixture(scope="module")
-def ray_session(request):
+def ray_session(request, _ray_ends_with_the_session):
     num_cpus = getattr(request.module, "RAY_NUM_CPUS", DEFAULT_RAY_NUM_CPUS)
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < num_cpus:
+        ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     yield
+
+
+@pytest.fixture(scope="session")
+def _ray_ends_with_the_session():
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_down():
     ray.shutdown()
 
 

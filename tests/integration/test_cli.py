@@ -99,10 +99,9 @@ def _assert_one_line_error(code, err, expected):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+def ray_cluster(ray_session):
+    """The address of the tests' Ray instance, for `--ray-address`."""
+    return ray.get_runtime_context().gcs_address
 
 
 @pytest.fixture(scope="module")

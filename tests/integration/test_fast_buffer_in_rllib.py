@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import ray
 from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.algorithms.sac import SACConfig
 
@@ -16,11 +15,7 @@ from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_session")
 
 
 def _check_trained(algo, result):

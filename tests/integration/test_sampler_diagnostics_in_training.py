@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import ray
 from ray.rllib.algorithms.dqn import DQNConfig
 
 from rllib_ners import ACERConfig, NERSCallback, NERSDQNConfig, enable_ners
@@ -12,12 +11,7 @@ from rllib_ners.algorithms.ners.ners_learner import (
     NERS_RESULTS,
 )
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_session")
 
 
 def _small_dqn(config):

@@ -31,7 +31,7 @@ def test_import_registers_names_without_ray():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
-def test_names_survive_ray_shutdown_and_reinit():
+def test_names_survive_ray_shutdown_and_reinit(ray_down):
     for _ in range(2):
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
         try:
@@ -42,7 +42,7 @@ def test_names_survive_ray_shutdown_and_reinit():
     _assert_names_known()
 
 
-def test_an_atari_config_finds_its_env_after_ray_shut_down():
+def test_an_atari_config_finds_its_env_after_ray_shut_down(ray_down):
     """`with_atari` registers the env itself: an EnvRunner built without Ray
     after a Ray session ended (Tune forgot the import-time name) finds it."""
     import pytest

@@ -13,7 +13,7 @@ def _fail(what_changed: str) -> str:
     return f"Ray changed: {what_changed}. Adapt rllib_ners/seam/ray_runtime.py."
 
 
-def test_a_hook_runs_after_every_ray_init_and_is_added_once():
+def test_a_hook_runs_after_every_ray_init_and_is_added_once(ray_down):
     calls = []
 
     def hook():

@@ -167,7 +167,7 @@ def _params(net):
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 
-def test_update_moves_average_policy_by_tau_and_q_head_only_by_the_critic():
+def test_update_moves_average_policy_by_tau_and_q_head_only_by_the_critic(ray_down):
     config, learner = make_learner(tau=0.25, use_trust_region=False, q_loss_coeff=0.5)
     module = learner.module[DEFAULT_MODULE_ID].unwrapped()
     for net in (module._average_encoder, module._average_pi):

@@ -573,7 +573,7 @@ GPU_LEARNER_CASES = [
     + GPU_LEARNER_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
-def test_bad_input_names_the_setting_before_ray_starts(expected, make):
+def test_bad_input_names_the_setting_before_ray_starts(expected, make, ray_down):
     with pytest.raises(ValueError, match=expected):
         make()
     assert not ray.is_initialized()

@@ -66,7 +66,7 @@ RANGE_CASES = [
     ],
 )
 def test_a_sampler_number_out_of_range_names_the_setting_and_a_fix(
-    config_name, key, sampler, value
+    config_name, key, sampler, value, ray_down
 ):
     rule = _rule(key)
     config = _with_buffer(config_name, **sampler, **{key: value})

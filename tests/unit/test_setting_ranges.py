@@ -125,7 +125,7 @@ def _cases():
 
 
 @pytest.mark.parametrize("config_name, rule, value", list(_cases()))
-def test_a_value_out_of_range_names_the_setting(config_name, rule, value):
+def test_a_value_out_of_range_names_the_setting(config_name, rule, value, ray_down):
     # Set and validated together: RLlib's setters refuse some values already.
     with pytest.raises(ValueError, match=re.escape(rule.name)) as error:
         _set(CONFIGS[config_name](), rule, value).validate()
