@@ -192,7 +192,7 @@ def test_rainbow_papers_preset_trains_with_overlapped_sampling(ray_session):
     assert config.model_config["cnn_encoder"] == "nature"
     algo = config.build_algo()
     try:
-        for _ in range(3):
+        for _ in range(2):  # the second iteration updates (~100 batches)
             result = algo.train()
         losses = result["learners"]["default_policy"]
         assert np.isfinite(losses["total_loss"])
@@ -282,7 +282,9 @@ def test_frame_stacks_gathered_from_device_frames_train_alike(ray_session):
             buffer.frames_channels_first = True
             if mirrored:
                 buffer.device_frames = DeviceFrames("cpu")
-            for _ in range(3):
+            # 300 env steps, learning from step 200: ~100 updates, each of
+            # which would carry a difference in the stacks into the weights.
+            for _ in range(2):
                 algo.train()
             weights = local_learner(algo).module["default_policy"].state_dict()
             runs.append(
