@@ -208,20 +208,21 @@ def _section(output: str, where: str) -> str:
     return printed.get(where, "")
 
 
+def _examples_of(page: Path | None = None, name: str | None = None) -> tuple:
+    """(where, blocks): the examples of a docs `page`, or of the docstring of
+    `rllib_ners.<name>`; the parameters of the two example tests."""
+    if page is not None:
+        return _relative(page), _python_blocks(page)
+    return f"rllib_ners.{name}'s docstring", _docstring_blocks(name)
+
+
 def _selected_examples(session) -> list:
     """(where, blocks) of every example test this session runs, in test order."""
-    examples = []
-    for item in session.items:
-        if getattr(item, "originalname", None) not in EXAMPLE_TESTS:
-            continue
-        params = item.callspec.params
-        if "page" in params:
-            where = _relative(params["page"])
-            examples.append((where, _python_blocks(params["page"])))
-        else:
-            where = f"rllib_ners.{params['name']}'s docstring"
-            examples.append((where, _docstring_blocks(params["name"])))
-    return examples
+    return [
+        _examples_of(**item.callspec.params)
+        for item in session.items
+        if getattr(item, "originalname", None) in EXAMPLE_TESTS
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +265,7 @@ def example_verdicts(request, tmp_path_factory):
     return verdicts, stdout, stderr, ending
 
 
-def _check_examples(blocks, where: str, example_verdicts) -> None:
+def _check_examples(where: str, blocks, example_verdicts) -> None:
     """Fails with the examples' output and traceback unless those of `where`
     ran to the end."""
     assert blocks, f"{where} has no Python examples"
@@ -282,7 +283,7 @@ def _check_examples(blocks, where: str, example_verdicts) -> None:
 
 @pytest.mark.parametrize("page", _pages_with_examples(), ids=_relative)
 def test_the_python_examples_on_a_page_run(page, example_verdicts):
-    _check_examples(_python_blocks(page), _relative(page), example_verdicts)
+    _check_examples(*_examples_of(page=page), example_verdicts)
 
 
 def _api_docstrings():
@@ -317,8 +318,7 @@ def _docstring_blocks(name: str) -> list:
 
 @pytest.mark.parametrize("name", _api_objects_with_examples())
 def test_the_python_examples_in_the_api_reference_run(name, example_verdicts):
-    where = f"rllib_ners.{name}'s docstring"
-    _check_examples(_docstring_blocks(name), where, example_verdicts)
+    _check_examples(*_examples_of(name=name), example_verdicts)
 
 
 def test_every_path_the_docs_name_exists():
