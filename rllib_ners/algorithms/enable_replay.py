@@ -107,8 +107,7 @@ def enable_replay(config, method: str, **settings):
     learner_class = _learner_class_for(config, method)
     buffer_config = _buffer_config(config, method, settings)
     problem = buffer_settings_problem(
-        resolve_buffer_class(buffer_config["type"]),
-        {key: value for key, value in buffer_config.items() if key != "type"},
+        resolve_buffer_class(buffer_config["type"]), buffer_config
     )
     if problem is not None:
         raise ValueError(f"enable_replay: {problem}")

@@ -124,9 +124,7 @@ def check_replay_buffer_config(config) -> None:
     if not is_fast_buffer(buffer_class):
         return  # RLlib's own: `setting_ranges` checks capacity, alpha, beta
     _check_agents_fit_buffer(config, buffer_class)
-    settings = algorithm_buffer_config(config)
-    del settings["type"]
-    problem = buffer_settings_problem(buffer_class, settings)
+    problem = buffer_settings_problem(buffer_class, algorithm_buffer_config(config))
     if problem is not None:
         raise_config_error(
             config,
@@ -142,14 +140,15 @@ _PROBE_CAPACITY = 1024
 def buffer_settings_problem(
     buffer_class: type, buffer_config: Dict[str, Any]
 ) -> Optional[str]:
-    """What one of our buffers says is wrong with `buffer_config` (its settings
-    without `type`), or None: the buffer's own checks, on a small probe of it.
+    """What one of our buffers says is wrong with `buffer_config`, or None: the
+    buffer's own checks, on a small probe of it (`type`, which names the
+    class the caller resolved, is not a setting of it).
 
     The buffer is where every setting is checked, the replay sampler's
     (`sampler_choice`) included, so a config's `validate()` and
     `enable_replay` say the same as a buffer built by hand.
     """
-    settings = dict(buffer_config)
+    settings = {key: value for key, value in buffer_config.items() if key != "type"}
     capacity = settings.get("capacity")
     if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 2:
         settings["capacity"] = min(capacity, _PROBE_CAPACITY)
