@@ -134,10 +134,10 @@ def test_checkpoint_restores_weights_and_replay_buffer(tmp_path, small_dqn):
         noisy=True,
         num_atoms=11,
         replay_buffer_config=PER,
-        store_buffer_in_checkpoints=True,
         # A sync every 150 env steps: one falls inside the 200 trained ones.
         target_network_update_freq=150,
     )
+    assert config.store_buffer_in_checkpoints  # the default
     algo = config.build_algo()
     try:
         algo.train()

@@ -31,6 +31,14 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 from resume_cases import CASES, assert_same_state
 
+from rllib_ners import (
+    ACERConfig,
+    DDPGConfig,
+    NERSDQNConfig,
+    NERSSACConfig,
+    RainbowDQNConfig,
+    TD3Config,
+)
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 pytestmark = [
@@ -143,6 +151,15 @@ def test_restored_algorithm_continues_bit_identically(trained_and_restored):
     assert restored.local_replay_buffer.get_added_timesteps() >= added + 300
     assert result["ners"]["num_sampler_updates_lifetime"] >= 1
     restored.local_replay_buffer.check_invariants()
+
+
+@pytest.mark.parametrize(
+    "config_class",
+    [RainbowDQNConfig, NERSDQNConfig, NERSSACConfig, TD3Config, DDPGConfig, ACERConfig],
+)
+def test_our_algorithms_keep_the_buffer_in_checkpoints_by_default(config_class):
+    # RLlib's configs default to False and RLlib 2.60 never saves a buffer.
+    assert config_class().store_buffer_in_checkpoints is True
 
 
 @pytest.mark.parametrize("store_buffer", [True, False])

@@ -12,8 +12,9 @@ per state rather than per atom. It silently ignores `noisy`, `sigma0`,
 * its default Learner is `RainbowDQNTorchLearner`, whose Adam uses `adam_epsilon`;
 * `validate()` raises for every DQN setting that still has no effect on the new
   stack instead of ignoring it;
-* `RainbowDQN` saves the replay buffer in checkpoints when
-  `store_buffer_in_checkpoints=True` (stock RLlib 2.60 never does).
+* `RainbowDQN` saves the replay buffer in checkpoints, as all this package's
+  algorithms do by default (`store_buffer_in_checkpoints=True`; stock RLlib
+  2.60 never does, whatever the setting says).
 
 Every extension switches independently; all off (`n_step=1`, `double_q=False`,
 `dueling=False`, `noisy=False`, uniform replay, `num_atoms=1`) is Nature DQN.
@@ -123,6 +124,9 @@ class RainbowDQNConfig(
             **self.replay_buffer_config,
             "type": FAST_BUFFER_TYPE,
         }
+        # The replay memory is part of our checkpoints, so a restored run goes
+        # on with what it had replayed from (RLlib 2.60 never saves it).
+        self.store_buffer_in_checkpoints = True
         # None: the streams' hidden layers come from model_config
         # `head_fcnet_hiddens` (RLlib's default). A list sets them (old-stack name).
         self.hiddens = None
@@ -268,7 +272,7 @@ class RainbowDQNConfig(
 
 class RainbowDQN(ReplayLoopMixin, ReplayStateMixin, DQN):
     """RLlib's DQN with `RainbowDQNConfig`; checkpoints include the replay buffer
-    when `store_buffer_in_checkpoints=True` (see `ReplayStateMixin`).
+    unless `store_buffer_in_checkpoints=False` (see `ReplayStateMixin`).
 
     With one of this package's buffers, its training step is DQN's run as one
     loop per iteration (`ReplayLoopMixin`): replayed transitions go to the
