@@ -660,6 +660,8 @@ SPEED_PAGES = [
     DOCS / "drop-in.md",
     *sorted((DOCS / "algorithms").glob("*.md")),
 ]
+# Every speed or source marker, checked or not.
+ANY_MARKER = re.compile(r"<!-- (?:speed|source): [^>]*-->")
 RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x(?![\w])")
 
 
@@ -693,6 +695,18 @@ def check_speed_figures(pages) -> list:
                     rf"(?<![\d.]){re.escape(number)}(?![\d])", source_text
                 ):
                     problems.append(f"{where}: {number} ({figure}) is not in {source}")
+        checked = {
+            match.end(1)
+            for marker in (hook.SPEED_MARKER, hook.SOURCE_MARKER)
+            for match in marker.finditer(text)
+        }
+        for match in ANY_MARKER.finditer(text):
+            if match.start() not in checked:
+                line = text[: match.start()].rsplit("\n", 1)[-1][-50:]
+                problems.append(
+                    f"{where}: '{line}{match.group(0)}' follows no figure, so "
+                    "nothing checks it: put it right after the number it backs"
+                )
         if page not in SPEED_PAGES:
             continue
         prose = _prose(text)
