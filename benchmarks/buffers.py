@@ -49,6 +49,8 @@ import gymnasium as gym
 import numpy as np
 from harness import grown_peak_mb, header, ratio, take_turns, timed
 
+from rllib_ners.replay_buffers.feedback import NERS_SCORES
+
 warnings.filterwarnings("ignore")
 
 ALPHA, BETA, GAMMA, N_STEP, BATCH = 0.6, 0.4, 0.99, 3, 32
@@ -349,9 +351,10 @@ def filled_buffer(kind: str, seed: int = 0):
         buffer.add(episode(frames(length + 1), taken, rewards, space, actions))
     for _ in range(200):
         buffer.sample_batch(32, n_step=3)
-        buffer.update_priorities(
-            np.stack([rng.random(32), rng.random(32), rng.normal(size=32)], axis=1)
-        )
+        # What a NERS Learner sends: scores, |TD errors|, target Q, and each
+        # row's position in the sample.
+        columns = [rng.random(32), rng.random(32), rng.normal(size=32), np.arange(32)]
+        buffer.update_priorities(NERS_SCORES.pack_columns(columns, np.stack))
     assert len(buffer) == NUM_TRANSITIONS
     return buffer
 
