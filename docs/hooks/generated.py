@@ -77,6 +77,7 @@ def on_files(files, config):
 
 def on_page_markdown(markdown, page, config, files):
     depth = page.file.src_uri.count("/")
+    markdown = study_links_on_the_site(markdown, depth)
 
     def expand(match: re.Match) -> str:
         kind, argument = match.group(1), (match.group(2) or "").strip()
@@ -93,6 +94,16 @@ def on_page_markdown(markdown, page, config, files):
         return included_file(argument, depth)
 
     return DIRECTIVE.sub(expand, markdown)
+
+
+def study_links_on_the_site(markdown: str, depth: int) -> str:
+    """A page links a study's file by its repository path, relative to the
+    page's source (`../results/...` from docs/, so the link works wherever the
+    Markdown is read); the site serves the file at the same path under its
+    root (`on_files`), one level up less."""
+    return markdown.replace(
+        "](" + "../" * (depth + 1) + "results/", "](" + "../" * depth + "results/"
+    )
 
 
 # ------------------------------------------------------------------ settings

@@ -401,6 +401,19 @@ def test_the_readmes_links_lead_somewhere():
     assert not broken, f"README.md links to missing files: {broken}"
 
 
+def test_the_pages_links_lead_somewhere_read_as_markdown():
+    """The pages read as Markdown in the repository too (README says so): each
+    relative link names a file that exists there, relative to its page. The
+    site serves the studies' files at the same paths (the hook's
+    `study_links_on_the_site`), which `mkdocs build --strict` checks."""
+    broken = []
+    for page in _pages():
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{_relative(page)}: {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
 # ------------------------------------------------------- the site as read
 
 
