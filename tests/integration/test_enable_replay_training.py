@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.algorithms.sac import SACConfig
+from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from rllib_ners import enable_replay
 from rllib_ners.replay_buffers.sampler_choice import SAMPLER_CLASSES
@@ -26,7 +27,9 @@ def _small_sac():
             num_steps_sampled_before_learning_starts=200,
             replay_buffer_config={"capacity": 5000},
         )
-        .reporting(min_sample_timesteps_per_iteration=400)
+        # SACConfig's one-second floor per iteration would make the number
+        # of env steps an iteration samples depend on the machine's speed.
+        .reporting(min_sample_timesteps_per_iteration=400, min_time_s_per_iteration=0)
         .debugging(seed=0)
     )
 
@@ -40,8 +43,9 @@ def test_a_stock_config_trains_with_the_method(algorithm, method, small_dqn):
         buffer = algo.local_replay_buffer
         assert isinstance(buffer.sampler, SAMPLER_CLASSES[method])
         for _ in range(2):
-            algo.train()
-        assert buffer.get_num_timesteps() == 800
+            result = algo.train()
+        sampled = result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
+        assert buffer.get_num_timesteps() == sampled == 800
         if method == "relo":
             # Stored leaves moved off the new items' max priority 1: ReLo
             # feedback came back from the Learner and was written.
