@@ -230,8 +230,11 @@ def build_small_sac(
         replay_buffer_config={"capacity": capacity, **replay},
         **training,
     )
+    # No one-second floor per iteration (SACConfig's default): an iteration
+    # samples `min_sample_timesteps_per_iteration` env steps on any machine.
     config = config.reporting(
-        min_sample_timesteps_per_iteration=min_sample_timesteps_per_iteration
+        min_sample_timesteps_per_iteration=min_sample_timesteps_per_iteration,
+        min_time_s_per_iteration=0,
     )
     config = _restart_failed_env_runners(config, restart_failed_env_runners)
     return config.debugging(seed=seed)
