@@ -5,7 +5,10 @@ arXiv 2110.01528). The best sampling distribution for a mini-batch gradient
 is proportional to each item's gradient norm; LaBER approximates it cheaply
 at every update:
 
-1. draw a large batch of `m * B` items uniformly from the buffer;
+1. draw a large batch of `m * B` items uniformly from the buffer (here the
+   uniform sampler's stratified draw, one item per `1 / (m * B)` of the
+   buffer, where the authors' code draws them independently: each item's
+   probability is the same, and our `uniform` arm draws the same way);
 2. compute each item's *surrogate priority* `s_i`, the norm of its loss's
    gradient with respect to the network's output, in one no-grad forward
    pass with the current networks (`|delta_i|` for a squared error,

@@ -29,7 +29,12 @@ from the authors' code): `alpha` and `beta` are the buffer's settings (the
 presets take the code's alpha 0.5 and anneal beta 0.4 -> 1 as their PER does;
 the authors' SAC code reached beta 1 at its first update); the weights are
 normalised by the buffer's smallest leaf, as PER, RLlib and our `per` arm do
-(the authors' code divides by the batch's largest weight).
+(the authors' code divides by the batch's largest weight). Two more
+differences from the authors' SAC code, both shared with our `per` arm: the
+importance weights reach the critics' loss only (their SAC also weighs the
+actor's loss), and the SAC critics' loss is `0.5 (Q - y)^2` (theirs
+`(Q - y)^2`), so our SAC ReLo is half theirs, which moves it against the fixed
+`epsilon` and the initial maximum priority 1 only.
 """
 
 from __future__ import annotations
