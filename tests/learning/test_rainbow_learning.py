@@ -14,7 +14,10 @@ def test_full_rainbow_cartpole_learns(run_example):
         "tuned_examples/rainbow/cartpole_rainbow.py",
         "--num-env-runners=0",
         "--stop-reward=200",
-        "--stop-timesteps=25000",
+        # CartPole returns swing from iteration to iteration, and another CPU
+        # model draws other floats, as another seed would: the budget leaves
+        # room (a run stops as soon as it reaches 200).
+        "--stop-timesteps=40000",
         "--num-cpus=2",
         # Seeded (envs, networks, noise, replay): the run repeats on this stack.
         "--seed=0",
