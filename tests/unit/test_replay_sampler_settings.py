@@ -28,6 +28,10 @@ from rllib_ners.algorithms.common.config.setting_ranges import (
     SETTING_RANGES,
     valid_example,
 )
+from rllib_ners.algorithms.common.learner.replay_methods import replay_method_of
+from rllib_ners.replay_buffers import FastPrioritizedEpisodeReplayBuffer
+from rllib_ners.replay_buffers.priority_sampler import PrioritySampler
+from rllib_ners.replay_buffers.sampler_choice import sampler_class_for
 
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 # The configs whose Learners serve ReLo and LaBER.
@@ -154,7 +158,13 @@ def test_acer_refuses_a_replay_sampler_it_cannot_use():
 def test_sampler_none_is_the_buffers_default_sampler(config_name):
     """`"sampler": None`, as RLlib's settings read None: the default (PER's
     sampler, uniform at alpha 0), the same as leaving it out."""
-    _with_buffer(config_name, type=FAST, sampler=None).validate()
+    config = _with_buffer(config_name, type=FAST, sampler=None)
+    config.validate()
+    left_out = _with_buffer(config_name, type=FAST)
+    assert replay_method_of(config) == replay_method_of(left_out) == "priority"
+    buffer_class = FastPrioritizedEpisodeReplayBuffer
+    assert sampler_class_for(None, buffer_class, {}) is buffer_class.sampler_class
+    assert buffer_class.sampler_class is PrioritySampler
 
 
 @pytest.mark.parametrize(
