@@ -4,6 +4,8 @@ A mixin of this package (a class with no RLlib or Ray base) overrides RLlib
 methods and calls `super()`: listed after the RLlib class it extends, RLlib's
 method would win and the mixin's would never run, silently. Its docstring says
 "list it before ..."; this test checks it for every class of the package.
+Where one mixin of ours overrides another's method, it extends that mixin, so
+Python itself refuses the order that would shadow it (the last test).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+
+import pytest
 
 import rllib_ners
 
@@ -73,3 +77,24 @@ def test_the_check_finds_a_mixin_listed_after_rllibs_class():
         pass
 
     assert _mixins_after_rllib(Misordered) == ["FastPathsConfigMixin"]
+
+
+def test_our_replay_mixins_cannot_be_listed_out_of_order():
+    # `ReplayLoopMixin` overrides `ReplayStateMixin`'s checkpoint state and
+    # `NERSSamplerRoundsMixin` the loop's per-round hook. Each extends the
+    # mixin it overrides, so Python refuses the order that would shadow them.
+    from ray.rllib.algorithms.dqn import DQN
+
+    from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
+    from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
+    from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
+
+    with pytest.raises(TypeError, match="consistent method resolution"):
+        type("StateBeforeLoop", (ReplayStateMixin, ReplayLoopMixin, DQN), {})
+    with pytest.raises(TypeError, match="consistent method resolution"):
+        type("LoopBeforeRounds", (ReplayLoopMixin, NERSSamplerRoundsMixin, DQN), {})
+    assert NERSSamplerRoundsMixin.__mro__[1:4] == (
+        ReplayLoopMixin,
+        ReplayStateMixin,
+        ReplayStateMixin.__mro__[1],
+    )

@@ -18,8 +18,9 @@ from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 
 
-class NERSSamplerRoundsMixin:
-    """List it before `ReplayLoopMixin` (see the module docstring)."""
+class NERSSamplerRoundsMixin(ReplayLoopMixin):
+    """`ReplayLoopMixin` with the NERS sampler's update after every round (see
+    the module docstring)."""
 
     @override(Algorithm)
     def setup(self, config: AlgorithmConfig) -> None:

@@ -44,8 +44,6 @@ from rllib_ners.algorithms.common.config.config_checks import (
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
 from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
-from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
-from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.seam.config import raise_config_error
@@ -217,7 +215,7 @@ class NERSSACConfig(
         check_frame_stack_fits_observations(self)
 
 
-class NERSSAC(NERSSamplerRoundsMixin, ReplayLoopMixin, ReplayStateMixin, SAC):
+class NERSSAC(NERSSamplerRoundsMixin, SAC):
     """SAC whose replay sampler is learned: SAC's training step on the NERS buffer,
     whose priorities are the sampler's scores; once `min_episodes_per_update`
     training episodes have finished, their replay reward drives one REINFORCE

@@ -45,7 +45,6 @@ from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfi
 from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
 from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
 from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
-from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.seam.config import (
     ModelConfigIncludesHook,
     raise_config_error,
@@ -270,7 +269,7 @@ class RainbowDQNConfig(
             )
 
 
-class RainbowDQN(ReplayLoopMixin, ReplayStateMixin, DQN):
+class RainbowDQN(ReplayLoopMixin, DQN):
     """RLlib's DQN with `RainbowDQNConfig`; checkpoints include the replay buffer
     unless `store_buffer_in_checkpoints=False` (see `ReplayStateMixin`).
 

@@ -55,8 +55,6 @@ from rllib_ners.algorithms.common.config.buffer_types import (
 from rllib_ners.algorithms.common.config.config_checks import check_bounded_box_actions
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
-from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
-from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.seam.config import ModelConfigIncludesHook, raise_config_error
@@ -325,7 +323,7 @@ class TD3Config(
             )
 
 
-class TD3(NERSSamplerRoundsMixin, ReplayLoopMixin, ReplayStateMixin, DQN):
+class TD3(NERSSamplerRoundsMixin, DQN):
     """TD3 (Fujimoto et al., ICML 2018): DQN's replay training step with TD3's
     Learner; with the NERS buffer, the NERS sampler update after each round."""
 

@@ -233,8 +233,11 @@ def lay_out_frames_for_the_learner(algo) -> None:
         buffer.device_frames = DeviceFrames(learner.device, name=type(buffer).__name__)
 
 
-class ReplayLoopMixin:
-    """DQN's training step as one loop per iteration (list it before DQN/SAC)."""
+class ReplayLoopMixin(ReplayStateMixin):
+    """DQN's training step as one loop per iteration (list it before DQN/SAC).
+
+    It extends `ReplayStateMixin`, whose checkpoints carry the loop's own state
+    (`_extra_checkpoint_state`)."""
 
     replay_loop_blocker: Optional[str] = "the algorithm is not set up yet"
     weight_sharing_blocker: Optional[str] = "the algorithm is not set up yet"
