@@ -143,7 +143,8 @@ NERS_SCORES = FeedbackLayout(
     name="NERS",
     fields=("scores", "td_errors", "target_q", "sample_positions"),
     sent_by="a NERS Learner: plain TD errors mean the learner is not a NERS "
-    "learner; use NERSDQNConfig (NERSSACConfig, ACERConfig, TD3Config with .ners()) or "
+    "learner; use NERSDQNConfig (NERSSACConfig; ACERConfig or TD3Config with the NERS "
+    "buffer in replay_buffer_config) or "
     "`rllib_ners.enable_ners(config)` on a stock DQNConfig",
 )
 

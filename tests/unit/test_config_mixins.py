@@ -74,3 +74,13 @@ def test_validate_runs_the_ners_checks():
     # Without the NERS buffer, .ners() settings would do nothing: refused.
     with pytest.raises(ValueError, match="have no effect without the NERS replay"):
         _config().ners(lr=3e-4).validate()
+    # .ners() holds the sampler's settings; it does not choose the NERS
+    # buffer. A bare call, which sets only defaults, is refused as well, and
+    # the refusal survives a copy and RLlib's dict round trip (Tune's route).
+    bare = _config().ners()
+    for config in (bare, bare.copy(), ListsTheMixinsOnly.from_dict(bare.to_dict())):
+        with pytest.raises(ValueError, match=r"\.ners\(\) does not choose it"):
+            config.validate()
+    _config().validate()  # no .ners() call: uniform replay, no error
+    ners_replay = _config(type=NERS_BUFFER, capacity=1000, alpha=0.6, beta=0.4)
+    ners_replay.ners().validate()

@@ -23,11 +23,16 @@ class NERSConfigMixin:
     """Adds `ners()` and `uses_ners_replay` to an `AlgorithmConfig` subclass
     (list it before the RLlib config class), and checks the NERS settings in
     `validate()`: with the NERS buffer, its `alpha` must be > 0 and the settings
-    valid; without it, `.ners(...)` settings (which would do nothing) raise."""
+    valid; without it, a `.ners(...)` call (which would do nothing) raises, even
+    one that sets only defaults: `.ners()` holds the sampler's settings, it does
+    not choose the NERS buffer."""
 
     # The buffer a config of this class replays from when its
     # `replay_buffer_config` names no type.
     default_replay_buffer_type = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+    # Whether `.ners()` was called. An attribute rather than a setting: RLlib's
+    # `to_dict()` / `update_from_dict()` carry it through copies and Tune trials.
+    _ners_called = False
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
@@ -59,12 +64,13 @@ class NERSConfigMixin:
         super().validate()
         if self.uses_ners_replay:
             self._validate_ners_replay()
-        elif self.ners_config != NERSSettings().to_dict():
+        elif self._ners_called or self.ners_config != NERSSettings().to_dict():
             raise_config_error(
                 self,
                 "config.ners(...) settings have no effect without the NERS replay "
-                "buffer; set replay_buffer_config['type'] to "
-                "'rllib_ners.NERSEpisodeReplayBuffer' or remove the ners() call.",
+                "buffer (.ners() does not choose it); set "
+                "replay_buffer_config['type'] to 'rllib_ners.NERSEpisodeReplayBuffer' "
+                "or remove the ners() call.",
             )
 
     def ners(
@@ -151,6 +157,7 @@ class NERSConfigMixin:
         for name, value in locals().items():
             if name != "self" and value is not NotProvided:
                 self.ners_config[name] = value
+        self._ners_called = True
         return self
 
     def _validate_ners_replay(self) -> None:

@@ -22,10 +22,10 @@ critic, no target smoothing and no delay: `DDPGConfig`, or
 `TD3Config().training(twin_q=False, target_noise=0.0, policy_delay=1)`.
 
 Replay: our fast buffer (uniform by default, as the paper; `alpha > 0`:
-prioritised by the larger twin |TD error|), the NERS buffer with `.ners()`
-(NERS-TD3), or LAP (`alpha > 0`, `min_priority=1.0` and `beta=0.0` in
-`replay_buffer_config`, with `critic_loss="huber"`); PAL is LAP's
-uniform-sampling equivalent (`critic_loss="pal"` on uniform replay). The
+prioritised by the larger twin |TD error|), the NERS buffer (NERS-TD3;
+`.ners()` sets its sampler), or LAP (`alpha > 0`, `min_priority=1.0` and
+`beta=0.0` in `replay_buffer_config`, with `critic_loss="huber"`); PAL is
+LAP's uniform-sampling equivalent (`critic_loss="pal"` on uniform replay). The
 training loop is `ReplayLoopMixin`'s (DQN's training step).
 """
 
