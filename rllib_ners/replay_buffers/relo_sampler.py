@@ -26,8 +26,9 @@ since the paper states only the clip:
 
 Choices the paper leaves open, and the ones taken (said where they differ
 from the authors' code): `alpha` and `beta` are the buffer's settings (the
-presets take the code's alpha 0.5 and anneal beta 0.4 -> 1 as their PER does;
-the authors' SAC code reached beta 1 at its first update); the weights are
+presets take the code's alpha 0.5 and beta 0.4 as their PER does, annealed to
+1 by the Atari presets and the study, fixed by the SAC and TD3 presets; the
+authors' SAC code reached beta 1 at its first update); the weights are
 normalised by the buffer's smallest leaf, as PER, RLlib and our `per` arm do
 (the authors' code divides by the batch's largest weight). Two more
 differences from the authors' SAC code, both shared with our `per` arm: the

@@ -19,8 +19,9 @@ How to run this script
 Results to expect
 -----------------
 The TD3 paper reports a return of about 3500 on Hopper after 1M env steps.
-Not run to the end here; `rllib-ners study run --tasks td3_hopper_100k` runs
-the first 100k steps with uniform, PER, LAP and NERS replay side by side
+Not run to the end here; `rllib-ners study run --tasks td3_hopper_100k
+--arms uniform per lap ners --results-dir results/my_td3_hopper` runs the
+first 100k steps with uniform, PER, LAP and NERS replay side by side
 (docs/results.md).
 """
 
