@@ -21,6 +21,7 @@ from rllib_ners import (
     NERSSACConfig,
     NERSSettings,
     RainbowDQNConfig,
+    TD3Config,
 )
 
 
@@ -526,11 +527,23 @@ OVERLAP_CASES = [
         lambda: _overlapped(weights_sync_interval=4),
     ),
     (
+        "max_weights_staleness=4 applies to overlapped sampling.*overlap_sampling=True",
+        lambda: _overlapped(max_weights_staleness=4),
+    ),
+    (
         "max_weights_staleness=3 must be at least weights_sync_interval=4.*"
         "max_weights_staleness to 8",
         lambda: _overlapped(
             overlap_sampling=True, weights_sync_interval=4, max_weights_staleness=3
         ),
+    ),
+]
+
+# TD3's settings RLlib's DQN training step would read but TD3 does not.
+TD3_CASES = [
+    (
+        "TD3 has no single learning rate: lr=0.001 would be unused.*actor_lr",
+        lambda: TD3Config().environment("Pendulum-v1").training(lr=1e-3).validate(),
     ),
 ]
 
@@ -570,6 +583,7 @@ GPU_LEARNER_CASES = [
     + SAC_CASES
     + DEFAULTS_CASES
     + OVERLAP_CASES
+    + TD3_CASES
     + GPU_LEARNER_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )

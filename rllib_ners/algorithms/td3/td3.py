@@ -307,7 +307,16 @@ class TD3Config(
 
     def _validate_td3_settings(self) -> None:
         """TD3's own settings beyond their ranges (`SettingRangesMixin`): the
-        critic loss and the agents."""
+        critic loss, the learning rates and the agents."""
+        if self.lr is not None:
+            # RLlib's SAC refuses `lr` the same way: the Learner builds one
+            # Adam per network from `actor_lr` and `critic_lr` and reads no `lr`.
+            raise_config_error(
+                self,
+                f"TD3 has no single learning rate: lr={self.lr!r} would be "
+                f"unused. Set config.training(actor_lr=..., critic_lr=...) "
+                f"(both {TD3Config().actor_lr} by default) and leave lr=None.",
+            )
         if self.critic_loss not in CRITIC_LOSSES:
             raise_config_error(
                 self,

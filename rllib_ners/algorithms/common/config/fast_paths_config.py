@@ -240,6 +240,18 @@ class FastPathsConfigMixin:
                 f"DQN does. Set config.training(overlap_sampling=True) or "
                 f"weights_sync_interval=1.",
             )
+        if (
+            staleness is not None
+            and not self.overlap_sampling
+            and not self.in_evaluation
+        ):
+            raise_config_error(
+                self,
+                f"max_weights_staleness={staleness} applies to overlapped sampling; "
+                f"lockstep sampling acts with the newest weights in every round. "
+                f"Set config.training(overlap_sampling=True) or "
+                f"max_weights_staleness=None.",
+            )
         if staleness is not None and interval > staleness:
             raise_config_error(
                 self,
