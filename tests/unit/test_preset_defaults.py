@@ -48,3 +48,23 @@ def _replay_of(config):
 def test_a_preset_without_replay_builds_the_recommended_arm(preset, recommended):
     assert _replay_of(preset()) == _replay_of(preset(replay=recommended))
     assert _replay_of(preset()) != _replay_of(preset(replay="ners"))
+
+
+def test_ddpg_is_built_from_a_ddpg_config_only():
+    # ddpg=True used to return plain TD3 when a TD3Config was passed in.
+    from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config
+    from rllib_ners.algorithms.td3.presets import td3_config
+
+    built = td3_config("Pendulum-v1", ddpg=True)
+    given = td3_config("Pendulum-v1", ddpg=True, config=DDPGConfig())
+    for config in (built, given):
+        assert type(config) is DDPGConfig
+        assert (config.twin_q, config.target_noise, config.policy_delay) == (
+            False,
+            0.0,
+            1,
+        )
+    with pytest.raises(
+        ValueError, match=r"ddpg=True with config=TD3Config.*DDPGConfig"
+    ):
+        td3_config("Pendulum-v1", ddpg=True, config=TD3Config())

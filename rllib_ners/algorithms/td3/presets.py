@@ -81,7 +81,8 @@ def td3_config(
     to 256 per critic with LaBER-mean weights; the actor on 256 uniform rows
     of it). `ddpg=True`: DDPG as the TD3 paper runs it (one critic, no
     smoothing, no delay).
-    `config`: the config to fill in (default `TD3Config()`).
+    `config`: the config to fill in (default `TD3Config()`, with `ddpg=True`
+    `DDPGConfig()`, the only kind `ddpg=True` takes).
     """
     from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config
 
@@ -92,6 +93,12 @@ def td3_config(
     buffer_settings, critic_loss = TD3_REPLAYS[replay]
     if config is None:
         config = DDPGConfig() if ddpg else TD3Config()
+    elif ddpg and not isinstance(config, DDPGConfig):
+        raise ValueError(
+            f"ddpg=True with config={type(config).__name__}(...) would train TD3: "
+            f"the DDPG settings (one critic, no smoothing, no delay) are "
+            f"DDPGConfig's. Pass config=DDPGConfig() or leave `config` out."
+        )
     return (
         config.environment(env)
         .env_runners(rollout_fragment_length=rollout_fragment_length)
