@@ -17,7 +17,8 @@ changes a stock config needs, the way `enable_ners` does for NERS:
   where the config and `settings` give none;
 * the Learner: `RainbowDQNTorchLearner` for a `DQNConfig`, `NERSSACTorchLearner`
   for a `SACConfig` (both declare the methods' feedback layouts); a Learner
-  class that declares the method's layout itself is kept. The buffer is told
+  class of the user's that declares the method's layout itself is kept, any
+  other one raises rather than being replaced. The buffer is told
   so (`learner_sends_feedback`), as a stock algorithm cannot tell it.
 
 This package's own configs (`RainbowDQNConfig`, `NERSSACConfig`, `TD3Config`)
@@ -212,7 +213,28 @@ def _learner_class_for(config, method: str):
         )
     if _sends_layout(config.learner_class, method):
         return None  # a Learner of the user's that sends it already
+    refuse_a_users_learner_class(config, package_learner, who="enable_replay")
     return package_learner
+
+
+def refuse_a_users_learner_class(config, package_learner: type, *, who: str) -> None:
+    """Raises ValueError where the user set a Learner class (one that is not
+    `package_learner` or derived from it) that `who` would have to replace:
+    replacing it would drop the user's update without a word."""
+    from rllib_ners.seam.config import user_learner_class
+
+    users = user_learner_class(config)
+    if users is None or (
+        isinstance(users, type) and issubclass(users, package_learner)
+    ):
+        return
+    name = getattr(users, "__name__", repr(users))
+    raise ValueError(
+        f"{who}: the config's learner_class {name} would be replaced by "
+        f"{package_learner.__name__}, the Learner that sends what this replay "
+        f"needs. Derive {name} from {package_learner.__name__}, or remove "
+        f"config.learners(learner_class=...)."
+    )
 
 
 def _sends_layout(learner_class, method: str) -> bool:

@@ -186,9 +186,34 @@ def test_a_learner_of_the_users_that_sends_the_feedback_is_kept(method):
     assert {feedback.RELO_LOSSES, feedback.LABER_SURROGATES} <= set(layouts)
     config = DQNConfig().learners(learner_class=MyLearner)
     assert enable_replay(config, method).learner_class is MyLearner
-    # One that sends TD errors only is replaced.
+    # One that sends TD errors only would have to be replaced, dropping the
+    # user's update: refused, naming both classes. Left unset: ours is set.
     config = DQNConfig().learners(learner_class=StockLearner)
-    assert enable_replay(config, method).learner_class is RainbowDQNTorchLearner
+    with pytest.raises(
+        ValueError,
+        match="learner_class StockLearner would be replaced by RainbowDQNTorchLearner",
+    ):
+        enable_replay(config, method)
+    assert config.learner_class is StockLearner
+    assert enable_replay(DQNConfig(), method).learner_class is RainbowDQNTorchLearner
+
+
+def test_enable_ners_keeps_the_users_callbacks_and_refuses_their_learner():
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    from rllib_ners import enable_ners
+    from rllib_ners.algorithms.ners_dqn.ners_dqn import NERSCallback
+
+    class MyCallback(RLlibCallback):
+        pass
+
+    config = enable_ners(DQNConfig().environment("CartPole-v1").callbacks(MyCallback))
+    assert config.callbacks_class == [MyCallback, NERSCallback]
+    # Idempotent; RLlib's no-op default gives way.
+    assert enable_ners(config).callbacks_class == [MyCallback, NERSCallback]
+    assert enable_ners(DQNConfig()).callbacks_class is NERSCallback
+    with pytest.raises(ValueError, match="learner_class DQNTorchLearner would be"):
+        enable_ners(DQNConfig().learners(learner_class=DQNTorchLearner))
 
 
 def test_an_unknown_method_names_the_choices():

@@ -23,6 +23,7 @@ from typing import Optional
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.dqn.dqn import DQN, DQNConfig
 from ray.rllib.callbacks.callbacks import RLlibCallback
+from ray.rllib.utils import force_list
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.algorithms.common.config.buffer_types import (
@@ -151,20 +152,31 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     """Turns a stock `DQNConfig` into NERS-DQN (the a-la-carte route).
 
     Sets the NERS replay buffer (keeping the given capacity, alpha and beta), the
-    NERS learner, `NERSCallback` and the sampler settings (validated here).
+    NERS learner, `NERSCallback` beside the config's own callbacks and the
+    sampler settings (validated here). A Learner class of the user's that does
+    not derive from `NERSDQNTorchLearner` raises: it would be replaced.
     """
+    from rllib_ners.algorithms.enable_replay import refuse_a_users_learner_class
     from rllib_ners.algorithms.ners_dqn.torch.ners_dqn_torch_learner import (
         NERSDQNTorchLearner,
     )
 
     NERSSettings.from_dict(ners_settings)
+    refuse_a_users_learner_class(config, NERSDQNTorchLearner, who="enable_ners")
     buffer_config = dict(config.replay_buffer_config or {})
     buffer_config["type"] = NERS_BUFFER_TYPE
     buffer_config["scored_by_ners_learner"] = True
     learner_config = dict(config.learner_config_dict or {})
     learner_config[LEARNER_CONFIG_NERS_KEY] = dict(ners_settings)
+    # The user's callbacks stay (RLlib takes a list); RLlib's default
+    # no-op class and an earlier call's NERSCallback give way.
+    callbacks = [
+        callback
+        for callback in force_list(config.callbacks_class)
+        if callback not in (RLlibCallback, NERSCallback)
+    ]
     return (
         config.training(replay_buffer_config=buffer_config)
         .learners(learner_class=NERSDQNTorchLearner, learner_config_dict=learner_config)
-        .callbacks(NERSCallback)
+        .callbacks([*callbacks, NERSCallback] if callbacks else NERSCallback)
     )
