@@ -539,11 +539,45 @@ OVERLAP_CASES = [
     ),
 ]
 
-# TD3's settings RLlib's DQN training step would read but TD3 does not.
-TD3_CASES = [
+# Settings RLlib's configs take that these algorithms would never read.
+NOT_READ_CASES = [
     (
         "TD3 has no single learning rate: lr=0.001 would be unused.*actor_lr",
         lambda: TD3Config().environment("Pendulum-v1").training(lr=1e-3).validate(),
+    ),
+    (
+        "train_batch_size=64 is not read.*train_batch_size_per_learner=256.*"
+        "train_batch_size_per_learner=64",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .training(train_batch_size=64)
+            .validate()
+        ),
+    ),
+    (
+        "train_batch_size=64 is not read.*train_batch_size_per_learner=256",
+        lambda: (
+            NERSSACConfig()
+            .environment("Pendulum-v1")
+            .training(train_batch_size=64)
+            .validate()
+        ),
+    ),
+    (
+        "train_batch_size=80 is not read.*train_batch_size_per_learner=320",
+        lambda: _acer(train_batch_size=80),
+    ),
+    (
+        # RLlib's DQN copies train_batch_size into the per-Learner batch; set
+        # beside a different one, it is not read.
+        "train_batch_size=64 is not read.*train_batch_size_per_learner=128",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(train_batch_size=64, train_batch_size_per_learner=128)
+            .validate()
+        ),
     ),
 ]
 
@@ -583,7 +617,7 @@ GPU_LEARNER_CASES = [
     + SAC_CASES
     + DEFAULTS_CASES
     + OVERLAP_CASES
-    + TD3_CASES
+    + NOT_READ_CASES
     + GPU_LEARNER_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )

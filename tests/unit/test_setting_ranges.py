@@ -306,7 +306,7 @@ def test_a_batch_larger_than_the_buffer_is_refused():
         ),
     ):
         config.validate()
-    config.training(train_batch_size_per_learner=100).validate()
+    config.training(train_batch_size=100).validate()
 
 
 def test_schedules_none_and_auto_stay_allowed():
@@ -437,3 +437,17 @@ def test_the_walk_tries_both_sides_of_two_sided_ranges():
         next(rule for rule in two_sided if rule.name == "gamma"), config
     )
     assert -0.1 in values and 1.1 in values
+
+
+def test_train_batch_size_is_taken_where_rllib_reads_it():
+    # RLlib's DQN copies train_batch_size into train_batch_size_per_learner.
+    config = RainbowDQNConfig().environment("CartPole-v1").training(train_batch_size=64)
+    config.validate()
+    assert config.train_batch_size_per_learner == 64
+    # The class defaults never count as the user's setting.
+    for config_class, env in (
+        (NERSSACConfig, "Pendulum-v1"),
+        (TD3Config, "Pendulum-v1"),
+        (ACERConfig, "CartPole-v1"),
+    ):
+        config_class().environment(env).validate()

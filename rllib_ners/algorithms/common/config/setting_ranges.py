@@ -455,7 +455,27 @@ class SettingRangesMixin:
     @override(AlgorithmConfig)
     def validate(self) -> None:
         check_setting_ranges(self)
+        check_train_batch_size_is_read(self)
         super().validate()
+
+
+def check_train_batch_size_is_read(config) -> None:
+    """Raises a config error where the user set `train_batch_size` to a value
+    the new API stack never reads: `train_batch_size_per_learner`, when set,
+    is the batch (RLlib's DQN copies `train_batch_size` into it; SAC's, TD3's
+    and ACER's defaults set it, so a `train_batch_size` would be ignored)."""
+    per_learner = config.train_batch_size_per_learner
+    if per_learner is None or config.train_batch_size == per_learner:
+        return
+    if config.train_batch_size == type(config)().train_batch_size:
+        return  # the class's default, not a setting of the user's
+    raise_config_error(
+        config,
+        f"train_batch_size={config.train_batch_size} is not read on RLlib's new "
+        f"API stack, where the batch is train_batch_size_per_learner="
+        f"{per_learner}. Set config.training(train_batch_size_per_learner="
+        f"{config.train_batch_size}) and leave train_batch_size out.",
+    )
 
 
 def check_setting_ranges(config) -> None:
