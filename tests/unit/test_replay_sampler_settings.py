@@ -197,6 +197,39 @@ def test_the_ners_buffer_refuses_a_sampler(make, sampler):
         config.validate()
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("beta_final", 1.0),
+        ("beta_annealing_timesteps", 1000),
+        ("min_priority", 1.0),
+        ("frame_stack", 4),
+    ],
+)
+def test_rllibs_buffer_refuses_a_setting_it_would_ignore(key, value):
+    # RLlib's buffer takes unknown keys through **kwargs and drops them.
+    config = (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", key: value}
+        )
+    )
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"replay_buffer_config['{key}'] is a setting of this package's buffers; "
+            f"PrioritizedEpisodeReplayBuffer would ignore it. Set "
+            f"replay_buffer_config['type'] to '{FAST}', or remove '{key}'."
+        ),
+    ):
+        config.validate()
+    # None is RLlib's behaviour already: accepted.
+    config.training(
+        replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", key: None}
+    ).validate()
+
+
 @pytest.mark.parametrize("key, value", [("sampler", "relo"), ("laber_m", 4)])
 def test_rllibs_buffer_refuses_a_sampler_setting(key, value):
     config = (

@@ -108,8 +108,9 @@ def check_replay_buffer_config(config) -> None:
     that a bad setting, an unknown key or a sampler the config's Learner cannot
     feed fails here, naming the setting, before any EnvRunner or Learner
     starts (not later, from inside `build_algo()`). RLlib's own buffer types
-    are left to RLlib (and to `setting_ranges`), but for the replay sampler's
-    settings, which they do not have (`replay_sampler_problem`).
+    are left to RLlib (and to `setting_ranges`), but for the settings only our
+    buffers have, which RLlib's would take and ignore
+    (`our_buffer_settings_problem`).
     """
     buffer_config = dict(config.replay_buffer_config or {})
     if "type" not in buffer_config:
@@ -118,7 +119,7 @@ def check_replay_buffer_config(config) -> None:
         buffer_class = resolve_buffer_class(buffer_config.pop("type"))
     except ValueError as error:
         raise_config_error(config, str(error))
-    problem = replay_sampler_problem(buffer_config, buffer_class)
+    problem = our_buffer_settings_problem(buffer_config, buffer_class)
     if problem is not None:
         raise_config_error(config, problem)
     if not is_fast_buffer(buffer_class):
@@ -159,26 +160,46 @@ def buffer_settings_problem(
     return None
 
 
-def replay_sampler_problem(
+# Settings of our buffers that RLlib's take through `**kwargs` and ignore.
+OUR_BUFFERS_ONLY = (
+    "beta_final",
+    "beta_annealing_timesteps",
+    "min_priority",
+    "frame_stack",
+    "learner_sends_feedback",
+)
+
+
+def our_buffer_settings_problem(
     buffer_config: Dict[str, Any], buffer_class: type
 ) -> Optional[str]:
-    """A replay sampler's setting (`sampler`, `relo_*`, `laber_*`; see
-    `sampler_presets`) given to a buffer that has no replay sampler to choose
-    (RLlib's), as an error message naming the setting and the fix; else None.
-
-    RLlib's buffer would only name an unknown keyword, from inside
-    `build_algo()`. Our buffers check these settings themselves
-    (`buffer_settings_problem`).
+    """A setting only our buffers have, given to one of RLlib's, as an error
+    message naming the setting and the fix; else None: a replay sampler's
+    (`sampler`, `relo_*`, `laber_*`; see `sampler_presets`), which RLlib's
+    buffer would name as an unknown keyword from inside `build_algo()`, or
+    one of `OUR_BUFFERS_ONLY`, which it would silently ignore. Our buffers
+    check their settings themselves (`buffer_settings_problem`).
     """
-    keys = [key for key in ("sampler", *ALL_METHOD_SETTINGS) if key in buffer_config]
-    if not keys or is_fast_buffer(buffer_class):
+    if is_fast_buffer(buffer_class):
         return None
-    return (
-        f"replay_buffer_config[{keys[0]!r}] (the replay sampler: ReLo, LaBER) "
-        f"needs this package's buffer, got {buffer_class.__name__}. Set "
-        f"replay_buffer_config['type'] to '{FAST_BUFFER_TYPE}' (on a stock "
-        f"config: rllib_ners.enable_replay(config, 'relo'))."
-    )
+    sampler_keys = [k for k in ("sampler", *ALL_METHOD_SETTINGS) if k in buffer_config]
+    if sampler_keys:
+        return (
+            f"replay_buffer_config[{sampler_keys[0]!r}] (the replay sampler: ReLo, "
+            f"LaBER) needs this package's buffer, got {buffer_class.__name__}. Set "
+            f"replay_buffer_config['type'] to '{FAST_BUFFER_TYPE}' (on a stock "
+            f"config: rllib_ners.enable_replay(config, 'relo'))."
+        )
+    # None is what RLlib's buffer does anyway (no annealing, no floor, ...).
+    ours = [key for key in OUR_BUFFERS_ONLY if buffer_config.get(key) is not None]
+    if ours:
+        return (
+            f"replay_buffer_config[{ours[0]!r}] is a setting of this package's "
+            f"buffers; {buffer_class.__name__} would ignore it. Set "
+            f"replay_buffer_config['type'] to '{FAST_BUFFER_TYPE}', or remove "
+            f"{ours[0]!r}."
+        )
+    return None
 
 
 def _check_agents_fit_buffer(config, buffer_class: type) -> None:
