@@ -206,3 +206,16 @@ def test_a_config_our_loop_cannot_serve_fails_at_build(small_dqn):
     )
     with pytest.raises(ValueError, match="overlap_sampling=True.*cannot serve"):
         config.build_algo()
+
+
+@pytest.mark.parametrize("flag", ["cuda_graph_updates", "act_on_learner_device"])
+def test_a_learner_device_flag_our_loop_cannot_serve_fails_at_build(small_dqn, flag):
+    # Both work through this package's loop only (the deferred updates, the
+    # shared weights); RLlib's training step would silently leave them unused.
+    config = small_dqn(
+        RainbowDQNConfig(),
+        replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"},
+        **{flag: True},
+    )
+    with pytest.raises(ValueError, match=f"{flag}=True.*cannot serve"):
+        config.build_algo()

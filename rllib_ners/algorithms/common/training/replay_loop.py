@@ -233,6 +233,12 @@ def lay_out_frames_for_the_learner(algo) -> None:
         buffer.device_frames = DeviceFrames(learner.device, name=type(buffer).__name__)
 
 
+# The settings that only this loop serves: overlapped sampling, the Learner's
+# CUDA-graph updates (made in its deferred updates) and acting on the
+# Learner's device (through the weights this loop shares).
+LOOP_ONLY_FLAGS = ("overlap_sampling", "cuda_graph_updates", "act_on_learner_device")
+
+
 class ReplayLoopMixin(ReplayStateMixin):
     """DQN's training step as one loop per iteration (list it before DQN/SAC).
 
@@ -265,12 +271,14 @@ class ReplayLoopMixin(ReplayStateMixin):
                 self.replay_loop_blocker,
             )
             self.weight_sharing_blocker = "RLlib's training step copies the weights"
-            if getattr(config, "overlap_sampling", False):
-                raise ValueError(
-                    f"overlap_sampling=True runs in this package's training loop, "
-                    f"which cannot serve this config: {self.replay_loop_blocker}. "
-                    f"Set config.training(overlap_sampling=False), or change that."
-                )
+            # Opt-in speed-ups of our loop alone: set, they would do nothing.
+            for flag in LOOP_ONLY_FLAGS:
+                if getattr(config, flag, False):
+                    raise ValueError(
+                        f"{flag}=True runs in this package's training loop, which "
+                        f"cannot serve this config: {self.replay_loop_blocker}. "
+                        f"Set config.training({flag}=False), or change that."
+                    )
             return
         self._set_up_fragment_packing()
         if getattr(config, "overlap_sampling", False):
