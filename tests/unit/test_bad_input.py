@@ -581,6 +581,39 @@ NOT_READ_CASES = [
     ),
 ]
 
+# Combinations the Learners would refuse in build(), from inside build_algo().
+LEARNER_BUILD_CASES = [
+    (
+        "sampler'\\]='relo' needs a per-item critic loss, but critic_loss='pal'",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .training(
+                critic_loss="pal",
+                replay_buffer_config={**FAST_BUFFER, "sampler": "relo"},
+            )
+            .validate()
+        ),
+    ),
+    (
+        "sampler'\\]='laber' needs a per-item critic loss, but critic_loss='pal'",
+        lambda: (
+            NERSSACConfig()
+            .environment("Pendulum-v1")
+            .training(
+                critic_loss="pal",
+                replay_buffer_config={
+                    "type": FAST_BUFFER["type"],
+                    "sampler": "laber",
+                    "alpha": 0.0,
+                    "beta": 0.0,
+                },
+            )
+            .validate()
+        ),
+    ),
+]
+
 # The GPU Learner's opt-in settings: types and what they need.
 GPU_LEARNER_CASES = [
     (
@@ -618,6 +651,7 @@ GPU_LEARNER_CASES = [
     + DEFAULTS_CASES
     + OVERLAP_CASES
     + NOT_READ_CASES
+    + LEARNER_BUILD_CASES
     + GPU_LEARNER_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )

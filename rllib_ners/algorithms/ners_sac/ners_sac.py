@@ -30,6 +30,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.algorithms.common.config.buffer_config_checks import (
+    check_critic_loss_fits_replay_method,
     check_replay_buffer_config,
     our_replay_buffer_config,
 )
@@ -46,6 +47,7 @@ from rllib_ners.algorithms.common.config.rllib_validation import rllib_validatio
 from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
+from rllib_ners.replay_buffers.sampler_choice import LABER
 from rllib_ners.seam.config import raise_config_error
 
 # A buffer name `SACConfig.validate()` accepts; it stands in for ours while
@@ -211,6 +213,9 @@ class NERSSACConfig(
                 f"(RLlib's, and LAP's) or 'pal' (PAL's).",
             )
         check_replay_buffer_config(self)
+        # ReLo takes PAL's loss here: NERS-SAC's per-item losses are PAL's,
+        # each divided by the batch's normaliser, online and target alike.
+        check_critic_loss_fits_replay_method(self, (LABER,))
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)
 

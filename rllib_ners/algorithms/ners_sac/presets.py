@@ -93,7 +93,10 @@ def sac_config(
     RLlib 2.60's greedy action, which the studies' SAC runs were evaluated
     with).
     `config`: the config to fill in (default `NERSSACConfig()`; a stock
-    `SACConfig` takes the same settings, for comparisons).
+    `SACConfig` takes the same settings, for comparisons, but its `validate()`
+    refuses this package's buffer types: set its `replay_buffer_config` to
+    one of RLlib's afterwards, or put ours in with
+    `rllib_ners.with_replay_buffer`).
     """
     from rllib_ners.algorithms.ners_sac import NERSSACConfig
 

@@ -45,6 +45,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.algorithms.common.config.buffer_config_checks import (
+    check_critic_loss_fits_replay_method,
     check_replay_buffer_config,
     our_replay_buffer_config,
 )
@@ -57,6 +58,7 @@ from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfi
 from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
+from rllib_ners.replay_buffers.sampler_choice import LABER, RELO
 from rllib_ners.seam.config import ModelConfigIncludesHook, raise_config_error
 
 # The critics' regression loss: the TD3 paper's squared error, LAP's Huber
@@ -296,6 +298,7 @@ class TD3Config(
         )
         self.replay_buffer_config = buffer_config
         check_replay_buffer_config(self)
+        check_critic_loss_fits_replay_method(self, (RELO, LABER))
         check_bounded_box_actions(self, who)
         if self.uses_ners_replay and self.ners_config.get("encoder") == "module":
             raise_config_error(

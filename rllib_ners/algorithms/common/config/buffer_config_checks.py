@@ -12,7 +12,7 @@ fails wherever the algorithm's build would.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
@@ -231,4 +231,23 @@ def _check_agents_fit_buffer(config, buffer_class: type) -> None:
             f"{buffer_class.__name__} replays multi-agent episodes, but this config "
             f"is single-agent; set replay_buffer_config['type'] to "
             f"'{FAST_BUFFER_TYPE}' (or add config.multi_agent(...) policies).",
+        )
+
+
+def check_critic_loss_fits_replay_method(config, methods: Tuple[str, ...]) -> None:
+    """Raises a config error where the replay method (`sampler`: one of
+    `methods`, those the algorithm's Learner scores per item) meets PAL's
+    critic loss, which is a batch loss (divided by a batch normaliser) with no
+    per-item value to prioritise or sub-sample by. The Learner would refuse it
+    in `build()`, from inside `build_algo()`."""
+    from rllib_ners.algorithms.common.learner.replay_methods import replay_method_of
+
+    method = replay_method_of(config)
+    if method in methods and config.critic_loss == "pal":
+        raise_config_error(
+            config,
+            f"replay_buffer_config['sampler']={method!r} needs a per-item critic "
+            f"loss, but critic_loss='pal' (PAL's loss for uniform replay, divided "
+            f"by a batch normaliser); use config.training(critic_loss='mse') or "
+            f"'huber'.",
         )
