@@ -105,6 +105,7 @@ def enable_replay(config, method: str, **settings):
             f"enable_replay(config, {method!r}) takes the settings "
             f"{', '.join(SETTINGS_PER_METHOD[method])}; got {', '.join(unknown)}."
         )
+    refuse_multi_agent(config, who="enable_replay")
     learner_class = _learner_class_for(config, method)
     buffer_config = _buffer_config(config, method, settings)
     problem = buffer_settings_problem(
@@ -215,6 +216,19 @@ def _learner_class_for(config, method: str):
         return None  # a Learner of the user's that sends it already
     refuse_a_users_learner_class(config, package_learner, who="enable_replay")
     return package_learner
+
+
+def refuse_multi_agent(config, *, who: str) -> None:
+    """Raises ValueError for a multi-agent config: its buffer, this package's
+    multi-agent one, replays by priority only (a stock config would fail at
+    its first `add()`, inside `train()`)."""
+    if config.is_multi_agent:
+        raise ValueError(
+            f"{who}: single-agent configs only; this config has multi_agent() "
+            f"policies, whose buffer replays by priority only. For PER per "
+            f"module, set replay_buffer_config['type'] to "
+            f"'rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer'."
+        )
 
 
 def refuse_a_users_learner_class(config, package_learner: type, *, who: str) -> None:

@@ -279,3 +279,27 @@ def test_a_frozen_config_is_refused():
     config.freeze()
     with pytest.raises(AttributeError, match="frozen"):
         enable_replay(config, "laber")
+
+
+@pytest.mark.parametrize("route", ["enable_replay", "enable_ners"])
+def test_a_multi_agent_config_is_refused_before_training(route):
+    from rllib_ners import enable_ners
+
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .multi_agent(
+            policies={"p0", "p1"},
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: "p0",
+        )
+    )
+    enable = (
+        (lambda c: enable_replay(c, "relo"))
+        if route == "enable_replay"
+        else enable_ners
+    )
+    with pytest.raises(
+        ValueError,
+        match=f"{route}: single-agent configs only.*FastMultiAgentPrioritized",
+    ):
+        enable(config)

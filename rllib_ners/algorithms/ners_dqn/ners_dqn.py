@@ -156,12 +156,16 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     sampler settings (validated here). A Learner class of the user's that does
     not derive from `NERSDQNTorchLearner` raises: it would be replaced.
     """
-    from rllib_ners.algorithms.enable_replay import refuse_a_users_learner_class
+    from rllib_ners.algorithms.enable_replay import (
+        refuse_a_users_learner_class,
+        refuse_multi_agent,
+    )
     from rllib_ners.algorithms.ners_dqn.torch.ners_dqn_torch_learner import (
         NERSDQNTorchLearner,
     )
 
     NERSSettings.from_dict(ners_settings)
+    refuse_multi_agent(config, who="enable_ners")
     refuse_a_users_learner_class(config, NERSDQNTorchLearner, who="enable_ners")
     buffer_config = dict(config.replay_buffer_config or {})
     buffer_config["type"] = NERS_BUFFER_TYPE
