@@ -197,6 +197,16 @@ def test_the_ners_buffer_refuses_a_sampler(make, sampler):
         config.validate()
 
 
+def _with_rllibs_buffer(key, value):
+    return (
+        RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", key: value}
+        )
+    )
+
+
 @pytest.mark.parametrize(
     "key, value",
     [
@@ -208,13 +218,6 @@ def test_the_ners_buffer_refuses_a_sampler(make, sampler):
 )
 def test_rllibs_buffer_refuses_a_setting_it_would_ignore(key, value):
     # RLlib's buffer takes unknown keys through **kwargs and drops them.
-    config = (
-        RainbowDQNConfig()
-        .environment("CartPole-v1")
-        .training(
-            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", key: value}
-        )
-    )
     with pytest.raises(
         ValueError,
         match=re.escape(
@@ -223,22 +226,13 @@ def test_rllibs_buffer_refuses_a_setting_it_would_ignore(key, value):
             f"replay_buffer_config['type'] to '{FAST}', or remove '{key}'."
         ),
     ):
-        config.validate()
+        _with_rllibs_buffer(key, value).validate()
     # None is RLlib's behaviour already: accepted.
-    config.training(
-        replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", key: None}
-    ).validate()
+    _with_rllibs_buffer(key, None).validate()
 
 
 @pytest.mark.parametrize("key, value", [("sampler", "relo"), ("laber_m", 4)])
 def test_rllibs_buffer_refuses_a_sampler_setting(key, value):
-    config = (
-        RainbowDQNConfig()
-        .environment("CartPole-v1")
-        .training(
-            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", key: value}
-        )
-    )
     with pytest.raises(
         ValueError,
         match=re.escape(
@@ -247,7 +241,7 @@ def test_rllibs_buffer_refuses_a_sampler_setting(key, value):
             f"replay_buffer_config['type'] to '{FAST}'"
         ),
     ):
-        config.validate()
+        _with_rllibs_buffer(key, value).validate()
 
 
 @pytest.mark.parametrize(
