@@ -262,7 +262,7 @@ def rounds_line(suite: str, args, machine: str, load_before: float) -> str:
     return (
         f"{suite}: median of {args.rounds} rounds x {args.steps} env steps per "
         f"arm; {machine}; load average before {load_before:.2f}, after "
-        f"{os.getloadavg()[0]:.2f}"
+        f"{os.getloadavg()[0]:.2f}."
     )
 
 

@@ -148,7 +148,9 @@ def study_suite(args) -> None:
                     median = measure_at(arms, point, args.rounds, args.steps)
                     what = f"{task_name} at {point} env steps"
                     print("\n" + rounds_line(what, args, machine, load_before))
-                    print("\n".join(table(median, arms, reference)), flush=True)
+                    # A blank line before the table, so the output pastes into a
+                    # Markdown page as a table rather than as text.
+                    print("\n" + "\n".join(table(median, arms, reference)), flush=True)
             finally:
                 for arm in arms.values():
                     arm.close()
