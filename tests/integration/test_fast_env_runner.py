@@ -130,15 +130,19 @@ def assert_same_outputs(plan, ours, theirs):
             assert_same_episodes(a, b)
 
 
-def assert_same_metrics(ours, theirs):
-    assert set(ours) - TIMING_KEYS == set(theirs) - TIMING_KEYS
+def assert_same_metrics(ours, theirs, path=()):
+    """The same keys and values, nested ones (per agent, per module) too;
+    timings aside."""
+    assert set(ours) - TIMING_KEYS == set(theirs) - TIMING_KEYS, path
     for key in set(theirs) - TIMING_KEYS:
         a, b = ours[key], theirs[key]
-        if isinstance(a, dict):
+        if isinstance(b, dict):
+            assert isinstance(a, dict), path + (key,)
+            assert_same_metrics(a, b, path + (key,))
             continue
         a = a.peek() if hasattr(a, "peek") else a
         b = b.peek() if hasattr(b, "peek") else b
-        assert a == b or (a != a and b != b), (key, a, b)
+        assert a == b or (a != a and b != b), (path + (key,), a, b)
 
 
 @pytest.mark.slow

@@ -12,6 +12,8 @@ import torch
 from ray.rllib.algorithms.sac import SACConfig
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from rllib_ners import (
@@ -243,12 +245,16 @@ def test_module_encoder_mode_scores_with_sacs_policy_encoder(small_sac):
         algo.train()
         learner = _learner(algo)
         module = learner.module[MID].unwrapped()
-        obs = torch.zeros((3, 3))
+        assert learner.ners.scorer.encoder is None  # no encoder of its own
+        assert learner.ners.module_encoder == "pi_encoder"
+        obs = torch.linspace(-1.0, 1.0, 9).reshape(3, 3)
         encoded = learner.ners.module_encode(obs)
         assert encoded.shape == (3, 32)
         assert not encoded.requires_grad
+        torch.testing.assert_close(
+            encoded, module.pi_encoder({Columns.OBS: obs})[ENCODER_OUT].detach()
+        )
         assert algo.ners_sampler_update.num_updates >= 1
-        assert module.pi_encoder is not None
     finally:
         algo.stop()
 

@@ -148,21 +148,26 @@ def test_weights_are_synced_at_most_every_weights_sync_interval_updates(small_dq
 
 
 def test_without_overlap_training_is_the_lockstep_loops(small_dqn):
-    """`overlap_sampling=False` (the default) leaves the loop as it was: the
-    same weights after the same iterations as a config that never names it."""
-    weights = []
-    for settings in ({}, {"overlap_sampling": False}):
-        algo = small_dqn(**SETTINGS, **settings).build_algo()
-        try:
-            for _ in range(2):
-                result = algo.train()
-            assert WEIGHTS_STALENESS_MEAN not in result
-            weights.append(_weights(algo))
-        finally:
-            algo.stop()
-    assert weights[0].keys() == weights[1].keys()
-    for name in weights[0]:
-        np.testing.assert_array_equal(weights[0][name], weights[1][name], err_msg=name)
+    """`overlap_sampling=False` (the default) is the lockstep loop: no requests
+    in flight, every round samples one fragment from each EnvRunner (16 env
+    steps) and stores all of it before its updates, and from the round that
+    passes the learning start on, each round makes exactly its one update of
+    32 (RLlib's native ratio, 2 trained env steps per sampled one)."""
+    algo = small_dqn(**SETTINGS, overlap_sampling=False).build_algo()
+    try:
+        assert algo.overlapped_sampler is None
+        for _ in range(2):
+            result = algo.train()
+        for key in (WEIGHTS_STALENESS_MEAN, NUM_WEIGHTS_SYNCS):
+            assert key not in result
+        sampled, trained = _counts(result)
+        assert algo.local_replay_buffer.get_added_timesteps() == sampled
+        rounds = sampled // (2 * FRAGMENT)
+        assert sampled == rounds * 2 * FRAGMENT
+        rounds_before_learning = LEARNING_STARTS // (2 * FRAGMENT)
+        assert trained == (rounds - rounds_before_learning) * BATCH
+    finally:
+        algo.stop()
 
 
 @pytest.mark.parametrize(

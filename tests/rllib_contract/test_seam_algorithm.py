@@ -87,14 +87,18 @@ def test_local_learner_of_is_the_learner_foreach_learner_reaches(algo):
     )
 
 
-def test_observe_learner_update_time_feeds_the_update_histogram(algo):
+def test_observe_learner_update_time_feeds_the_update_histogram(algo, monkeypatch):
     from ray.util.metrics import Histogram
 
-    observe_learner_update_time(algo.learner_group, 0.001)
     assert "_metrics_update_time" in inspect.getsource(LearnerGroup.update), _fail(
         "LearnerGroup.update no longer observes _metrics_update_time"
     )
-    assert isinstance(algo.learner_group._metrics_update_time, Histogram)
+    histogram = algo.learner_group._metrics_update_time
+    assert isinstance(histogram, Histogram)
+    observed = []
+    monkeypatch.setattr(histogram, "observe", observed.append)
+    observe_learner_update_time(algo.learner_group, 0.001)
+    assert observed == [0.001]
 
 
 def test_sample_episodes_samples_one_fragment(algo):

@@ -130,6 +130,32 @@ def test_the_weights_seq_no_advances_as_update_advances_it():
     assert weights_seq_no(learner) == 2
 
 
+def test_count_trained_env_steps_adds_to_the_counters_rllibs_update_adds_to(
+    monkeypatch,
+):
+    learner = _dqn_learner()
+    counted = {"env": [], "module": []}
+    for kind, counter in (
+        ("env", learner._metrics_all_modules_num_env_steps_trained),
+        ("module", learner._metrics_all_modules_num_module_steps_trained),
+    ):
+        monkeypatch.setattr(
+            counter,
+            "inc",
+            lambda value=1.0, tags=None, kind=kind: counted[kind].append(value),
+        )
+    batch = _dqn_batch()
+    learner.update(batch=batch, timesteps={})
+    assert counted == {"env": [batch.env_steps()], "module": [batch.env_steps()]}, (
+        _fail("Learner.update() counts trained steps elsewhere")
+    )
+    count_trained_env_steps(learner, 7)
+    assert counted == {
+        "env": [batch.env_steps(), 7],
+        "module": [batch.env_steps(), 7],
+    }
+
+
 def test_update_bookkeeping_logs_rllibs_keys():
     learner = _dqn_learner()
     advance_weights_seq_no(learner)
@@ -141,7 +167,6 @@ def test_update_bookkeeping_logs_rllibs_keys():
     }
     log_off_policyness(learner, tensors)
     log_steps_trained(learner, batch)
-    count_trained_env_steps(learner, batch.env_steps())
     results = learner.metrics.reduce()
     off_policy = results[MID][DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY]
     assert float(off_policy.peek()) == 2.0, _fail(

@@ -97,7 +97,21 @@ def test_taken_items_are_written_as_update_priorities_writes_them():
         )
         return buffer
 
+    def record_priority_writes(buffer):
+        """With alpha = 0 every leaf is 1 whatever is written, so the test
+        compares what reaches the sampler: slots, values and live masks."""
+        writes, write = [], buffer._sampler.update_priority
+
+        def recording(slots, feedback, live):
+            writes.append((slots.copy(), np.array(feedback.td_errors), live.copy()))
+            return write(slots, feedback, live)
+
+        buffer._sampler.update_priority = recording
+        return writes
+
     now, later = filled(), filled()
+    writes_now = record_priority_writes(now)
+    writes_later = record_priority_writes(later)
     priorities = [np.linspace(0.1, 3.0, 8), np.linspace(5.0, 0.2, 8)]
     held = []
     for p in priorities:
@@ -108,6 +122,15 @@ def test_taken_items_are_written_as_update_priorities_writes_them():
         held.append(later.take_sampled_items())
     for sampled, p in zip(held, priorities):
         later.update_feedback_of(sampled, ReplayFeedback(td_errors=p))
+    assert len(writes_now) == len(writes_later) == 2
+    for (slots, values, live), (slots_l, values_l, live_l), sampled, p in zip(
+        writes_now, writes_later, held, priorities
+    ):
+        np.testing.assert_array_equal(slots, slots_l)
+        np.testing.assert_array_equal(slots, sampled[0])
+        np.testing.assert_array_equal(values, values_l)
+        np.testing.assert_array_equal(values, p)
+        assert live.all() and live_l.all()
     state_now, state_later = now.get_state(), later.get_state()
     assert state_now["_max_priority"] == state_later["_max_priority"] == 5.0
     np.testing.assert_array_equal(

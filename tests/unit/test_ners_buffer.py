@@ -147,17 +147,25 @@ def test_finished_episode_returns_join_chunks():
 
 
 def test_eviction_drops_evicted_slots_from_the_sampled_set():
+    """Episode 3 (11 slots) overwrites the ring's free slots and some of
+    episode 1's: exactly the sampled slots it overwrote leave I_all, and
+    I_train draws only from the sampled transitions that survive."""
     buffer = NERSEpisodeReplayBuffer(30, seed=1)
     buffer.add([_episode(1, 10), _episode(2, 10)])
-    buffer.sample_batch(10)
+    sampled = buffer.sample_batch(10)["indices"]
     buffer.update_priorities(_rows(np.full(10, 0.5)))
-    for e in range(3, 6):
-        buffer.add([_episode(e, 10)])
-    stale = buffer.slot_memory.in_sampled_set & ~buffer.storage.is_transition
+    buffer.add([_episode(3, 10)])
+    storage = buffer.storage
+    overwritten = storage.obs[sampled, 0] == 3
+    assert 0 < overwritten.sum() < sampled.size  # this seed hits both cases
+    surviving = np.sort(sampled[~overwritten])
+    assert buffer.sampled_set_size == surviving.size
+    stale = buffer.slot_memory.in_sampled_set & ~storage.is_transition
     assert not stale.any()
     train = buffer.sample_sampler_training_batch(100)
-    if train is not None:
-        assert np.all(train["obs"][:, 0] >= 2)
+    assert train is not None
+    np.testing.assert_array_equal(np.sort(train["indices"]), surviving)
+    assert np.all(train["obs"][:, 0] < 3)
 
 
 def test_state_round_trip_includes_cache_and_sampled_set():

@@ -92,11 +92,13 @@ def test_image_encoder_is_the_reference_cnn():
     assert scores.shape == (4,)
 
 
-def test_reinforce_moves_only_sampler_params_in_the_sign_of_the_reward():
+def test_reinforce_moves_the_scores_in_the_sign_of_the_reward():
+    """One REINFORCE step reaches every sampler parameter, the encoder's too,
+    and raises the mean log-score for a positive replay reward, lowers it for
+    a negative one. (That it leaves the agent's networks alone, with
+    encoder="module", is tested on a Learner in test_ners_dqn.py.)"""
     for reward in (2.0, -2.0):
         scorer = _scorer()
-        bystander = torch.nn.Linear(3, 3)  # stands for the agent's Q network
-        bystander_before = [p.clone() for p in bystander.parameters()]
         optimizer = torch.optim.Adam(scorer.parameters(), lr=1e-3)
         features = scorer.featurize_batch(_batch(32))
         before = torch.log(scorer(features)).mean()
@@ -110,12 +112,9 @@ def test_reinforce_moves_only_sampler_params_in_the_sign_of_the_reward():
         assert any(
             g.abs().sum() > 0 for n, g in grads.items() if n.startswith("encoder")
         )
-        assert all(p.grad is None for p in bystander.parameters())
         optimizer.step()
         after = torch.log(scorer(scorer.featurize_batch(_batch(32)))).mean()
         assert (after - before).item() * np.sign(reward) > 0
-        for p, q in zip(bystander.parameters(), bystander_before):
-            assert torch.equal(p, q)
 
 
 def test_log_score_loss_value():

@@ -158,9 +158,12 @@ def test_relo_sampler_draws_in_proportion_to_its_leaves():
 def test_laber_probabilities_and_the_three_weight_variants_by_hand():
     s = np.array([1.0, 2.0, 3.0, 2.0])
     np.testing.assert_allclose(laber_probabilities(s), [0.125, 0.25, 0.375, 0.25])
-    drawn = np.array([2, 0])
-    np.testing.assert_allclose(laber_weights(s, drawn, "mean"), [2 / 3, 2.0])
-    np.testing.assert_allclose(laber_weights(s, drawn, "lazy"), [1 / 3, 1.0])
+    # Surrogates whose mean (3) and smallest drawn value (2) differ from 1 and
+    # from each other, so no two variants give the same weights.
+    s = np.array([1.0, 2.0, 3.0, 6.0])
+    drawn = np.array([3, 1])
+    np.testing.assert_allclose(laber_weights(s, drawn, "mean"), [0.5, 1.5])
+    np.testing.assert_allclose(laber_weights(s, drawn, "lazy"), [1 / 6, 0.5])
     np.testing.assert_allclose(laber_weights(s, drawn, "max"), [1 / 3, 1.0])
     zeros = np.zeros(4)
     np.testing.assert_allclose(laber_probabilities(zeros), np.full(4, 0.25))

@@ -10,6 +10,8 @@ from rllib_ners.algorithms.common.config.sampler_presets import (
     laber_buffer_settings,
     relo_buffer_settings,
 )
+from rllib_ners.algorithms.ners_sac.presets import mujoco_sac
+from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
 from rllib_ners.study import declarations as decl
 from rllib_ners.study import runs
 
@@ -91,12 +93,19 @@ def test_the_arms_agree_with_the_presets(task_name):
     `sampler_presets`)."""
     task, configs = _configs(task_name)
     transform = "exp" if task_name in ATARI_TASKS else "clip"
-    for name, preset in (
+    for name, settings in (
         ("relo", relo_buffer_settings(transform)),
         ("laber", laber_buffer_settings()),
     ):
-        buffer_config = configs[name].replay_buffer_config
-        assert {key: buffer_config[key] for key in preset} == preset, name
+        if task_name in ATARI_TASKS:
+            game = task.env.removeprefix("ALE/").removesuffix("-v5")
+            preset = atari_data_efficient_rainbow(game, replay=name)
+        else:
+            preset = mujoco_sac(task.env, replay=name)
+        arm_buffer = configs[name].replay_buffer_config
+        preset_buffer = preset.replay_buffer_config
+        assert {key: arm_buffer[key] for key in settings} == settings, name
+        assert {key: preset_buffer[key] for key in settings} == settings, name
 
 
 def test_the_arms_are_declared_but_not_in_the_default_study():
