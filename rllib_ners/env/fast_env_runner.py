@@ -118,7 +118,7 @@ from rllib_ners.seam.env_runner import (
     time_after_sampling,
 )
 from rllib_ners.seam.rl_module import exploration_pass, inference_pass
-from rllib_ners.utils.tensor_conversion import numpy_to_tensor
+from rllib_ners.utils.tensor_conversion import numpy_to_tensor, tensor_to_numpy
 
 logger = logging.getLogger(__name__)
 
@@ -467,7 +467,7 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
                     out = inference_pass(self.module, {Columns.OBS: obs})
                 out = actions_from_module_output(self.module, out, explore)
         extra = {
-            key: value.cpu().numpy() if torch.is_tensor(value) else value
+            key: tensor_to_numpy(value) if torch.is_tensor(value) else value
             for key, value in out.items()
         }
         self._pending_metrics.add_inference(time.perf_counter() - start)

@@ -33,3 +33,17 @@ def numpy_to_tensor(value, device, *, via_pinned_memory: bool = False) -> torch.
     ):
         return tensor.pin_memory().to(device, non_blocking=True)
     return tensor.to(device)
+
+
+def tensor_to_numpy(value) -> np.ndarray:
+    """A tensor on any device as a host numpy array, converted as RLlib's
+    `TensorToNumpy` connector converts its module's outputs
+    (`convert_to_numpy(reduce_type=True)`): every float becomes float32 and
+    int64 becomes int32, so episodes hold the dtypes RLlib's EnvRunner gives
+    them (CartPole's actions int32, not torch's int64)."""
+    array = value.detach().cpu().numpy()
+    if np.issubdtype(array.dtype, np.floating):
+        return array.astype(np.float32, copy=False)
+    if array.dtype == np.int64:
+        return array.astype(np.int32)
+    return array

@@ -96,9 +96,11 @@ def _assert_same_buffer(ours, theirs, name):
     if name == "infos":
         assert list(ours.data) == list(theirs.data)
     else:
-        np.testing.assert_array_equal(
-            np.asarray(ours.data), np.asarray(theirs.data), err_msg=name
-        )
+        ours, theirs = np.asarray(ours.data), np.asarray(theirs.data)
+        np.testing.assert_array_equal(ours, theirs, err_msg=name)
+        # Same dtypes too: RLlib's EnvRunner stores its module's outputs as
+        # float32 and int32 (its TensorToNumpy connector).
+        assert ours.dtype == theirs.dtype, (name, ours.dtype, theirs.dtype)
 
 
 def assert_same_episodes(ours, theirs):

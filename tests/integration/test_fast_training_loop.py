@@ -26,6 +26,7 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
     TIMERS,
 )
+from resume_cases import assert_same_state
 
 from rllib_ners import RainbowDQNConfig
 from rllib_ners.algorithms.common.training.deferred_priorities import (
@@ -91,8 +92,13 @@ def assert_trained_alike(fast, plain):
     results_plain, weights_plain, buffer_plain, _, _ = plain
     for name, tensor in weights_fast.items():
         assert torch.equal(tensor, weights_plain[name]), name
-    # Open episodes are keyed by their ids, which RLlib draws from uuid4.
-    by_id = ("_partial_returns/", "_open_episodes/")
+    # Episode ids (and what is keyed by them) are RLlib's uuid4 draws.
+    by_id = (
+        "_partial_returns/",
+        "_open_episodes/",
+        "_episode_ids/",
+        "_tail_slot_to_episode_id/",
+    )
 
     def without_ids(keys):
         return sorted(k.split("/")[0] if k.startswith(by_id) else k for k in keys)
@@ -101,8 +107,8 @@ def assert_trained_alike(fast, plain):
     for key, value in buffer_fast.items():
         if key.startswith(by_id):
             continue
-        if isinstance(value, np.ndarray) and value.dtype != object:
-            np.testing.assert_array_equal(value, buffer_plain[key], err_msg=key)
+        # Every stored field: arrays, counters, the max priority, RNG states.
+        assert_same_state(value, buffer_plain[key], key)
     for a, b in zip(results_fast, results_plain):
         assert (
             a[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
