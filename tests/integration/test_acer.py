@@ -69,7 +69,8 @@ def test_train_with_each_buffer(replay, small_acer):
             slots = np.flatnonzero(buffer.storage.is_transition)
             scored = slots[buffer.get_priorities(slots) < 1.0]
             assert scored.size > 10
-            assert np.all(buffer.slot_memory.delta[scored] >= 0.0)
+            delta = buffer.slot_memory.delta[scored]
+            assert np.all(delta >= 0.0) and not np.all(delta == 1.0)
             assert not np.all(buffer.slot_memory.q[scored] == 1.0)
     finally:
         algo.stop()

@@ -49,7 +49,9 @@ def test_stock_dqn_trains_with_the_fast_buffer():
     try:
         result = algo.train()
         _check_trained(algo, result)
-        assert result["replay_buffer"]["sampled_n_step_mean"] <= 3
+        # n drawn from 1-3 per sample (fewer steps where an episode ends): a
+        # mean well inside the range, neither a fixed n of 1 nor of 3.
+        assert 1.3 < result["replay_buffer"]["sampled_n_step_mean"] < 2.7
     finally:
         algo.stop()
 

@@ -70,6 +70,33 @@ COMBINATIONS = {
 }
 
 
+def _record_sampled_n_steps(buffer):
+    """Records the n of every transition `buffer` hands out from now on: our
+    buffers' columnar `sample_batch`, or the episodes of RLlib's `sample`."""
+    recorded = []
+    if hasattr(buffer, "sample_batch"):
+        sample_batch = buffer.sample_batch
+
+        def recording_sample_batch(*args, **kwargs):
+            batch = sample_batch(*args, **kwargs)
+            recorded.append(np.asarray(batch["n_step"]))
+            return batch
+
+        buffer.sample_batch = recording_sample_batch
+    else:
+        sample = buffer.sample
+
+        def recording_sample(*args, **kwargs):
+            episodes = sample(*args, **kwargs)
+            recorded.extend(
+                np.asarray(e.get_extra_model_outputs("n_step")) for e in episodes
+            )
+            return episodes
+
+        buffer.sample = recording_sample
+    return recorded
+
+
 @pytest.mark.parametrize("name", sorted(COMBINATIONS))
 def test_each_extension_switches_on_alone(name, small_dqn):
     settings = {**ALL_OFF, **COMBINATIONS[name]}
@@ -83,14 +110,19 @@ def test_each_extension_switches_on_alone(name, small_dqn):
         assert module.num_atoms == settings["num_atoms"]
         assert module.uses_double_q == settings["double_q"]
         before = [p.detach().clone() for p in module.af.parameters()]
+        buffer = algo.local_replay_buffer
+        sampled_n_steps = _record_sampled_n_steps(buffer)
         result = algo.train()
+        # n steps, fewer only where the episode ends sooner.
+        n_steps = np.concatenate(sampled_n_steps)
+        assert n_steps.max() == settings["n_step"] and n_steps.min() >= 1
+        assert np.mean(n_steps == settings["n_step"]) > 0.8
         learner = result["learners"][MID]
         assert np.isfinite(learner["qf_loss"]) and np.isfinite(learner["td_error_mean"])
         assert any(
             not torch.equal(a, b)
             for a, b in zip(before, module.af.parameters(), strict=True)
         )
-        buffer = algo.local_replay_buffer
         assert (
             type(buffer).__name__
             == settings["replay_buffer_config"]["type"].split(".")[-1]

@@ -3,17 +3,17 @@
 Small Pendulum configs (one 32-unit layer per network, batch 32): TD3 trains
 with uniform, PER, LAP, PAL and NERS replay and DDPG's settings; the actor
 updates every `policy_delay`-th update; LAP keeps every priority at 1 or
-above and replays without importance weights; a checkpoint resumes exactly
-(weights, buffer, update counts and the next iteration's results); remote
-EnvRunners act with the Learner's weights; two Learners stay identical; bad
-settings fail in `validate()` naming the setting.
+above and replays without importance weights; remote EnvRunners act with
+the Learner's weights; two Learners stay identical; bad settings fail in
+`validate()` naming the setting. That a TD3 checkpoint resumes exactly
+(weights, buffer, update counts, the next iteration's results) is
+`tests/integration/test_resume.py`'s `ners_td3` case.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from helpers import build_small_td3 as small_td3
 from ray.rllib.core import DEFAULT_MODULE_ID
 
@@ -25,16 +25,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
 
 MID = DEFAULT_MODULE_ID
 RAY_NUM_CPUS = 3
-
-
-def _weights(module):
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
-
-
-def _assert_same(a, b):
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
 
 
 @pytest.mark.parametrize("replay", sorted(TD3_REPLAYS))

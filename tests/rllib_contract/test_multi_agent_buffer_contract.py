@@ -235,12 +235,19 @@ def test_state_round_trip_and_rllibs_state_into_ours(episodes):
                 )
         assert target.get_num_episodes() == rllib.get_num_episodes()
         assert target.get_added_timesteps() == rllib.get_added_timesteps()
-    # RLlib's leaves of module p1 carry over, step by step.
-    tree = dict(rllib.get_state()["_module_to_sum_segment"])["p1"]
-    assert from_rllib.module_buffer("p1").sampler.sum_tree.total() == pytest.approx(
-        tree.sum()
+    # RLlib's leaves of module p1 carry over: the same leaf values, one per
+    # stored step (the eight updated ones among them), and the same total.
+    state = rllib.get_state()
+    tree = dict(state["_module_to_sum_segment"])["p1"]
+    rllib_leaves = np.sort(
+        [tree[index[-1]] for index in dict(state["_module_to_indices"])["p1"]]
     )
-    assert from_rllib.module_buffer("p1").sampler.max_priority == 8.0
+    p1 = from_rllib.module_buffer("p1")
+    our_leaves = np.sort(p1.get_priorities(np.flatnonzero(p1.storage.is_transition)))
+    np.testing.assert_allclose(our_leaves, rllib_leaves, rtol=1e-6)
+    assert np.any(rllib_leaves > 1.0)  # updated ones (1 is the initial)
+    assert p1.sampler.sum_tree.total() == pytest.approx(tree.sum())
+    assert p1.sampler.max_priority == 8.0
     # Both go on: the open episode's next chunks continue it.
     rest = episodes[len(episodes) // 2 :]
     for target in (restored, from_rllib):

@@ -133,6 +133,7 @@ def test_replayed_passes_see_the_learners_in_place_updates():
     observations = _observations(space)
     acting = ActingGraph(module, make_graph=EagerStandInGraph)
     _replayed(acting, observations)
+    replays, captures = acting.num_replays, acting.graphs.num_captures
     with torch.no_grad():
         for param in module.parameters():
             param.add_(0.5)
@@ -140,7 +141,10 @@ def test_replayed_passes_see_the_learners_in_place_updates():
     replayed = _replayed(acting, observations[:3])
     torch.manual_seed(4)
     _assert_equal(replayed, _eager(module, observations[:3]))
-    assert acting.num_replays > 0 and acting.graphs.disabled_because is None
+    # The three passes were replays of the graphs captured before the step.
+    assert acting.num_replays == replays + 3
+    assert acting.graphs.num_captures == captures
+    assert acting.graphs.disabled_because is None
 
 
 def test_a_replaced_parameter_drops_the_graphs_and_says_so(caplog):

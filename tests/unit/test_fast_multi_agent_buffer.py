@@ -53,7 +53,8 @@ def test_weights_per_module_and_seeds_per_module(episodes):
         module = buffer.module_buffer(module_id)
         leaves = module.get_priorities(np.flatnonzero(module.storage.is_transition))
         np.testing.assert_allclose(leaves, expected)
-    # A module draws the same whatever other modules exist.
+    # A module draws from its own generator: the same rows whether it is
+    # sampled alone or with the other modules.
     alone = FastMultiAgentPrioritizedEpisodeReplayBuffer(1000, seed=5)
     alone.add(copy.deepcopy(episodes), weight={"p0": 3.0, "p1": 0.5})
     a = buffer.sample_batch(16, modules_to_sample=["p1"])["p1"]

@@ -516,7 +516,10 @@ def test_recent_sequences_cut_the_last_add_into_rows_inside_each_chunk():
     assert batch["terminateds"].sum() == 1 and batch["terminateds"][2, 0]
     # Not a sample: nothing is waiting for update_priorities().
     assert buf.last_sampled_slots.size == 0
-    assert buf.get_metrics()  # metrics still consistent
+    # ... nor counted as one in RLlib's sample metrics.
+    metrics = buf.get_metrics()
+    assert "num_env_steps_sampled" not in metrics
+    assert "num_env_steps_sampled_lifetime" not in metrics
     buf.add([])
     with pytest.raises(ValueError, match="preceding add"):
         buf.recent_sequences(3)

@@ -486,6 +486,22 @@ def test_laber_updates_on_the_drawn_rows_with_their_weights(num_atoms):
             laber_grads[key].numpy(), param.grad.numpy(), rtol=1e-4, atol=1e-6
         )
 
+    # ... and not the whole large batch's unweighted gradient.
+    plain.module[MID].zero_grad(set_to_none=True)
+    whole_batch = {k: torch.as_tensor(v) for k, v in columns.items()}
+    whole_batch["weights"] = torch.ones(n)
+    plain.compute_loss_for_module(
+        module_id=MID,
+        config=plain.config.get_config_for_module(MID),
+        batch=whole_batch,
+        fwd_out=module.forward_train(whole_batch),
+    ).backward()
+    laber_flat = torch.cat([g.flatten() for g in laber_grads.values()])
+    whole_flat = torch.cat(
+        [p.grad.flatten() for p in learner_parameters(plain).values()]
+    )
+    assert not torch.allclose(laber_flat, whole_flat, rtol=1e-2, atol=1e-4)
+
 
 def test_laber_with_equal_surrogates_weights_every_draw_one():
     """All rows alike: equal surrogates, a uniform sub-sample, weights 1, so the

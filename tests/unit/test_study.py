@@ -708,6 +708,7 @@ def test_the_report_quotes_its_command_without_jobs(tmp_path, monkeypatch):
     for jobs in (["--jobs", "3"], ["--jobs=3"]):
         argv = ["report", "--results-dir", str(tmp_path), *jobs, "--seeds", "100"]
         assert cli.main(argv) == 0
+    assert len(calls) == 2
     for kw in calls:
         assert kw["jobs"] == 3
         assert kw["command"] == (

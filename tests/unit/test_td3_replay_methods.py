@@ -231,6 +231,13 @@ def test_laber_with_equal_surrogates_weighs_every_drawn_row_one():
     learner = _learner("laber")
     module = learner.module[MID].unwrapped()
     _craft(module)
+    draws, draw = [], learner.laber.draw
+
+    def recording_draw(surrogates, num):
+        draws.append(draw(surrogates, num))
+        return draws[-1]
+
+    learner.laber.draw = recording_draw
     rewards, terminateds = np.full(8, 0.5, np.float32), np.zeros(8, bool)
     results = learner.update(
         batch=_batch(8, rewards=rewards, terminateds=terminateds), timesteps={}
@@ -239,9 +246,10 @@ def test_laber_with_equal_surrogates_weighs_every_drawn_row_one():
     # Unweighted mean over each critic's rows (all rows share one error).
     expected = sum((value - y) ** 2 for value in ONLINE)
     assert float(results[MID]["qf_loss"].peek()) == pytest.approx(expected, rel=1e-6)
-    subsampler = LargeBatchSubsampler(2, "mean", seed=3)
-    _, weights = subsampler.draw(torch.full((8,), abs(ONLINE[0] - y)), 4)
-    torch.testing.assert_close(weights, torch.ones(4))
+    # One draw per critic, of B = 8 / 2 rows, each weighing 1.
+    assert len(draws) == 2
+    for _, weights in draws:
+        torch.testing.assert_close(weights, torch.ones(4))
 
 
 def test_laber_steps_each_critic_on_its_rows_and_the_actor_on_its_own(
