@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Tuple
 import numpy as np
 
 from rllib_ners.replay_buffers.bookkeeping import AddTally
+from rllib_ners.replay_buffers.writer import AddedSteps
 
 Owner = Tuple[str, Any]
 
@@ -39,6 +40,9 @@ class AgentEpisodeOwners:
         self.owner_of: Dict[str, Owner] = {}
         self.fragments: Dict[str, int] = {}
         self.stored_agent_episodes: Dict[str, int] = {}
+        # Stored steps (transitions) per agent over all module buffers, kept
+        # up to date per add (the metrics read it at every `get_metrics()`).
+        self.steps_stored: Dict[Any, int] = {}
         # Agent episodes a running add() is about to store: id -> owner.
         self.incoming: Dict[str, Owner] = {}
         self.num_episodes_added = 0
@@ -48,17 +52,22 @@ class AgentEpisodeOwners:
         """`(multi-agent episode id, agent id)` of each stored agent episode."""
         return [self.owner_of[agent_episode] for agent_episode in agent_episode_ids]
 
-    def changed(
-        self,
-        module_id: Any,
-        evicted: List[str],
-        added: List[str],
-        tally: AddTally,
-    ) -> None:
-        """A module buffer evicted the last steps of the agent episodes
-        `evicted`, then stored `added` anew (those must be `incoming`); counts
-        both into `tally`."""
-        for agent_episode in evicted:
+    def changed(self, module_id: Any, added: AddedSteps, tally: AddTally) -> None:
+        """A module buffer's `add_chunks()` evicted steps (the last ones of the
+        agent episodes `added.evicted_episodes`) and stored the `added.kept`
+        chunks (each marked with its `source`, `(episode position, agent
+        id)`), the agent episodes `added.new_episodes` anew (those must be
+        `incoming`); counts them into `tally` and the steps stored per agent."""
+        steps = self.steps_stored
+        for agent_episode, num_steps in added.steps_evicted.items():
+            agent_id = self.owner_of[agent_episode][1]
+            steps[agent_id] -= num_steps
+        for chunk in added.kept:
+            agent_id = chunk["source"][1]
+            steps[agent_id] = steps.get(agent_id, 0) + chunk["len"]
+        for agent_id in [agent_id for agent_id, n in steps.items() if n == 0]:
+            del steps[agent_id]  # listed while it has steps stored, as counted
+        for agent_episode in added.evicted_episodes:
             episode_id, agent_id = self.owner_of[agent_episode]
             tally.agent_episodes_evicted[agent_id] += 1
             tally.module_episodes_evicted[module_id] += 1
@@ -67,7 +76,7 @@ class AgentEpisodeOwners:
                 if _count_off(self.stored_agent_episodes, episode_id):
                     self.num_episodes_evicted += 1
                     tally.episodes_evicted += 1
-        for agent_episode in added:
+        for agent_episode in added.new_episodes:
             episode_id, agent_id = self.incoming[agent_episode]
             tally.agent_episodes_added[agent_id] += 1
             tally.module_episodes_added[module_id] += 1
@@ -81,10 +90,10 @@ class AgentEpisodeOwners:
                 )
             self.fragments[agent_episode] = self.fragments.get(agent_episode, 0) + 1
 
-    def steps_stored_per_agent(self, storages: Iterable[Any]) -> Dict[Any, int]:
-        """Stored steps (transitions) per agent over the module buffers'
-        `RingStorage`s: one count per stored agent episode (per call of
-        `get_metrics()`, not per step)."""
+    def count_steps_stored(self, storages: Iterable[Any]) -> Dict[Any, int]:
+        """Stored steps (transitions) per agent, counted afresh from the module
+        buffers' `RingStorage`s (a sort of every stored step): to set
+        `steps_stored` after a restore, and to check it."""
         counts: Dict[Any, int] = {}
         for storage in storages:
             uids, steps = np.unique(

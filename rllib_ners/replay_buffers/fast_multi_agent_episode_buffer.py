@@ -313,12 +313,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             for module_id, chunks in per_module.items():
                 buffer = self._module_buffer_for(module_id)
                 added = buffer.add_chunks(chunks, (weights or {}).get(module_id))
-                self._owners.changed(
-                    module_id,
-                    added.evicted_episodes,
-                    added.new_episodes,
-                    self._add_tally,
-                )
+                self._owners.changed(module_id, added, self._add_tally)
                 slots_of.update(writer.step_slots_by_source(chunks, added))
         finally:
             self._owners.incoming.clear()
@@ -594,7 +589,10 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         return evicted
 
     def _agent_steps_stored(self) -> Dict[Any, int]:
-        return self._owners.steps_stored_per_agent(
+        return dict(self._owners.steps_stored)
+
+    def _count_agent_steps_stored(self) -> Dict[Any, int]:
+        return self._owners.count_steps_stored(
             buffer.storage for buffer in self._module_buffers.values()
         )
 
@@ -648,6 +646,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         self.sampled_timesteps_per_module = defaultdict(
             int, state["sampled_timesteps_per_module"]
         )
+        owners.steps_stored = self._count_agent_steps_stored()
         # Metrics report what happens from now on (the module buffers' too).
         self._agent_steps_reported = self._agent_steps_stored()
 
@@ -698,3 +697,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         ]
         if not self._owners.counts_match(stored):
             raise RuntimeError("Replay buffer invariants broken: episode counts off")
+        if self._owners.steps_stored != self._count_agent_steps_stored():
+            raise RuntimeError(
+                "Replay buffer invariants broken: steps stored per agent off"
+            )

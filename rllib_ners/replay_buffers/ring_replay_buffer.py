@@ -324,7 +324,7 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         """
         if not chunks:
             self._last_added_steps = (_NO_SLOTS, _NO_SLOTS)
-            return writer.AddedSteps([], _NO_SLOTS, [], [])
+            return writer.AddedSteps([], _NO_SLOTS, [], [], {})
         storage = self._storage
         if not storage.allocated:
             episode_adapter.allocate_storage(storage, chunks[0], self._frame_stack)
@@ -334,7 +334,7 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         if kept is not chunks:
             self._warn_overflow(writer.count_dropped(storage, chunks, kept))
         new_slots = storage.head_slots(writer.num_new_slots(kept, continuing))
-        evicted, evicted_episodes = storage.evict(new_slots)
+        evicted, evicted_episodes, steps_evicted = storage.evict(new_slots)
         if evicted.size:
             self._sampler.on_evicted(evicted)
         obs_slots, step_slots = writer.write_chunks(
@@ -353,7 +353,9 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         self._episodes_view = None
         self._after_add(step_slots, chunks)
         new_episodes = [c["id"] for c, cont in zip(kept, continuing) if not cont]
-        return writer.AddedSteps(kept, step_slots, evicted_episodes, new_episodes)
+        return writer.AddedSteps(
+            kept, step_slots, evicted_episodes, new_episodes, steps_evicted
+        )
 
     def _warn_overflow(self, num_kept: int) -> None:
         if self._warned_overflow:

@@ -162,16 +162,17 @@ class RingStorage:
         self.num_slots_written += num_new
         self.write_pos = (self.write_pos + num_new) % self.capacity
 
-    def evict(self, slots: np.ndarray) -> Tuple[np.ndarray, List[str]]:
+    def evict(self, slots: np.ndarray) -> Tuple[np.ndarray, List[str], Dict[str, int]]:
         """Frees the occupied ones among `slots`.
 
         Returns:
-            The freed slots (maybe none), and the ids of the episodes whose
-            last stored transition was among them (now counted as evicted).
+            The freed slots (maybe none); the ids of the episodes whose last
+            stored transition was among them (now counted as evicted); and
+            per episode touched, the number of its transitions freed.
         """
         occupied = self.occupied[slots]
         if not occupied.any():
-            return slots[:0], []
+            return slots[:0], [], {}
         evicted = slots[occupied]
         was_step = self.is_transition[evicted]
         num_steps = int(was_step.sum())
@@ -182,29 +183,32 @@ class RingStorage:
             episode_id = self.tail_slot_to_episode_id.pop(int(tail), None)
             if episode_id is not None:
                 self.open_episodes.pop(episode_id, None)
-        finished = self._forget_steps(evicted[was_step])
+        finished, steps_freed = self._forget_steps(evicted[was_step])
         self.occupied[evicted] = False
         self.is_transition[evicted] = False
         self.episode_uid[evicted] = -1
         self.next[evicted] = -1
         self.prev[evicted] = -1
-        return evicted, finished
+        return evicted, finished, steps_freed
 
-    def _forget_steps(self, steps: np.ndarray) -> List[str]:
+    def _forget_steps(self, steps: np.ndarray) -> Tuple[List[str], Dict[str, int]]:
         """Counts evicted transitions off their fragments; closes and returns
-        (the ids of) the fragments left without any."""
+        (the ids of) the fragments left without any, and the transitions
+        freed per fragment id."""
         if steps.size == 0:
-            return []
+            return [], {}
         uids, counts = np.unique(self.episode_uid[steps], return_counts=True)
-        finished = []
+        finished, steps_freed = [], {}
         # One iteration per episode touched by this eviction, not per step.
         for uid, count in zip(uids.tolist(), counts.tolist()):
+            episode_id = self.episode_ids[uid]
+            steps_freed[episode_id] = steps_freed.get(episode_id, 0) + count
             left = self.steps_per_episode[uid] - count
             if left > 0:
                 self.steps_per_episode[uid] = left
                 continue
             del self.steps_per_episode[uid]
-            episode_id = self.episode_ids.pop(uid)
+            del self.episode_ids[uid]
             finished.append(episode_id)
             # A tail without transitions left is never continued: the next
             # chunk of this episode starts a new fragment (a new episode).
@@ -213,7 +217,7 @@ class RingStorage:
                 del self.open_episodes[episode_id]
                 self.tail_slot_to_episode_id.pop(entry[1], None)
         self.num_episodes_evicted_lifetime += len(finished)
-        return finished
+        return finished, steps_freed
 
     @property
     def num_episodes(self) -> int:

@@ -186,6 +186,8 @@ class AddedSteps(NamedTuple):
     evicted_episodes: List[str]
     # Ids of the episodes this call stored anew (not continuing a stored one).
     new_episodes: List[str]
+    # Per episode id, its transitions this call overwrote.
+    steps_evicted: Dict[str, int]
 
 
 def step_slots_by_source(

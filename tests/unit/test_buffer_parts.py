@@ -191,7 +191,7 @@ def chunk(id_, rewards, *, t_started=0, done=True):
 def write(storage, chunks):
     continuing = writer.plan_continuations(storage, chunks)
     new_slots = storage.head_slots(writer.num_new_slots(chunks, continuing))
-    evicted, _ = storage.evict(new_slots)
+    evicted, _, _ = storage.evict(new_slots)
     return writer.write_chunks(storage, chunks, continuing, new_slots), evicted
 
 
@@ -268,7 +268,7 @@ def test_an_overflowing_call_keeps_its_newest_steps_and_says_where_they_went():
     assert storage.num_episodes_evicted_lifetime == 1
     new_slots = storage.head_slots(writer.num_new_slots(kept, continuing))
     _, step_slots = writer.write_chunks(storage, kept, continuing, new_slots)
-    added = writer.AddedSteps(kept, step_slots, [], ["b"])
+    added = writer.AddedSteps(kept, step_slots, [], ["b"], {})
     slots_of = writer.step_slots_by_source(chunks, added)
     np.testing.assert_array_equal(slots_of[0], [-1, -1, -1, -1])
     np.testing.assert_array_equal(slots_of[1], step_slots)
