@@ -4,6 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from scipy import stats
 
 from rllib_ners import NERSEpisodeReplayBuffer
 from rllib_ners.algorithms.ners.sampler_diagnostics import SamplerDiagnostics
@@ -259,6 +260,25 @@ def test_probe_is_drawn_once_enough_are_stored_and_replaced_on_eviction():
     assert np.unique(new).size == 30 and np.isin(new, stored).all()
     assert buffer.still_stored(new, diag.probe_stamps).all()
     np.testing.assert_array_equal(np.isnan(diag.probe_previous), ~kept)
+
+
+def test_replacement_items_are_uniform_over_the_stored_ones_outside_the_probe():
+    """A large buffer: replacements are drawn by rejection (no sort of the
+    buffer), distinct, stored, outside the probe, and uniform over the rest."""
+    diag = SamplerDiagnostics(n_step=1, gamma=0.9, seed=3, probe_size=30)
+    stored = np.arange(0, 400, 2)  # 200 stored slots
+    probe = stored[::10]  # 20 of them
+    counts = np.zeros(400, np.int64)
+    for _ in range(2000):
+        fresh = diag._fresh_items(stored, probe, 25)
+        assert fresh.size == 25 and np.unique(fresh).size == 25
+        counts[fresh] += 1
+    outside = np.setdiff1d(stored, probe)
+    assert counts.sum() == counts[outside].sum()  # only stored, never the probe
+    assert stats.chisquare(counts[outside]).pvalue > 1e-3
+    # Fewer stored slots than the probe and the replacements need: what is left.
+    small = diag._fresh_items(stored[:30], probe[:3], 40)
+    np.testing.assert_array_equal(np.sort(small), np.setdiff1d(stored[:30], probe[:3]))
 
 
 class _FakeResult:
