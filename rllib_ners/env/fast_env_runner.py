@@ -519,9 +519,9 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
         place, as RLlib's loop does. Returns them as `sample()` hands them back.
         """
         finished = []
-        for env_index in range(self.num_envs):
-            if not (terminateds[env_index] or truncateds[env_index]):
-                continue
+        # Only the sub-envs whose episode ended (most steps: none).
+        done = np.flatnonzero(np.logical_or(terminateds, truncateds))
+        for env_index in done.tolist():
             episode = episodes[env_index]
             steps[env_index].write_into(
                 episode, terminateds[env_index], truncateds[env_index]
