@@ -572,7 +572,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         the last call: its stored steps then, plus those added since, minus
         those stored now. Every agent with evicted episodes is listed (RLlib's
         metrics look each up)."""
-        stored = self._agent_steps_stored()
+        stored = dict(self._owners.steps_stored)
         agents = (
             set(stored)
             | set(self._agent_steps_reported)
@@ -587,9 +587,6 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         }
         self._agent_steps_reported = stored
         return evicted
-
-    def _agent_steps_stored(self) -> Dict[Any, int]:
-        return dict(self._owners.steps_stored)
 
     def _count_agent_steps_stored(self) -> Dict[Any, int]:
         return self._owners.count_steps_stored(
@@ -648,7 +645,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         )
         owners.steps_stored = self._count_agent_steps_stored()
         # Metrics report what happens from now on (the module buffers' too).
-        self._agent_steps_reported = self._agent_steps_stored()
+        self._agent_steps_reported = dict(self._owners.steps_stored)
 
     def carry_over_lifetime_counts(
         self,
@@ -698,6 +695,4 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         if not self._owners.counts_match(stored):
             raise RuntimeError("Replay buffer invariants broken: episode counts off")
         if self._owners.steps_stored != self._count_agent_steps_stored():
-            raise RuntimeError(
-                "Replay buffer invariants broken: steps stored per agent off"
-            )
+            raise RuntimeError("Replay buffer invariants broken: agent step counts off")
