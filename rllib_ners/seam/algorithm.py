@@ -17,6 +17,8 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.utils.mixin_order import PrecedesInBases
+
 __all__ = [
     "LocalReplayBufferHook",
     "local_learner_of",
@@ -70,8 +72,8 @@ def sample_episodes_and_metrics(
     )
 
 
-class LocalReplayBufferHook:
-    """For `Algorithm` subclasses (list it before the RLlib algorithm class):
+class LocalReplayBufferHook(PrecedesInBases, precedes=Algorithm):
+    """For `Algorithm` subclasses, ahead of the RLlib algorithm class:
     `Algorithm.setup()` takes the local replay buffer from
     `create_local_replay_buffer(config)` (which the subclass defines: the
     buffer, or None for none).

@@ -12,6 +12,8 @@ from typing import Any, Dict, Optional
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.utils.mixin_order import PrecedesInBases
+
 __all__ = [
     "config_attribute_for_key",
     "ModelConfigIncludesHook",
@@ -73,8 +75,8 @@ def raise_config_error(config, message: str) -> None:
     config._value_error(message)
 
 
-class ModelConfigIncludesHook:
-    """For `AlgorithmConfig` subclasses (list it before the RLlib config class):
+class ModelConfigIncludesHook(PrecedesInBases, precedes=AlgorithmConfig):
+    """For `AlgorithmConfig` subclasses, ahead of the RLlib config class:
     `config.model_config` gains `extra_model_config_includes()` (which the
     subclass defines) after the parent's automatic includes and before the
     user's `model_config` (the user's keys win).

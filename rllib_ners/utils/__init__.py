@@ -13,6 +13,7 @@ Torch, for the RLModules, Learners and the NERS scorer:
 Checks and small facts:
 
 * `checks`: input validation;
+* `mixin_order`: mixins that refuse being listed after the class they extend;
 * `spaces`: predicates on gymnasium spaces;
 * `episode_info`: the env `info` keys the package reads.
 

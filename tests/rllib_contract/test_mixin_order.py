@@ -2,10 +2,12 @@
 
 A mixin of this package (a class with no RLlib or Ray base) overrides RLlib
 methods and calls `super()`: listed after the RLlib class it extends, RLlib's
-method would win and the mixin's would never run, silently. Its docstring says
-"list it before ..."; this test checks it for every class of the package.
-Where one mixin of ours overrides another's method, it extends that mixin, so
-Python itself refuses the order that would shadow it (the last test).
+method would win and the mixin's would never run, silently. Each such mixin
+extends `PrecedesInBases`, which refuses that order when a class is defined
+(tested here for every mixin, and the helper itself on plain classes); the
+first test checks every class of the package as well. Where one mixin of ours
+overrides another's method, it extends that mixin, so Python itself refuses
+the order that would shadow it (the last test).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pkgutil
 import pytest
 
 import rllib_ners
+from rllib_ners.utils.mixin_order import PrecedesInBases
 
 
 def _is_ours(cls: type) -> bool:
@@ -66,17 +69,114 @@ def test_every_mixin_of_ours_precedes_the_rllib_classes_it_extends():
     )
 
 
+def _mixins_joining_rllib_classes():
+    mixins = set()
+    for cls in _classes_of_the_package().values():
+        if any(map(_is_rllib, cls.__mro__)):
+            mixins.update(
+                base
+                for base in cls.__mro__
+                if _is_ours(base) and not any(map(_is_rllib, base.__mro__))
+            )
+    mixins.discard(PrecedesInBases)
+    return sorted(mixins, key=lambda mixin: mixin.__name__)
+
+
 def test_the_check_finds_a_mixin_listed_after_rllibs_class():
     from ray.rllib.algorithms.dqn import DQNConfig
 
-    from rllib_ners.algorithms.common.config.fast_paths_config import (
-        FastPathsConfigMixin,
-    )
+    # A mixin of the package that is no `PrecedesInBases`: only the check
+    # above would see it listed after RLlib's class.
+    PlainMixin = type("PlainMixin", (), {"__module__": "rllib_ners.example"})
 
-    class Misordered(DQNConfig, FastPathsConfigMixin):
+    class Misordered(DQNConfig, PlainMixin):
         pass
 
-    assert _mixins_after_rllib(Misordered) == ["FastPathsConfigMixin"]
+    assert _mixins_after_rllib(Misordered) == ["PlainMixin"]
+
+
+def test_every_mixin_of_ours_is_checked_where_a_class_lists_it():
+    mixins = _mixins_joining_rllib_classes()
+    assert len(mixins) >= 9  # configs', algorithms' and Learners' mixins
+    unchecked = [m.__name__ for m in mixins if not issubclass(m, PrecedesInBases)]
+    assert not unchecked, f"mixins that do not extend PrecedesInBases: {unchecked}"
+
+
+def _rllib_class_extending(base: type) -> type:
+    from ray.rllib.algorithms.dqn import DQN, DQNConfig
+    from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+
+    for concrete in (DQNConfig, DQN, DQNTorchLearner):
+        if issubclass(concrete, base):
+            return concrete
+    raise AssertionError(f"no RLlib class extends {base}")
+
+
+@pytest.mark.parametrize(
+    "mixin", _mixins_joining_rllib_classes(), ids=lambda mixin: mixin.__name__
+)
+def test_a_class_listing_rllibs_class_first_is_refused_when_defined(mixin):
+    extended = next(
+        base.__dict__["_precedes_in_bases"]
+        for base in mixin.__mro__
+        if "_precedes_in_bases" in base.__dict__
+    )
+    rllib_class = _rllib_class_extending(extended)
+
+    with pytest.raises(TypeError) as refused:
+        type("Misordered", (rllib_class, mixin), {})
+    assert str(refused.value).startswith(
+        f"class Misordered lists {rllib_class.__name__} before "
+    )
+    assert "List the mixin first: class Misordered(" in str(refused.value)
+
+    # The other order defines, and so do the user's subclasses of it.
+    listed_first = type("ListedFirst", (mixin, rllib_class), {})
+    type("UsersSubclass", (listed_first,), {})
+
+
+def test_the_order_check_on_plain_classes():
+    class Base:
+        def hello(self):
+            return "base"
+
+    class Derived(Base):
+        pass
+
+    class Mixin(PrecedesInBases, precedes=Base):
+        def hello(self):
+            return "mixin+" + super().hello()
+
+    class Good(Mixin, Derived):
+        pass
+
+    class GoodSubclass(Good):
+        pass
+
+    assert GoodSubclass().hello() == "mixin+base"
+    # Listed after a subclass of the class it extends: the mixin would never run.
+    with pytest.raises(TypeError, match="lists Derived before Mixin"):
+
+        class Bad(Derived, Mixin):
+            pass
+
+    # A second mixin between them is no RLlib-side class: still fine.
+    class Other:
+        pass
+
+    class WithAnother(Other, Mixin, Base):
+        pass
+
+    assert WithAnother().hello() == "mixin+base"
+
+    # A mixin subclass keeps its parent's rule without declaring it again.
+    class SubMixin(Mixin):
+        pass
+
+    with pytest.raises(TypeError, match="lists Base before Mixin"):
+
+        class AlsoBad(Base, SubMixin):
+            pass
 
 
 def test_our_replay_mixins_cannot_be_listed_out_of_order():

@@ -44,6 +44,7 @@ RAY_FREE = [
     "rllib_ners.env.atari",
     "rllib_ners.utils.plotting",
     "rllib_ners.utils.checks",
+    "rllib_ners.utils.mixin_order",
     "rllib_ners.utils.episode_info",
     "rllib_ners.utils.malloc",
     "rllib_ners.utils.log_noise",

@@ -17,11 +17,12 @@ from ray.rllib.utils.annotations import override
 
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.seam.config import raise_config_error
+from rllib_ners.utils.mixin_order import PrecedesInBases
 
 
-class NERSConfigMixin:
+class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
     """Adds `ners()` and `uses_ners_replay` to an `AlgorithmConfig` subclass
-    (list it before the RLlib config class), and checks the NERS settings in
+    (ahead of the RLlib config class), and checks the NERS settings in
     `validate()`: with the NERS buffer, its `alpha` must be > 0 and the settings
     valid; without it, a `.ners(...)` call (which would do nothing) raises, even
     one that sets only defaults: `.ners()` holds the sampler's settings, it does

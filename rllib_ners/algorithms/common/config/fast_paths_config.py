@@ -41,13 +41,14 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.seam.config import raise_config_error
+from rllib_ners.utils.mixin_order import PrecedesInBases
 
 logger = logging.getLogger(__name__)
 
 
-class FastPathsConfigMixin:
-    """`fast_training_loop` and the fast EnvRunner default (list it before the
-    AlgorithmConfig class). It sets itself up: `__init__` sets the defaults
+class FastPathsConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
+    """`fast_training_loop` and the fast EnvRunner default, ahead of the RLlib
+    config class. It sets itself up: `__init__` sets the defaults
     and `validate()` checks them after the parent config's checks."""
 
     def __init__(self, algo_class=None):

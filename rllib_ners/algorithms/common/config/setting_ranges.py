@@ -47,6 +47,7 @@ from ray.rllib.utils.annotations import override
 
 from rllib_ners.replay_buffers.buffer_settings import MIN_CAPACITY
 from rllib_ners.seam.config import raise_config_error
+from rllib_ners.utils.mixin_order import PrecedesInBases
 
 # A bound: a number, or the name of another setting whose value bounds this
 # one (skipped while that setting is unset).
@@ -448,9 +449,10 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
 )
 
 
-class SettingRangesMixin:
+class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
     """Checks `SETTING_RANGES` at the start of `validate()`, before the parent
-    config's checks (list it first among the config's bases)."""
+    config's checks (first among the config's bases, so before the other
+    mixins' checks too)."""
 
     @override(AlgorithmConfig)
     def validate(self) -> None:

@@ -82,6 +82,7 @@ from rllib_ners.seam.learner import (
     uses_torch_lr_schedulers,
 )
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
+from rllib_ners.utils.mixin_order import PrecedesInBases
 from rllib_ners.utils.optimizer_steps import step_optimizers
 from rllib_ners.utils.update_graphs import (
     CudaUpdateGraph,
@@ -114,9 +115,9 @@ def trained_rows(batch: MultiAgentBatch, large_batch_factor: int) -> MultiAgentB
     )
 
 
-class FastTorchLearner:
-    """For this package's `TorchLearner` subclasses (list it before the RLlib
-    Learner class): deferred metrics, CUDA-graph replay and the fused gradient
+class FastTorchLearner(PrecedesInBases, precedes=Learner):
+    """For this package's `TorchLearner` subclasses, ahead of the RLlib Learner
+    class: deferred metrics, CUDA-graph replay and the fused gradient
     step around the Learner's own update (see the module docstring).
 
     `host_reads`: whether the gradient step may read gradient values on the

@@ -240,7 +240,8 @@ LOOP_ONLY_FLAGS = ("overlap_sampling", "cuda_graph_updates", "act_on_learner_dev
 
 
 class ReplayLoopMixin(ReplayStateMixin):
-    """DQN's training step as one loop per iteration (list it before DQN/SAC).
+    """DQN's training step as one loop per iteration, ahead of DQN or SAC in a
+    class's bases.
 
     It extends `ReplayStateMixin`, whose checkpoints carry the loop's own state
     (`_extra_checkpoint_state`)."""

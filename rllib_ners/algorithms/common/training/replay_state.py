@@ -37,8 +37,8 @@ EXTRA_STATE = "algorithm_extra"
 
 
 class ReplayStateMixin(LocalReplayBufferHook):
-    """Buffer creation and checkpoint state for an `Algorithm` subclass (list it
-    before the Algorithm class)."""
+    """Buffer creation and checkpoint state for an `Algorithm` subclass, ahead of
+    the RLlib algorithm class (`LocalReplayBufferHook` refuses the other order)."""
 
     # True while save_to_path()/restore_from_path() run: the buffer state then
     # goes straight to or comes straight from disk, so our buffers hand out and
