@@ -351,6 +351,31 @@ def test_beats_needs_the_probability_and_the_interval_above_one_half():
     assert statistics.pairwise_improvement({"x": x, "y": y}, both, reps=REPS) == both
 
 
+def test_the_bootstrapped_metrics_equal_rliables_bit_for_bit():
+    # The report bootstraps its own numpy forms of rliable's IQM and
+    # probability of improvement; they must give rliable's values exactly
+    # (ties, equal arms, one run, uneven run counts included).
+    from rliable import metrics
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        runs_x, runs_y, tasks = rng.integers(1, 8, size=3)
+        if rng.random() < 0.5:  # coarse scores: many ties
+            x = rng.integers(0, 4, (runs_x, tasks)) / 4.0
+            y = rng.integers(0, 4, (runs_y, tasks)) / 4.0
+        else:
+            x, y = rng.normal(size=(runs_x, tasks)), rng.normal(size=(runs_y, tasks))
+        if rng.random() < 0.1:
+            y = x.copy()  # rliable's equal-arms case: 0.5 without a test
+        assert statistics._poi(x, y)[0] == metrics.probability_of_improvement(x, y)
+        assert statistics._iqm(x)[0] == metrics.aggregate_iqm(x)
+    x = np.array([[0.0, 1.0], [1.0, 1.0], [2.0, 0.0]])
+    y = np.array([[1.0, 0.0], [1.0, 2.0]])
+    # Of the 6 pairs of runs, task 0: x > y in 2, ties in 2; task 1: x > y in
+    # 2, ties in 1.
+    assert statistics._poi(x, y)[0] == pytest.approx((3 / 6 + 2.5 / 6) / 2)
+
+
 def test_throughput_shows_the_median_and_the_spread_of_the_runs(tmp_path):
     """Runs of one arm at different CPU costs: the table shows their median
     and [lowest-highest]; runs at one cost show no spread."""
