@@ -183,16 +183,16 @@ def test_rainbow_papers_preset_trains_with_overlapped_sampling(ray_session):
     of 32 per 4 env steps) with 2 EnvRunners sampling while the Learner
     updates: finite losses, and 8 trained env steps per sampled one."""
     config = (
-        atari_rainbow("MsPacman", replay="per", capacity=5000, learning_starts=400)
+        atari_rainbow("MsPacman", replay="per", capacity=5000, learning_starts=200)
         .env_runners(num_env_runners=2)
         .training(overlap_sampling=True)
-        .reporting(min_sample_timesteps_per_iteration=400)
+        .reporting(min_sample_timesteps_per_iteration=200)
         .debugging(seed=0)
     )
     assert config.model_config["cnn_encoder"] == "nature"
     algo = config.build_algo()
     try:
-        for _ in range(2):  # the second iteration updates (~100 batches)
+        for _ in range(2):  # the second iteration updates (~50 batches)
             result = algo.train()
         losses = result["learners"]["default_policy"]
         assert np.isfinite(losses["total_loss"])
@@ -203,7 +203,7 @@ def test_rainbow_papers_preset_trains_with_overlapped_sampling(ray_session):
         # One batch of 32 per 4 env steps from the learning start on (the
         # round that passes it counts whole: up to a fragment of 4 steps from
         # each EnvRunner before it).
-        assert 8 * (sampled - 400) - 32 <= trained <= 8 * (sampled - 400 + 2 * 4)
+        assert 8 * (sampled - 200) - 32 <= trained <= 8 * (sampled - 200 + 2 * 4)
     finally:
         algo.stop()
 
@@ -273,7 +273,7 @@ def test_frame_stacks_gathered_from_device_frames_train_alike(ray_session):
     stacks, since the stacks are the same values in the same layout."""
     from rllib_ners.replay_buffers.device_frames import DeviceFrames
 
-    config = _small_der_on_cpu(steps_per_iteration=150)
+    config = _small_der_on_cpu(steps_per_iteration=125)
     runs = []
     for mirrored in (False, True):
         algo = config.build_algo()
@@ -282,7 +282,7 @@ def test_frame_stacks_gathered_from_device_frames_train_alike(ray_session):
             buffer.frames_channels_first = True
             if mirrored:
                 buffer.device_frames = DeviceFrames("cpu")
-            # 300 env steps, learning from step 200: ~100 updates, each of
+            # 250 env steps, learning from step 200: ~50 updates, each of
             # which would carry a difference in the stacks into the weights.
             for _ in range(2):
                 algo.train()

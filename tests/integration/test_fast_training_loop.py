@@ -144,12 +144,22 @@ def test_dqn_fast_loop_equals_rllibs_training_step(arm, small_dqn, one_torch_thr
     assert_trained_alike(fast, plain)
 
 
+def _small_sac_with_exact_iterations(small_sac):
+    """NERS-SAC, one update per env step from step 100, iterations of 200 env
+    steps: 500 updates and 3 episode ends (the sampler's updates) in 3
+    iterations."""
+    return small_sac(
+        rollout_fragment_length=1,
+        training_intensity=32.0,
+        learning_starts=100,
+        min_sample_timesteps_per_iteration=200,
+    ).reporting(min_time_s_per_iteration=0)
+
+
 def test_sac_fast_loop_equals_rllibs_training_step(small_sac, one_torch_thread):
     # SAC's iterations last at least a second by default: the faster loop would
-    # take more steps in it. Iterations of exactly 400 env steps here.
-    config = small_sac(rollout_fragment_length=1, training_intensity=32.0).reporting(
-        min_time_s_per_iteration=0
-    )
+    # take more steps in it. Iterations of exactly 200 env steps here.
+    config = _small_sac_with_exact_iterations(small_sac)
     fast, plain = _train(config), _train(_plain(config))
     assert fast[3] == (None, None) and fast[4]
     assert_trained_alike(fast, plain)
@@ -218,9 +228,7 @@ def test_mirrored_weights_train_as_rllibs_copy_does(
     if algorithm == "dqn":
         config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
     else:
-        config = small_sac(
-            rollout_fragment_length=1, training_intensity=32.0
-        ).reporting(min_time_s_per_iteration=0)
+        config = _small_sac_with_exact_iterations(small_sac)
     mirrored, plain = _train(config, mirror=True), _train(_plain(config))
     assert not mirrored[4]  # the EnvRunner's parameters are its own tensors
     assert_trained_alike(mirrored, plain)
