@@ -116,12 +116,8 @@ def _rllib_class_extending(base: type) -> type:
     "mixin", _mixins_joining_rllib_classes(), ids=lambda mixin: mixin.__name__
 )
 def test_a_class_listing_rllibs_class_first_is_refused_when_defined(mixin):
-    extended = next(
-        base.__dict__["_precedes_in_bases"]
-        for base in mixin.__mro__
-        if "_precedes_in_bases" in base.__dict__
-    )
-    rllib_class = _rllib_class_extending(extended)
+    # Declared by the mixin or inherited from the one it extends.
+    rllib_class = _rllib_class_extending(mixin._precedes_in_bases)
 
     with pytest.raises(TypeError) as refused:
         type("Misordered", (rllib_class, mixin), {})
