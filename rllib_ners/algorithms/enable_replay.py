@@ -48,6 +48,10 @@ from rllib_ners.algorithms.common.config.sampler_presets import (
     REPLAY_METHODS,
     relo_transform_for,
 )
+from rllib_ners.algorithms.common.config.stock_config_refusals import (
+    refuse_a_users_learner_class,
+    refuse_multi_agent,
+)
 from rllib_ners.replay_buffers.sampler_choice import ALL_METHOD_SETTINGS
 
 # The settings `enable_replay(config, method, **settings)` takes per method:
@@ -216,39 +220,6 @@ def _learner_class_for(config, method: str):
         return None  # a Learner of the user's that sends it already
     refuse_a_users_learner_class(config, package_learner, who="enable_replay")
     return package_learner
-
-
-def refuse_multi_agent(config, *, who: str) -> None:
-    """Raises ValueError for a multi-agent config: its buffer, this package's
-    multi-agent one, replays by priority only (a stock config would fail at
-    its first `add()`, inside `train()`)."""
-    if config.is_multi_agent:
-        raise ValueError(
-            f"{who}: single-agent configs only; this config has multi_agent() "
-            f"policies, whose buffer replays by priority only. For PER per "
-            f"module, set replay_buffer_config['type'] to "
-            f"'rllib_ners.FastMultiAgentPrioritizedEpisodeReplayBuffer'."
-        )
-
-
-def refuse_a_users_learner_class(config, package_learner: type, *, who: str) -> None:
-    """Raises ValueError where the user set a Learner class (one that is not
-    `package_learner` or derived from it) that `who` would have to replace:
-    replacing it would drop the user's update without a word."""
-    from rllib_ners.seam.config import user_learner_class
-
-    users = user_learner_class(config)
-    if users is None or (
-        isinstance(users, type) and issubclass(users, package_learner)
-    ):
-        return
-    name = getattr(users, "__name__", repr(users))
-    raise ValueError(
-        f"{who}: the config's learner_class {name} would be replaced by "
-        f"{package_learner.__name__}, the Learner that sends what this replay "
-        f"needs. Derive {name} from {package_learner.__name__}, or remove "
-        f"config.learners(learner_class=...)."
-    )
 
 
 def _sends_layout(learner_class, method: str) -> bool:

@@ -31,6 +31,10 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     buffer_type_to_string,
     resolve_buffer_class,
 )
+from rllib_ners.algorithms.common.config.stock_config_refusals import (
+    refuse_a_users_learner_class,
+    refuse_multi_agent,
+)
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.ners_learner import (
     LEARNER_CONFIG_NERS_KEY,
@@ -156,10 +160,6 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     sampler settings (validated here). A Learner class of the user's that does
     not derive from `NERSDQNTorchLearner` raises: it would be replaced.
     """
-    from rllib_ners.algorithms.enable_replay import (
-        refuse_a_users_learner_class,
-        refuse_multi_agent,
-    )
     from rllib_ners.algorithms.ners_dqn.torch.ners_dqn_torch_learner import (
         NERSDQNTorchLearner,
     )
