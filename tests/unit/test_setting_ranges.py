@@ -86,6 +86,9 @@ def _bound(bound, config):
 
 def _out_of_range(rule: SettingRange, config):
     """Values of `rule.name` just outside its range, and of the wrong kind."""
+    if rule.boolean:
+        # A string reads as True in Python; 1 and None are not switches either.
+        return ["False", 1, None]
     low, high = _bound(rule.low, config), _bound(rule.high, config)
     step = 1 if rule.integer else 0.1
     values = [float("nan"), float("inf"), True, "x"]
@@ -252,6 +255,42 @@ def test_every_numeric_training_setting_has_a_range_or_a_reason(config_name):
     buffer_ranged = {rule.key for rule in SETTING_RANGES if rule.key}
     # Our buffers check their other keys themselves (the probe in validate()).
     assert buffer_keys <= buffer_ranged, buffer_keys - buffer_ranged
+
+
+# Switches with a check of their own (`FastPathsConfigMixin.validate()`).
+SWITCHES_CHECKED_ELSEWHERE = (
+    "fast_training_loop",
+    "overlap_sampling",
+    "cuda_graph_updates",
+    "act_on_learner_device",
+)
+
+# `training()` switches of RLlib's that these algorithms never read, and why.
+SWITCHES_NOT_READ = {
+    "shuffle_batch_per_epoch": "RLlib's, for PPO-style epochs over one batch",
+    "_deterministic_loss": "RLlib's old-stack SAC loss; its new stack ignores it",
+    "_use_beta_distribution": "RLlib's old-stack SAC policy; ignored as above",
+}
+
+
+@pytest.mark.parametrize("config_name", CONFIGS)
+def test_every_switch_in_training_has_a_rule(config_name):
+    """A True/False `training()` setting added without a switch rule in
+    SETTING_RANGES (or a check of its own) fails: `"False"` would switch on."""
+    config = CONFIGS[config_name]()
+    switches = {
+        name
+        for name in _training_settings(config)
+        if isinstance(getattr(config, name, None), bool)
+    }
+    ruled = {
+        rule.name for rule in SETTING_RANGES if rule.boolean and _covers(rule, config)
+    }
+    missing = (
+        switches - ruled - set(SWITCHES_CHECKED_ELSEWHERE) - set(SWITCHES_NOT_READ)
+    )
+    assert not missing, f"{config_name}: switches without a rule: {missing}"
+    assert ruled, config_name
 
 
 def test_every_rule_is_well_formed():

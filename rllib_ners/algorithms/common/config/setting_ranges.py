@@ -1,4 +1,5 @@
-"""The ranges of the configs' numeric settings: one table, checked in `validate()`.
+"""The ranges of the configs' numeric settings and switches: one table, checked
+in `validate()`.
 
 RLlib's configs take any number for most settings and train with it:
 `gamma=1.5`, `tau=-0.1` or a train batch larger than the replay buffer build
@@ -42,6 +43,7 @@ import math
 import numbers
 from typing import Any, Optional, Tuple, Union
 
+import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
 
@@ -67,6 +69,8 @@ class SettingRange:
             another setting (`name`, e.g. "replay_buffer_config['capacity']").
         low_open, high_open: Whether the bound itself is excluded.
         integer: Whether the value must be an int (a bool is not).
+        boolean: Whether the value must be True or False (a switch: the
+            string "False" would read as True).
         integral_floats: With `integer`: an integral float (5000.0, as Tune's
             quantised search spaces hand out) passes too.
         allowed: Values allowed besides the range (RLlib's None or "auto").
@@ -92,6 +96,7 @@ class SettingRange:
     low_open: bool = False
     high_open: bool = False
     integer: bool = False
+    boolean: bool = False
     integral_floats: bool = False
     allowed: Tuple[Any, ...] = ()
     schedule: bool = False
@@ -446,6 +451,62 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
         low=0.0,
         configs=(_ACER,),
     ),
+    # --- Switches: a string such as "False" is truthy and would switch on.
+    *(
+        SettingRange(name, "a switch", why, example, boolean=True, configs=configs)
+        for name, why, example, configs in (
+            (
+                "twin_q",
+                "whether two critics learn and the smaller one's value is the target",
+                True,
+                (_SAC, _TD3),
+            ),
+            (
+                "double_q",
+                "whether the online network picks the next action the target "
+                "network values",
+                True,
+                (_DQN,),
+            ),
+            (
+                "dueling",
+                "whether the Q head splits into value and advantage streams",
+                True,
+                (_DQN,),
+            ),
+            (
+                "noisy",
+                "whether the Q head's layers are noisy nets, which explore",
+                False,
+                (_DQN,),
+            ),
+            (
+                "store_buffer_in_checkpoints",
+                "whether checkpoints hold the replay memory",
+                True,
+                (),
+            ),
+            (
+                "clip_actions",
+                "whether actions are clipped to the action space's bounds before "
+                "the env steps",
+                False,
+                (_SAC,),
+            ),
+            (
+                "add_default_connectors_to_learner_pipeline",
+                "whether RLlib's default connectors build the Learner's batches",
+                True,
+                (),
+            ),
+            (
+                "use_trust_region",
+                "whether the policy gradient is projected into ACER's trust region",
+                True,
+                (_ACER,),
+            ),
+        )
+    ),
 )
 
 
@@ -507,6 +568,8 @@ def setting_value(config, name: str) -> Any:
 
 
 def _fits(rule: SettingRange, value: Any, config) -> bool:
+    if rule.boolean:
+        return isinstance(value, (bool, np.bool_))
     if any(_is_same(value, allowed) for allowed in rule.allowed):
         return True
     if rule.schedule and isinstance(value, (list, tuple)):
@@ -575,6 +638,8 @@ def _range_error(rule: SettingRange, value: Any, config) -> str:
 def _range_text(rule: SettingRange, config=None) -> str:
     """The rule's range in words, e.g. "a number in (0, 1]", "None or an
     integer >= 0"; a bounding setting with its value where `config` has one."""
+    if rule.boolean:
+        return "True or False"
     kind = "an integer" if rule.integer else "a number"
     low, high = (_bound_text(bound, config) for bound in (rule.low, rule.high))
     if low is not None and high is not None:
