@@ -4,9 +4,12 @@ TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 `config/`, the configs' settings and their checks in `validate()`:
 
 * `buffer_types`: this package's buffer types by name; a `type` resolved;
+  a `replay_buffer_config` update that names the current class merged;
 * `buffer_config_checks`: `replay_buffer_config` checked in `validate()`;
 * `config_checks`: env-space checks (actions, frame stack, CNN);
-* `setting_ranges`: the numeric settings' ranges, one table (`SettingRangesMixin`);
+* `stock_config_refusals`: what `enable_ners` / `enable_replay` refuse to change;
+* `setting_ranges`: the numeric settings' ranges and the switches, one table
+  (`SettingRangesMixin`);
 * `sampler_presets`: the ReLo and LaBER samplers' settings and choices;
 * `rllib_validation`: RLlib's own `validate()`, its TypeErrors as ValueErrors;
 * `fast_paths_config`: the fast paths' switches (`FastPathsConfigMixin`);

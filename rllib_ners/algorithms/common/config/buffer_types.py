@@ -5,13 +5,17 @@ needs as a dotted string (`buffer_type_to_string`): it tests
 `"EpisodeReplayBuffer" in type`, which fails for a class object, and Tune turns
 dotted strings into classes on every trial. `resolve_buffer_class` imports the
 class a `type` names; `is_fast_buffer` / `is_ners_buffer` say whether it is one
-of this package's buffers, or its NERS buffer.
+of this package's buffers, or its NERS buffer; `replay_buffer_config_update`
+readies a `training(replay_buffer_config=...)` update for RLlib's merge.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import logging
+from typing import Any, Dict
+
+logger = logging.getLogger(__name__)
 
 NERS_BUFFER_TYPE = "rllib_ners.NERSEpisodeReplayBuffer"
 FAST_BUFFER_TYPE = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
@@ -77,3 +81,47 @@ def is_ners_buffer(cls: type) -> bool:
     from rllib_ners.replay_buffers.ners_episode_buffer import NERSEpisodeReplayBuffer
 
     return isinstance(cls, type) and issubclass(cls, NERSEpisodeReplayBuffer)
+
+
+def replay_buffer_config_update(
+    current: Dict[str, Any], update: Dict[str, Any]
+) -> Dict[str, Any]:
+    """`update` readied for RLlib's `training(replay_buffer_config=update)`.
+
+    RLlib's DQN and SAC configs merge `update` into the current buffer
+    settings, unless `update["type"]` differs from the current type: then
+    `update` replaces them all. RLlib compares the spellings, so the class
+    `FastPrioritizedEpisodeReplayBuffer` in place of the default
+    "rllib_ners.FastPrioritizedEpisodeReplayBuffer" dropped the config's
+    capacity, alpha and beta for the buffer's own defaults. Here a type that
+    names the current class takes the current spelling, so the update merges.
+    A new class still replaces the settings, as RLlib documents; the ones it
+    drops are logged, since the buffer falls back to its own defaults.
+    """
+    current = current or {}
+    if "type" not in update or "type" not in current:
+        return update
+    new_type, old_type = update["type"], current["type"]
+    if new_type is old_type or (isinstance(new_type, str) and new_type == old_type):
+        return update
+    try:
+        same_class = resolve_buffer_class(new_type) is resolve_buffer_class(old_type)
+    except ValueError:
+        return update  # an unknown type: validate() names it
+    if same_class:
+        return {**update, "type": old_type}
+    dropped = {
+        key: value
+        for key, value in current.items()
+        if key != "type" and key not in update
+    }
+    if dropped:
+        logger.warning(
+            "replay_buffer_config: type %s replaces the whole replay_buffer_config "
+            "(RLlib's rule when the type changes), so %s no longer apply and the "
+            "buffer takes its own defaults for them. Give them beside the new type "
+            "to keep them.",
+            buffer_type_to_string(new_type),
+            ", ".join(f"{key}={value!r}" for key, value in dropped.items()),
+        )
+    return update

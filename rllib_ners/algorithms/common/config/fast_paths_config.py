@@ -40,6 +40,9 @@ import logging
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.algorithms.common.config.buffer_types import (
+    replay_buffer_config_update,
+)
 from rllib_ners.seam.config import raise_config_error
 from rllib_ners.utils.mixin_order import PrecedesInBases
 
@@ -131,6 +134,11 @@ class FastPathsConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
                 epsilon-greedy exploration, whose epsilon the host computes
                 every step), said in one log line.
         """
+        buffer_update = kwargs.get("replay_buffer_config", NotProvided)
+        if isinstance(buffer_update, dict):
+            kwargs["replay_buffer_config"] = replay_buffer_config_update(
+                self.replay_buffer_config, buffer_update
+            )
         super().training(**kwargs)
         if fast_training_loop is not NotProvided:
             self.fast_training_loop = fast_training_loop
