@@ -80,8 +80,9 @@ def enable_replay(config, method: str, **settings):
     `settings`: the method's buffer settings, over the config's and the
     defaults. ReLo: `relo_transform` (default "exp" for a C51 DQN, whose
     cross-entropy ReLo the authors' Atari code maps so, else "clip"),
-    `relo_epsilon` (1e-5), `alpha` (the config's; 0.5 if it has none), `beta`
-    (the config's; 0.4 if none), `beta_final`, `beta_annealing_timesteps`,
+    `relo_epsilon` (1e-5), `alpha` (the config's; 0.5 if it has none or
+    replays uniformly, with alpha 0), `beta` (the config's; 0.4 if none or
+    with alpha 0), `beta_final`, `beta_annealing_timesteps`,
     `capacity`. LaBER: `laber_m` (4), `laber_weights` ("mean"), `capacity`;
     alpha and beta are set to 0 (a uniform large batch, LaBER's weights).
 
@@ -161,6 +162,11 @@ def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
         buffer_config = {k: old[k] for k in ("capacity", "alpha", "beta") if k in old}
     buffer_config["type"] = FAST_BUFFER_TYPE
     if method == RELO:
+        if buffer_config.get("alpha") == 0:
+            # Uniform replay (TD3's default): ReLo needs priorities, and the
+            # beta of uniform replay corrected nothing, so both take ReLo's.
+            del buffer_config["alpha"]
+            buffer_config.pop("beta", None)
         buffer_config.setdefault("alpha", RELO_ALPHA)
         buffer_config.setdefault("beta", 0.4)
         transform = settings.get("relo_transform", relo_transform_for(config))

@@ -47,7 +47,7 @@ from rllib_ners.replay_buffers.sum_tree import (
     SumTree,
     last_writes,
 )
-from rllib_ners.utils.checks import check_positive_int
+from rllib_ners.utils.checks import check_positive_int, is_finite_number
 
 logger = logging.getLogger(__name__)
 
@@ -110,14 +110,16 @@ def check_min_priority(min_priority) -> float:
     return float(min_priority)
 
 
-def check_beta(beta) -> float:
-    """`beta` as a float in `[0, 1]` (None is 0); raises otherwise."""
+def check_beta(beta, name: str = "beta") -> float:
+    """`beta` (the setting `name`: "beta" or "beta_final") as a float in
+    `[0, 1]` (None is 0); raises otherwise."""
     if beta is None:
         return 0.0
-    if not (0.0 <= float(beta) <= 1.0):
+    if not (is_finite_number(beta) and 0.0 <= beta <= 1.0):
         raise ValueError(
-            f"`beta` must lie in [0, 1], got beta={beta!r}. It is the importance-"
-            f"sampling exponent: 0 means no correction, 1 full correction."
+            f"`{name}` must be a number in [0, 1], got {name}={beta!r}. It is "
+            f"the importance-sampling exponent: 0 means no correction, 1 full "
+            f"correction. {SETTING_FIX}"
         )
     return float(beta)
 
@@ -152,10 +154,10 @@ class PrioritySampler(ReplaySampler):
         beta_annealing_timesteps: Optional[int] = None,
         min_priority: float = MIN_PRIORITY,
     ):
-        if not (np.isfinite(alpha) and alpha >= 0.0):
+        if not (is_finite_number(alpha) and alpha >= 0.0):
             raise ValueError(
                 f"`alpha` must be a finite number >= 0, got alpha={alpha!r}. "
-                f"0 samples uniformly, 1 fully by priority."
+                f"0 samples uniformly, 1 fully by priority. {SETTING_FIX}"
             )
         self.default_beta = check_beta(beta)
         if (beta_final is None) != (beta_annealing_timesteps is None):
@@ -165,7 +167,9 @@ class PrioritySampler(ReplaySampler):
                 f"beta_final={beta_final!r}, "
                 f"beta_annealing_timesteps={beta_annealing_timesteps!r}."
             )
-        self.beta_final = None if beta_final is None else check_beta(beta_final)
+        self.beta_final = (
+            None if beta_final is None else check_beta(beta_final, "beta_final")
+        )
         self.beta_annealing_timesteps = (
             None
             if beta_annealing_timesteps is None

@@ -51,6 +51,7 @@ from rllib_ners.replay_buffers.feedback import (
 )
 from rllib_ners.replay_buffers.priority_sampler import PrioritySampler
 from rllib_ners.replay_buffers.ring_storage import copy_if_array
+from rllib_ners.utils.checks import is_finite_number
 
 RELO_TRANSFORMS = ("clip", "exp")
 DEFAULT_RELO_EPSILON = 1e-5
@@ -82,12 +83,7 @@ def check_relo_settings(relo_transform: Any, relo_epsilon: Any) -> None:
             f"relo_epsilon) is the paper's; 'exp' its authors' map for C51 "
             f"Rainbow. Set it in `replay_buffer_config`."
         )
-    if not (
-        isinstance(relo_epsilon, (int, float))
-        and not isinstance(relo_epsilon, bool)
-        and np.isfinite(relo_epsilon)
-        and relo_epsilon > 0
-    ):
+    if not (is_finite_number(relo_epsilon) and relo_epsilon > 0):
         raise ValueError(
             f"`relo_epsilon` must be a finite number > 0, got "
             f"relo_epsilon={relo_epsilon!r}: 'clip' adds it so that no item's "
@@ -119,6 +115,14 @@ class ReLoSampler(PrioritySampler):
     ):
         check_relo_settings(relo_transform, relo_epsilon)
         super().__init__(capacity, **settings)
+        if self.alpha == 0.0:
+            # Every leaf would be p ** 0 = 1: uniform replay under ReLo's name.
+            raise ValueError(
+                "`alpha` must be > 0 with sampler='relo', got alpha=0, which "
+                "draws every item with the same probability whatever its "
+                "reducible loss. Set replay_buffer_config['alpha'] (the authors' "
+                "0.5), or sampler='priority' with alpha 0 for uniform replay."
+            )
         self.relo_transform = relo_transform
         self.relo_epsilon = float(relo_epsilon)
 

@@ -56,6 +56,7 @@ from rllib_ners.replay_buffers import (
     writer,
 )
 from rllib_ners.replay_buffers.bookkeeping import PendingSample, StepCounts
+from rllib_ners.replay_buffers.buffer_names import SETTING_FIX
 from rllib_ners.replay_buffers.buffer_settings import (
     check_capacity,
     check_no_unknown_settings,
@@ -74,6 +75,7 @@ from rllib_ners.replay_buffers.sampler_choice import (
     check_learner_sends_feedback,
     sampler_class_for,
 )
+from rllib_ners.utils.checks import is_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +204,7 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         self.capacity = capacity
         # One generator for every random draw: sample slots, n per item, and the
         # NERS buffer's sampler-training draw.
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(_checked_seed(seed))
         self._pending = PendingSample()
         self._counts = StepCounts()
         self._counts.restart_reporting(self._storage)
@@ -557,3 +559,20 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
             raise RuntimeError(
                 "Replay buffer invariants broken: " + "; ".join(problems)
             )
+
+
+def _checked_seed(seed: Any) -> Any:
+    """`seed` for numpy's generator: None, an integer >= 0 or a sequence of
+    them (the multi-agent buffer seeds each module's buffer with
+    `[seed, module hash]`); raises naming the setting otherwise (numpy's own
+    error names neither)."""
+    if seed is None:
+        return None
+    entropy = seed if isinstance(seed, (list, tuple)) else [seed]
+    if len(entropy) == 0 or not all(
+        is_positive_int(value, allow_zero=True) for value in entropy
+    ):
+        raise ValueError(
+            f"`seed` must be an integer >= 0, got seed={seed!r}. {SETTING_FIX}"
+        )
+    return [int(value) for value in seed] if entropy is seed else int(seed)

@@ -5,6 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 
+def is_finite_number(value: Any) -> bool:
+    """True for a finite real number; booleans and numeric strings are not
+    numbers to a user (`True` is an int to Python)."""
+    import math
+    import numbers
+
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
 def is_positive_int(value: Any, *, allow_zero: bool = False) -> bool:
     """True for an integral number >= 1 (>= 0 with `allow_zero`).
 

@@ -303,3 +303,34 @@ def test_a_multi_agent_config_is_refused_before_training(route):
         match=f"{route}: single-agent configs only.*FastMultiAgentPrioritized",
     ):
         enable(config)
+
+
+def test_relo_on_a_uniform_config_takes_relos_alpha_and_beta():
+    # TD3's default buffer replays uniformly (alpha 0, beta 0): carried over,
+    # ReLo's priorities would never reach the draw.
+    assert TD3Config().replay_buffer_config["alpha"] == 0.0
+    config = enable_replay(TD3Config().environment("Pendulum-v1"), "relo")
+    assert config.replay_buffer_config["alpha"] == 0.5
+    assert config.replay_buffer_config["beta"] == 0.4
+    config.validate()
+    with pytest.raises(ValueError, match=re.escape("got alpha=0, which draws")):
+        enable_replay(TD3Config().environment("Pendulum-v1"), "relo", alpha=0.0)
+
+
+@pytest.mark.parametrize(
+    "buffer_config, settings, message",
+    [
+        ({"alpha": 0.0}, {}, "NERS replay with replay_buffer_config['alpha']=0.0"),
+        ({"min_priority": -1.0}, {}, "`min_priority` must be a finite number > 0"),
+        ({"storage_unit": "timesteps"}, {}, "Unknown replay buffer settings"),
+        ({}, {"replay_reward_mode": "eval_return"}, "needs evaluation workers"),
+        ({}, {"lr": -1}, "NERS setting `lr=-1` is invalid"),
+    ],
+)
+def test_enable_ners_refuses_what_a_stock_validate_would_let_through(
+    buffer_config, settings, message
+):
+    config = DQNConfig().environment("CartPole-v1")
+    config.training(replay_buffer_config=buffer_config)
+    with pytest.raises(ValueError, match=r"^enable_ners: .*" + re.escape(message)):
+        rllib_ners.enable_ners(config, **settings)

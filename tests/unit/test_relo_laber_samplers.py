@@ -340,7 +340,7 @@ def test_buffers_with_their_own_sampler_refuse_a_replay_method():
 
 @pytest.mark.parametrize("method", ["relo", "laber"])
 def test_a_stock_algorithms_buffer_refuses_relo_and_laber_naming_the_fix(method):
-    settings = {"sampler": method, "alpha": 0.0}
+    settings = {"sampler": method, "alpha": 0.5 if method == "relo" else 0.0}
     # RLlib's Algorithm passes metrics_num_episodes_for_smoothing, not our flag.
     with pytest.raises(ValueError, match=f"enable_replay\\(config, '{method}'\\)"):
         FastPrioritizedEpisodeReplayBuffer(

@@ -291,3 +291,52 @@ def test_multi_agent_replay_refuses_relo_and_laber(sampler):
         ),
     ):
         config.validate()
+
+
+@pytest.mark.parametrize("config_name", CONFIGS)
+def test_relo_with_alpha_0_is_refused_as_uniform_replay(config_name):
+    # TD3's default buffer has alpha 0: {"sampler": "relo"} alone would draw
+    # uniformly under ReLo's name.
+    config = _with_buffer(config_name, **{**RELO, "alpha": 0.0})
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "`alpha` must be > 0 with sampler='relo', got alpha=0, which draws "
+            "every item with the same probability"
+        ),
+    ):
+        config.validate()
+    _with_buffer(config_name, **RELO).validate()
+
+
+def test_td3s_uniform_default_with_relo_alone_is_refused():
+    config = CONFIGS["TD3Config"]().training(replay_buffer_config={"sampler": "relo"})
+    with pytest.raises(ValueError, match=re.escape("replay_buffer_config['alpha']")):
+        config.validate()
+
+
+BETA_RANGE = "must be a number in [0, 1], got"
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"beta_final": 1.5}, f"`beta_final` {BETA_RANGE} beta_final=1.5"),
+        ({"beta_final": "high"}, f"`beta_final` {BETA_RANGE} beta_final='high'"),
+        ({"beta_final": True}, f"`beta_final` {BETA_RANGE} beta_final=True"),
+        ({"beta": "0.4"}, f"`beta` {BETA_RANGE} beta='0.4'"),
+        ({"alpha": "0.6"}, "`alpha` must be a finite number >= 0, got alpha='0.6'"),
+        ({"seed": -1}, "`seed` must be an integer >= 0, got seed=-1"),
+        ({"seed": 1.5}, "`seed` must be an integer >= 0, got seed=1.5"),
+        ({"seed": "abc"}, "`seed` must be an integer >= 0, got seed='abc'"),
+    ],
+)
+def test_a_bad_buffer_number_names_its_own_setting(settings, message):
+    (name,) = settings
+    if name == "beta_final":
+        settings = {**settings, "beta_annealing_timesteps": 1000}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FastPrioritizedEpisodeReplayBuffer(capacity=100, **settings)
+    # validate() reports it (the table's rule, or its probe of the buffer).
+    with pytest.raises(ValueError, match=re.escape(name)):
+        _with_buffer("RainbowDQNConfig", type=FAST, **settings).validate()

@@ -10,7 +10,7 @@ and are validated as `rllib_ners.NERSSettings`.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.utils.annotations import override
@@ -165,32 +165,44 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
         """Raises config errors (`raise_config_error`) for bad NERS settings and
         set-ups of a config that replays from the NERS buffer."""
         who = getattr(self.algo_class, "__name__", type(self).__name__)
-        buffer_config = self.replay_buffer_config or {}
-        # alpha = 0 is a valid buffer setting (uniform replay) that makes NERS
-        # pointless; values out of range are the buffer settings' check.
-        if buffer_config.get("alpha", 1.0) == 0:
-            raise_config_error(
-                self,
-                f"NERS replay with replay_buffer_config['alpha']="
-                f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
-                f"the learned scores; set alpha > 0 (e.g. 0.6).",
-            )
-        try:
-            NERSSettings.from_dict(self.ners_config)
-        except ValueError as error:
-            raise_config_error(self, str(error))
+        problem = ners_replay_problem(
+            self.replay_buffer_config or {},
+            self.ners_config,
+            evaluates=bool(self.evaluation_interval or self.evaluation_num_env_runners),
+        )
+        if problem is not None:
+            raise_config_error(self, problem)
         if self.is_multi_agent:
             raise_config_error(
                 self,
                 f"{who} supports single-agent setups only; remove the multi_agent() "
                 f"policies.",
             )
-        if self.ners_config.get("replay_reward_mode") == "eval_return" and not (
-            self.evaluation_interval or self.evaluation_num_env_runners
-        ):
-            raise_config_error(
-                self,
-                "NERS replay_reward_mode='eval_return' needs evaluation workers: set "
-                "config.evaluation(evaluation_num_env_runners=1, "
-                "evaluation_duration=5, evaluation_duration_unit='episodes').",
-            )
+
+
+def ners_replay_problem(
+    buffer_config: Dict[str, Any], ners_settings: Dict[str, Any], *, evaluates: bool
+) -> Optional[str]:
+    """What is wrong with NERS replay from `buffer_config` (the NERS buffer's)
+    with the sampler settings `ners_settings`, or None; `evaluates`: whether
+    the config has evaluation workers. Shared by the NERS configs'
+    `validate()` and `enable_ners`."""
+    # alpha = 0 is a valid buffer setting (uniform replay) that makes NERS
+    # pointless; values out of range are the buffer settings' check.
+    if buffer_config.get("alpha", 1.0) == 0:
+        return (
+            f"NERS replay with replay_buffer_config['alpha']="
+            f"{buffer_config.get('alpha')!r} samples uniformly and ignores "
+            f"the learned scores; set alpha > 0 (e.g. 0.6)."
+        )
+    try:
+        NERSSettings.from_dict(ners_settings)
+    except ValueError as error:
+        return str(error)
+    if ners_settings.get("replay_reward_mode") == "eval_return" and not evaluates:
+        return (
+            "NERS replay_reward_mode='eval_return' needs evaluation workers: set "
+            "config.evaluation(evaluation_num_env_runners=1, "
+            "evaluation_duration=5, evaluation_duration_unit='episodes')."
+        )
+    return None

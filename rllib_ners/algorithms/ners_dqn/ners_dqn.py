@@ -26,6 +26,9 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.utils import force_list
 from ray.rllib.utils.annotations import override
 
+from rllib_ners.algorithms.common.config.buffer_config_checks import (
+    buffer_settings_problem,
+)
 from rllib_ners.algorithms.common.config.buffer_types import (
     NERS_BUFFER_TYPE,
     buffer_type_to_string,
@@ -35,7 +38,7 @@ from rllib_ners.algorithms.common.config.stock_config_refusals import (
     refuse_a_users_learner_class,
     refuse_multi_agent,
 )
-from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
+from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin, ners_replay_problem
 from rllib_ners.algorithms.ners.ners_learner import (
     LEARNER_CONFIG_NERS_KEY,
     NERS_RESULTS,
@@ -43,7 +46,6 @@ from rllib_ners.algorithms.ners.ners_learner import (
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
-from rllib_ners.ners.settings import NERSSettings
 
 
 def _check_ners_buffer(replay_buffer_config: Optional[dict], setting: str) -> None:
@@ -157,19 +159,28 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
 
     Sets the NERS replay buffer (keeping the given capacity, alpha and beta), the
     NERS learner, `NERSCallback` beside the config's own callbacks and the
-    sampler settings (validated here). A Learner class of the user's that does
+    sampler settings. The buffer and sampler settings are checked here as the
+    NERS configs' `validate()` checks them (a stock config's checks none). A Learner class of the user's that does
     not derive from `NERSDQNTorchLearner` raises: it would be replaced.
     """
     from rllib_ners.algorithms.ners_dqn.torch.ners_dqn_torch_learner import (
         NERSDQNTorchLearner,
     )
 
-    NERSSettings.from_dict(ners_settings)
     refuse_multi_agent(config, who="enable_ners")
     refuse_a_users_learner_class(config, NERSDQNTorchLearner, who="enable_ners")
     buffer_config = dict(config.replay_buffer_config or {})
     buffer_config["type"] = NERS_BUFFER_TYPE
     buffer_config["scored_by_ners_learner"] = True
+    # A stock DQNConfig's validate() checks none of this: refused here, before
+    # a traceback from inside the algorithm's build.
+    problem = ners_replay_problem(
+        buffer_config,
+        ners_settings,
+        evaluates=bool(config.evaluation_interval or config.evaluation_num_env_runners),
+    ) or buffer_settings_problem(resolve_buffer_class(NERS_BUFFER_TYPE), buffer_config)
+    if problem is not None:
+        raise ValueError(f"enable_ners: {problem}")
     learner_config = dict(config.learner_config_dict or {})
     learner_config[LEARNER_CONFIG_NERS_KEY] = dict(ners_settings)
     # The user's callbacks stay (RLlib takes a list); RLlib's default
