@@ -89,6 +89,13 @@ def check_relo_settings(relo_transform: Any, relo_epsilon: Any) -> None:
             f"relo_epsilon={relo_epsilon!r}: 'clip' adds it so that no item's "
             f"priority is 0 (the paper's 1e-5). Set it in `replay_buffer_config`."
         )
+    if relo_transform == "exp" and relo_epsilon != DEFAULT_RELO_EPSILON:
+        raise ValueError(
+            f"`relo_epsilon` is added by relo_transform='clip' only, got "
+            f"relo_epsilon={relo_epsilon!r} with relo_transform='exp', whose "
+            f"priorities are > 0 without it. Leave relo_epsilon out, or set "
+            f"relo_transform='clip'."
+        )
 
 
 class ReLoSampler(PrioritySampler):

@@ -340,3 +340,19 @@ def test_a_bad_buffer_number_names_its_own_setting(settings, message):
     # validate() reports it (the table's rule, or its probe of the buffer).
     with pytest.raises(ValueError, match=re.escape(name)):
         _with_buffer("RainbowDQNConfig", type=FAST, **settings).validate()
+
+
+def test_relo_epsilon_with_the_exp_transform_is_refused():
+    # "exp" maps ReLo to > 0 itself; an epsilon there would be dropped.
+    config = _with_buffer(
+        "RainbowDQNConfig", **RELO, relo_transform="exp", relo_epsilon=0.5
+    )
+    with pytest.raises(
+        ValueError,
+        match=re.escape("`relo_epsilon` is added by relo_transform='clip' only"),
+    ):
+        config.validate()
+    # The default epsilon, as the presets write it beside "exp", is fine.
+    _with_buffer(
+        "RainbowDQNConfig", **RELO, relo_transform="exp", relo_epsilon=1e-5
+    ).validate()
