@@ -31,10 +31,12 @@ from rllib_ners import (
 )
 from rllib_ners.algorithms.common.config.setting_ranges import (
     SETTING_RANGES,
+    SWITCHED_SETTINGS,
     UNSET,
     SettingRange,
     setting_value,
     valid_example,
+    warn_of_switched_off_settings,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -439,7 +441,9 @@ def _presets():
 
 @pytest.mark.parametrize("name, make", list(_presets()), ids=lambda v: v)
 def test_the_presets_validate(name, make):
-    make().validate()
+    config = make()
+    config.validate()
+    assert warn_of_switched_off_settings(config) == []
 
 
 # Tune resolves the sweep's search spaces before any config validates.
@@ -456,6 +460,7 @@ def test_the_tuned_examples_validate(example):
 
     config, _ = load_python_example(REPO / example)
     config.validate()
+    assert warn_of_switched_off_settings(config) == []
 
 
 def test_the_walk_tries_both_sides_of_two_sided_ranges():
@@ -490,3 +495,40 @@ def test_train_batch_size_is_taken_where_rllib_reads_it():
         (ACERConfig, "CartPole-v1"),
     ):
         config_class().environment(env).validate()
+
+
+SWITCHED_OFF = {
+    "sigma0": ("RainbowDQNConfig", {"sigma0": 0.1}, {"noisy": True}),
+    "v_min": ("RainbowDQNConfig", {"v_min": -5.0}, {"num_atoms": 51}),
+    "v_max": ("NERSDQNConfig", {"v_max": 5.0}, {"num_atoms": 51}),
+    "pal_alpha": ("TD3Config", {"pal_alpha": 0.9}, {"critic_loss": "pal"}),
+    "target_noise_clip": (
+        "DDPGConfig",
+        {"target_noise_clip": 0.3},
+        {"target_noise": 0.2},
+    ),
+    "trust_region_delta": (
+        "ACERConfig",
+        {"trust_region_delta": 5.0, "use_trust_region": False},
+        {"use_trust_region": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("setting", [rule.setting for rule in SWITCHED_SETTINGS])
+def test_a_setting_its_switch_leaves_off_is_named_once(setting, caplog, monkeypatch):
+    from rllib_ners.algorithms.common.config import setting_ranges
+
+    monkeypatch.setattr(setting_ranges, "_warned_switched_off", set())
+    config_name, settings, switch_on = SWITCHED_OFF[setting]
+    config = CONFIGS[config_name]().training(**settings)
+    logger = "rllib_ners.algorithms.common.config.setting_ranges"
+    with caplog.at_level(logging.WARNING, logger=logger):
+        config.validate()  # a warning, not an error: Tune may sweep the switch
+        assert warn_of_switched_off_settings(config) == [setting]
+        config.validate()
+    messages = [r.getMessage() for r in caplog.records if setting in r.getMessage()]
+    assert len(messages) == 1  # once per config class and setting
+    assert messages[0].startswith(f"{setting}=")
+    assert warn_of_switched_off_settings(CONFIGS[config_name]()) == []
+    assert warn_of_switched_off_settings(config.training(**switch_on)) == []

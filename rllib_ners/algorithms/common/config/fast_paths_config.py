@@ -117,7 +117,8 @@ class FastPathsConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
                 updates). Equal to the eager updates within float tolerance.
                 Needs the fast training loop; Learners it cannot serve (not on
                 CUDA, several Learners, cached NERS image encodings, mixed precision, LR
-                schedules) update eagerly and say why in one log line.
+                schedules, LaBER's sub-sample drawn on the host) update eagerly
+                and say why in one log line.
             act_on_learner_device: With `num_env_runners=0` and a local Learner
                 on a GPU, whether the local EnvRunner acts on the GPU with the
                 Learner's own parameters (True: no weight copies; for
