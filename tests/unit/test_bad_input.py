@@ -568,6 +568,33 @@ NOT_READ_CASES = [
         "train_batch_size=80 is not read.*train_batch_size_per_learner=320",
         lambda: _acer(train_batch_size=80),
     ),
+    # The training step passes the batch to every sample() call, and the
+    # Algorithm its own smoothing window: the buffer config's are not read.
+    (
+        "replay_buffer_config\\['batch_size_B'\\]=64 is not read by the algorithm's "
+        "buffer.*train_batch_size_per_learner",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config={"batch_size_B": 64})
+            .validate()
+        ),
+    ),
+    (
+        "replay_buffer_config\\['batch_length_T'\\]=20 is not read",
+        lambda: _acer(replay_buffer_config={"batch_length_T": 20}),
+    ),
+    (
+        "replay_buffer_config\\['metrics_num_episodes_for_smoothing'\\]=5 would be "
+        "replaced by the Algorithm's own \\(100\\).*"
+        "config.reporting\\(metrics_num_episodes_for_smoothing=5\\)",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .training(replay_buffer_config={"metrics_num_episodes_for_smoothing": 5})
+            .validate()
+        ),
+    ),
     (
         # RLlib's DQN copies train_batch_size into the per-Learner batch; set
         # beside a different one, it is not read.

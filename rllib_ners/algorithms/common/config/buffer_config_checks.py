@@ -7,7 +7,9 @@ configs check `type`, the settings of our buffers and unknown keys here, with a
 config error naming the setting and the fix (`capacity`, `alpha` and `beta` of
 any buffer have their ranges in `setting_ranges`, checked before). The check
 builds a small probe of the buffer from what the algorithm would pass it, so it
-fails wherever the algorithm's build would.
+fails wherever the algorithm's build would. Keys the algorithm overrides
+(`batch_size_B`, `batch_length_T`, `metrics_num_episodes_for_smoothing`) are
+refused, naming the setting that decides instead.
 """
 
 from __future__ import annotations
@@ -124,12 +126,49 @@ def check_replay_buffer_config(config) -> None:
         raise_config_error(config, problem)
     if not is_fast_buffer(buffer_class):
         return  # RLlib's own: `setting_ranges` checks capacity, alpha, beta
+    _check_keys_the_algorithm_sets(config, buffer_config)
     _check_agents_fit_buffer(config, buffer_class)
     problem = buffer_settings_problem(buffer_class, algorithm_buffer_config(config))
     if problem is not None:
         raise_config_error(
             config,
             f"{problem} Fix it with config.training(replay_buffer_config={{...}}).",
+        )
+
+
+# Keys of `replay_buffer_config` that an algorithm's buffer never reads as
+# given, and the setting that decides instead.
+_SET_BY_THE_ALGORITHM = {
+    "batch_size_B": "config.training(train_batch_size_per_learner=...), the "
+    "number of items each update samples",
+    "batch_length_T": "config.training(train_batch_size_per_learner=...) (and "
+    "ACER's sequence_length); the training step samples single steps or "
+    "sequences itself",
+}
+
+
+def _check_keys_the_algorithm_sets(config, buffer_config: Dict[str, Any]) -> None:
+    """Raises a config error for a `replay_buffer_config` key that the
+    algorithm overrides: the training step passes the batch size to every
+    `sample()` call, and the Algorithm passes its own
+    `metrics_num_episodes_for_smoothing`."""
+    for key, decided_by in _SET_BY_THE_ALGORITHM.items():
+        if key in buffer_config:
+            raise_config_error(
+                config,
+                f"replay_buffer_config['{key}']={buffer_config[key]!r} is not read "
+                f"by the algorithm's buffer: the batch is set by {decided_by}. "
+                f"Remove '{key}' from replay_buffer_config.",
+            )
+    smoothing = buffer_config.get("metrics_num_episodes_for_smoothing")
+    if smoothing is not None and smoothing != config.metrics_num_episodes_for_smoothing:
+        raise_config_error(
+            config,
+            f"replay_buffer_config['metrics_num_episodes_for_smoothing']="
+            f"{smoothing!r} would be replaced by the Algorithm's own "
+            f"({config.metrics_num_episodes_for_smoothing!r}). Set "
+            f"config.reporting(metrics_num_episodes_for_smoothing={smoothing!r}) "
+            f"and remove the key from replay_buffer_config.",
         )
 
 
