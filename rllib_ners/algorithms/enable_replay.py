@@ -28,6 +28,7 @@ take the same call, or the buffer settings directly (their presets:
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict
 
 from rllib_ners.algorithms.common.config.buffer_config_checks import (
@@ -53,6 +54,8 @@ from rllib_ners.algorithms.common.config.stock_config_refusals import (
     refuse_multi_agent,
 )
 from rllib_ners.replay_buffers.sampler_choice import ALL_METHOD_SETTINGS
+
+logger = logging.getLogger(__name__)
 
 # The settings `enable_replay(config, method, **settings)` takes per method:
 # the sampler's own and the buffer's that the method leaves to the user.
@@ -174,6 +177,7 @@ def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
             sampler=RELO, relo_transform=transform, relo_epsilon=RELO_EPSILON
         )
     else:
+        _drop_prioritized_replay_settings(config, buffer_config)
         buffer_config.update(
             sampler=LABER,
             alpha=0.0,
@@ -189,6 +193,37 @@ def _buffer_config(config, method: str, settings: Dict[str, Any]) -> dict:
     # algorithms set the flag from their Learner class themselves).
     buffer_config["learner_sends_feedback"] = True
     return buffer_config
+
+
+# Settings of prioritized replay that LaBER's uniform large batch replaces.
+_PRIORITIZED_REPLAY_SETTINGS = (
+    "alpha",
+    "beta",
+    "beta_final",
+    "beta_annealing_timesteps",
+    "min_priority",
+)
+
+
+def _drop_prioritized_replay_settings(config, buffer_config: dict) -> None:
+    """Removes from `buffer_config` the settings LaBER replaces, and names
+    those the user set (values other than the config class's defaults) in a
+    warning: the large batch is uniform and LaBER's weights replace the
+    importance weights."""
+    defaults = dict(type(config)().replay_buffer_config or {})
+    replaced = {}
+    for key in _PRIORITIZED_REPLAY_SETTINGS:
+        if key in buffer_config:
+            value = buffer_config.pop(key)
+            if value != defaults.get(key) and value not in (None, 0, 0.0):
+                replaced[key] = value
+    if replaced:
+        logger.warning(
+            "enable_replay(config, 'laber'): LaBER draws its large batch uniformly "
+            "and weighs the sub-sample itself, so the config's %s are replaced "
+            "(alpha 0, beta 0, no annealing or priority floor).",
+            ", ".join(f"{key}={value!r}" for key, value in replaced.items()),
+        )
 
 
 def _learner_class_for(config, method: str):

@@ -125,23 +125,25 @@ class LargeBatchSampler(PrioritySampler):
     ):
         self.laber_m = check_laber_settings(laber_m, laber_weights)
         self.laber_weights = laber_weights
-        if alpha != 0 or (beta or 0) != 0 or beta_final is not None:
+        if (
+            alpha != 0
+            or (beta or 0) != 0
+            or beta_final is not None
+            or beta_annealing_timesteps is not None
+            or min_priority != MIN_PRIORITY
+        ):
             raise ValueError(
                 f"sampler='laber' draws its large batch uniformly and weighs the "
                 f"sub-sample itself, so PER's settings do not apply: got "
-                f"alpha={alpha!r}, beta={beta!r}, beta_final={beta_final!r}. Set "
-                f"alpha=0.0 and beta=0.0 and remove beta_final/"
-                f"beta_annealing_timesteps in `replay_buffer_config` (RLlib's DQN "
+                f"alpha={alpha!r}, beta={beta!r}, beta_final={beta_final!r}, "
+                f"beta_annealing_timesteps={beta_annealing_timesteps!r}, "
+                f"min_priority={min_priority!r}. Set alpha=0.0 and beta=0.0 and "
+                f"remove beta_final, beta_annealing_timesteps and min_priority "
+                f"in `replay_buffer_config` (RLlib's DQN "
                 f"and SAC defaults carry alpha 0.6, beta 0.4; "
                 f"`rllib_ners.enable_replay(config, 'laber')` sets them)."
             )
-        super().__init__(
-            capacity,
-            alpha=0.0,
-            beta=0.0,
-            beta_annealing_timesteps=beta_annealing_timesteps,
-            min_priority=min_priority,
-        )
+        super().__init__(capacity, alpha=0.0, beta=0.0)
         # Diagnostics of the last feedback: the share of the large batch drawn
         # at least once, and the mean surrogate.
         self.drawn_fraction = float("nan")

@@ -5,6 +5,7 @@ with it: tests/integration/test_enable_replay_training.py)."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -334,3 +335,18 @@ def test_enable_ners_refuses_what_a_stock_validate_would_let_through(
     config.training(replay_buffer_config=buffer_config)
     with pytest.raises(ValueError, match=r"^enable_ners: .*" + re.escape(message)):
         rllib_ners.enable_ners(config, **settings)
+
+
+def test_laber_names_the_prioritized_settings_it_replaces(caplog):
+    logger = "rllib_ners.algorithms.enable_replay"
+    config = DQNConfig().environment("CartPole-v1")
+    with caplog.at_level(logging.WARNING, logger=logger):
+        enable_replay(config, "laber")  # RLlib's default alpha and beta
+    assert not caplog.records
+    config.training(replay_buffer_config={"alpha": 0.4, "min_priority": 1.0})
+    with caplog.at_level(logging.WARNING, logger=logger):
+        buffer_config = enable_replay(config, "laber").replay_buffer_config
+    (record,) = caplog.records
+    assert "the config's alpha=0.4, min_priority=1.0 are replaced" in record.message
+    assert buffer_config["alpha"] == 0.0 and buffer_config["beta"] == 0.0
+    assert "min_priority" not in buffer_config

@@ -356,3 +356,13 @@ def test_relo_epsilon_with_the_exp_transform_is_refused():
     _with_buffer(
         "RainbowDQNConfig", **RELO, relo_transform="exp", relo_epsilon=1e-5
     ).validate()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [{"min_priority": 1.0}, {"beta_annealing_timesteps": 1000}],
+    ids=["min_priority", "beta_annealing_timesteps"],
+)
+def test_laber_refuses_prioritized_replay_settings_it_would_ignore(setting):
+    with pytest.raises(ValueError, match=re.escape(f"{next(iter(setting))}=")):
+        _with_buffer("NERSSACConfig", **LABER, **setting).validate()

@@ -160,8 +160,9 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     Sets the NERS replay buffer (keeping the given capacity, alpha and beta), the
     NERS learner, `NERSCallback` beside the config's own callbacks and the
     sampler settings. The buffer and sampler settings are checked here as the
-    NERS configs' `validate()` checks them (a stock config's checks none). A Learner class of the user's that does
-    not derive from `NERSDQNTorchLearner` raises: it would be replaced.
+    NERS configs' `validate()` checks them (a stock config's checks none). A
+    Learner class of the user's that does not derive from `NERSDQNTorchLearner`
+    raises: it would be replaced.
     """
     from rllib_ners.algorithms.ners_dqn.torch.ners_dqn_torch_learner import (
         NERSDQNTorchLearner,
