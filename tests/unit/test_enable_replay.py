@@ -325,7 +325,12 @@ def test_relo_on_a_uniform_config_takes_relos_alpha_and_beta():
         ({"min_priority": -1.0}, {}, "`min_priority` must be a finite number > 0"),
         ({"storage_unit": "timesteps"}, {}, "Unknown replay buffer settings"),
         ({}, {"replay_reward_mode": "eval_return"}, "needs evaluation workers"),
-        ({}, {"lr": -1}, "NERS setting `lr=-1` is invalid"),
+        (
+            {},
+            {"lr": -1},
+            "`lr=-1` is invalid: the sampler learning rate must be a "
+            "finite number > 0. Fix it with `enable_ners(config, lr=...)`.",
+        ),
     ],
 )
 def test_enable_ners_refuses_what_a_stock_validate_would_let_through(

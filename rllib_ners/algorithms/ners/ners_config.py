@@ -181,11 +181,16 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
 
 
 def ners_replay_problem(
-    buffer_config: Dict[str, Any], ners_settings: Dict[str, Any], *, evaluates: bool
+    buffer_config: Dict[str, Any],
+    ners_settings: Dict[str, Any],
+    *,
+    evaluates: bool,
+    settings_call: str = "config.ners(",
 ) -> Optional[str]:
     """What is wrong with NERS replay from `buffer_config` (the NERS buffer's)
     with the sampler settings `ners_settings`, or None; `evaluates`: whether
-    the config has evaluation workers. Shared by the NERS configs'
+    the config has evaluation workers; `settings_call`: the start of the call
+    that takes the sampler settings, as the fix names it. Shared by the NERS configs'
     `validate()` and `enable_ners`."""
     # alpha = 0 is a valid buffer setting (uniform replay) that makes NERS
     # pointless; values out of range are the buffer settings' check.
@@ -198,7 +203,7 @@ def ners_replay_problem(
     try:
         NERSSettings.from_dict(ners_settings)
     except ValueError as error:
-        return str(error)
+        return str(error).replace("`config.ners(", f"`{settings_call}")
     if ners_settings.get("replay_reward_mode") == "eval_return" and not evaluates:
         return (
             "NERS replay_reward_mode='eval_return' needs evaluation workers: set "

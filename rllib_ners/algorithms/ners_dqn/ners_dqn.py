@@ -179,6 +179,7 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
         buffer_config,
         ners_settings,
         evaluates=bool(config.evaluation_interval or config.evaluation_num_env_runners),
+        settings_call="enable_ners(config, ",
     ) or buffer_settings_problem(resolve_buffer_class(NERS_BUFFER_TYPE), buffer_config)
     if problem is not None:
         raise ValueError(f"enable_ners: {problem}")
