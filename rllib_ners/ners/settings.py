@@ -276,6 +276,17 @@ class NERSSettings:
             choice("feature_normalization", FEATURE_NORMALIZATIONS),
         ]
 
+    def switched_off(self) -> List[Tuple[str, Any, Any, str]]:
+        """`(setting, value, default, switch)` for each setting that differs
+        from its default while another setting leaves it unused (`switch`
+        says what would use it): it would be ignored."""
+        defaults = NERSSettings()
+        return [
+            (name, getattr(self, name), getattr(defaults, name), switch)
+            for name, switch, is_on in _SWITCHED_SETTINGS
+            if not is_on(self) and getattr(self, name) != getattr(defaults, name)
+        ]
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> NERSSettings:
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
@@ -288,3 +299,28 @@ class NERSSettings:
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# Settings another one switches on: (setting, the switch in words, whether it
+# is on). Each is read only on that branch (`scorer`, `reinforce`,
+# `sampler_update`).
+_SWITCHED_SETTINGS: Tuple[Tuple[str, str, Callable[[NERSSettings], bool]], ...] = (
+    (
+        "timestep_scale",
+        "feature_normalization='none'",
+        lambda s: s.feature_normalization == "none",
+    ),
+    (
+        "per_epsilon",
+        "parameterization='per_residual'",
+        lambda s: s.parameterization == "per_residual",
+    ),
+    (
+        "max_log_correction",
+        "parameterization='per_residual'",
+        lambda s: s.parameterization == "per_residual",
+    ),
+    ("baseline_decay", "baseline='ema'", lambda s: s.baseline == "ema"),
+    ("linear_skip_lr", "linear_skip=True", lambda s: s.linear_skip),
+    ("normalizer_size", "objective='log_prob'", lambda s: s.objective == "log_prob"),
+)

@@ -8,6 +8,8 @@ checks, on RLlib's stock `DQNConfig`.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from ray.rllib.algorithms.dqn import DQNConfig
 
@@ -84,3 +86,39 @@ def test_validate_runs_the_ners_checks():
     _config().validate()  # no .ners() call: uniform replay, no error
     ners_replay = _config(type=NERS_BUFFER, capacity=1000, alpha=0.6, beta=0.4)
     ners_replay.ners().validate()
+
+
+# A sampler setting another leaves unused, with a value other than its
+# default, and the switch that uses it.
+PER_RESIDUAL = {"parameterization": "per_residual"}
+SWITCHED_OFF_NERS = [
+    ({"timestep_scale": 50.0}, {"feature_normalization": "none"}),
+    ({"per_epsilon": 1e-3, "parameterization": "sigmoid"}, PER_RESIDUAL),
+    ({"max_log_correction": 2.0, "parameterization": "sigmoid"}, PER_RESIDUAL),
+    ({"baseline_decay": 0.5, "baseline": "first"}, {"baseline": "ema"}),
+    ({"linear_skip_lr": 1e-2, "linear_skip": False}, {"linear_skip": True}),
+    ({"normalizer_size": 64, "objective": "log_score"}, {"objective": "log_prob"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("settings, switch_on", SWITCHED_OFF_NERS, ids=lambda v: str(v))
+def test_a_ners_setting_its_switch_leaves_off_is_named_once(
+    settings, switch_on, caplog, monkeypatch
+):
+    from rllib_ners.algorithms.ners import ners_config
+
+    monkeypatch.setattr(ners_config, "_warned_switched_off", set())
+    (name,) = [key for key in settings if key not in switch_on]
+    config = _config(type=NERS_BUFFER).ners(**settings)
+    with caplog.at_level(logging.WARNING, logger=ners_config.__name__):
+        config.validate()
+        config.validate()
+    messages = [
+        r.getMessage() for r in caplog.records if "has no effect" in r.getMessage()
+    ]
+    assert len(messages) == 1, messages
+    assert messages[0].startswith(
+        f"NERS setting {name}={settings[name]!r} has no effect"
+    )
+    switched = NERSSettings.from_dict({**settings, **switch_on})
+    assert switched.switched_off() == []

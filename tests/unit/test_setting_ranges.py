@@ -26,6 +26,7 @@ from rllib_ners import (
     DDPGConfig,
     NERSDQNConfig,
     NERSSACConfig,
+    NERSSettings,
     RainbowDQNConfig,
     TD3Config,
 )
@@ -444,6 +445,8 @@ def test_the_presets_validate(name, make):
     config = make()
     config.validate()
     assert warn_of_switched_off_settings(config) == []
+    if hasattr(config, "ners_config"):
+        assert NERSSettings.from_dict(config.ners_config).switched_off() == []
 
 
 # Tune resolves the sweep's search spaces before any config validates.
@@ -461,6 +464,8 @@ def test_the_tuned_examples_validate(example):
     config, _ = load_python_example(REPO / example)
     config.validate()
     assert warn_of_switched_off_settings(config) == []
+    if hasattr(config, "ners_config"):
+        assert NERSSettings.from_dict(config.ners_config).switched_off() == []
 
 
 def test_the_walk_tries_both_sides_of_two_sided_ranges():

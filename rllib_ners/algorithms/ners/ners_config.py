@@ -10,7 +10,8 @@ and are validated as `rllib_ners.NERSSettings`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+import logging
+from typing import Any, Dict, List, Optional, Tuple
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.utils.annotations import override
@@ -18,6 +19,8 @@ from ray.rllib.utils.annotations import override
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.seam.config import raise_config_error
 from rllib_ners.utils.mixin_order import PrecedesInBases
+
+logger = logging.getLogger(__name__)
 
 
 class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
@@ -172,6 +175,7 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
         )
         if problem is not None:
             raise_config_error(self, problem)
+        warn_of_switched_off_ners_settings(type(self), self.ners_config)
         if self.is_multi_agent:
             raise_config_error(
                 self,
@@ -211,3 +215,31 @@ def ners_replay_problem(
             "evaluation_duration=5, evaluation_duration_unit='episodes')."
         )
     return None
+
+
+# (config class, setting) pairs already warned about: validate() runs often.
+_warned_switched_off = set()
+
+
+def warn_of_switched_off_ners_settings(
+    owner: type, ners_settings: Dict[str, Any]
+) -> List[str]:
+    """Logs a warning, once per `owner` (a config class) and setting, for each
+    sampler setting another leaves unused (`NERSSettings.switched_off`);
+    returns their names. A warning, not an error: a Tune sweep over the
+    switch keeps the setting for the trials that use it."""
+    ignored = NERSSettings.from_dict(ners_settings).switched_off()
+    for name, value, default, switch in ignored:
+        if (owner, name) not in _warned_switched_off:
+            _warned_switched_off.add((owner, name))
+            logger.warning(
+                "NERS setting %s=%r has no effect unless %s; it is ignored. Set "
+                "%s, or leave %s at its default (%r).",
+                name,
+                value,
+                switch,
+                switch,
+                name,
+                default,
+            )
+    return [name for name, *_ in ignored]

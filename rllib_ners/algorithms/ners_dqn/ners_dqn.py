@@ -38,7 +38,11 @@ from rllib_ners.algorithms.common.config.stock_config_refusals import (
     refuse_a_users_learner_class,
     refuse_multi_agent,
 )
-from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin, ners_replay_problem
+from rllib_ners.algorithms.ners.ners_config import (
+    NERSConfigMixin,
+    ners_replay_problem,
+    warn_of_switched_off_ners_settings,
+)
 from rllib_ners.algorithms.ners.ners_learner import (
     LEARNER_CONFIG_NERS_KEY,
     NERS_RESULTS,
@@ -183,6 +187,7 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     ) or buffer_settings_problem(resolve_buffer_class(NERS_BUFFER_TYPE), buffer_config)
     if problem is not None:
         raise ValueError(f"enable_ners: {problem}")
+    warn_of_switched_off_ners_settings(type(config), ners_settings)
     learner_config = dict(config.learner_config_dict or {})
     learner_config[LEARNER_CONFIG_NERS_KEY] = dict(ners_settings)
     # The user's callbacks stay (RLlib takes a list); RLlib's default
