@@ -12,6 +12,7 @@ import logging
 
 import pytest
 from ray.rllib.algorithms.dqn import DQNConfig
+from ray.util.debug import reset_log_once
 
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
@@ -103,11 +104,11 @@ SWITCHED_OFF_NERS = [
 
 @pytest.mark.parametrize("settings, switch_on", SWITCHED_OFF_NERS, ids=lambda v: str(v))
 def test_a_ners_setting_its_switch_leaves_off_is_named_once(
-    settings, switch_on, caplog, monkeypatch
+    settings, switch_on, caplog
 ):
     from rllib_ners.algorithms.ners import ners_config
 
-    monkeypatch.setattr(ners_config, "_warned_switched_off", set())
+    reset_log_once()  # an earlier test may have warned already
     (name,) = [key for key in settings if key not in switch_on]
     config = _config(type=NERS_BUFFER).ners(**settings)
     with caplog.at_level(logging.WARNING, logger=ners_config.__name__):

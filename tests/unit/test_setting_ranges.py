@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from ray.util.debug import reset_log_once
 
 from rllib_ners import (
     ACERConfig,
@@ -521,10 +522,8 @@ SWITCHED_OFF = {
 
 
 @pytest.mark.parametrize("setting", [rule.setting for rule in SWITCHED_SETTINGS])
-def test_a_setting_its_switch_leaves_off_is_named_once(setting, caplog, monkeypatch):
-    from rllib_ners.algorithms.common.config import setting_ranges
-
-    monkeypatch.setattr(setting_ranges, "_warned_switched_off", set())
+def test_a_setting_its_switch_leaves_off_is_named_once(setting, caplog):
+    reset_log_once()  # an earlier test may have warned already
     config_name, settings, switch_on = SWITCHED_OFF[setting]
     config = CONFIGS[config_name]().training(**settings)
     logger = "rllib_ners.algorithms.common.config.setting_ranges"
@@ -537,3 +536,28 @@ def test_a_setting_its_switch_leaves_off_is_named_once(setting, caplog, monkeypa
     assert messages[0].startswith(f"{setting}=")
     assert warn_of_switched_off_settings(CONFIGS[config_name]()) == []
     assert warn_of_switched_off_settings(config.training(**switch_on)) == []
+
+
+@pytest.mark.parametrize(
+    "buffer_config, method",
+    [
+        ({"type": "rllib_ners.NERSEpisodeReplayBuffer", "alpha": 0.6}, "NERS replay"),
+        ({"alpha": 0.6, "beta": 0.4}, "prioritised replay (alpha=0.6)"),
+    ],
+)
+def test_on_policy_acer_names_a_replay_method_it_never_uses(
+    buffer_config, method, caplog
+):
+    reset_log_once()
+    logger = "rllib_ners.algorithms.acer.acer"
+    on_policy = CONFIGS["ACERConfig"]().training(
+        replay_ratio=0, replay_buffer_config=buffer_config
+    )
+    with caplog.at_level(logging.WARNING, logger=logger):
+        on_policy.validate()
+        CONFIGS["ACERConfig"]().training(replay_buffer_config=buffer_config).validate()
+        CONFIGS["ACERConfig"]().training(replay_ratio=0).validate()  # uniform
+    (record,) = caplog.records
+    assert record.getMessage().startswith(
+        f"ACER with replay_ratio=0 is on-policy: nothing is replayed, so {method}"
+    )

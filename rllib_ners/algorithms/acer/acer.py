@@ -31,6 +31,7 @@ starts, priority `|Q_ret - Q|`) or by learned NERS scores with
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -51,6 +52,7 @@ from ray.rllib.utils.metrics import (
     REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
     TIMERS,
 )
+from ray.util.debug import log_once
 
 from rllib_ners.algorithms.acer.acer_learner import SEQUENCE_START_TS, SEQUENCE_WEIGHTS
 from rllib_ners.algorithms.common.config.buffer_config_checks import (
@@ -60,6 +62,8 @@ from rllib_ners.algorithms.common.config.buffer_config_checks import (
 from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     buffer_type_to_string,
+    is_ners_buffer,
+    resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.config.config_checks import (
     check_cnn_encoder_fits_observations,
@@ -77,6 +81,8 @@ from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
 from rllib_ners.seam.config import raise_config_error
+
+logger = logging.getLogger(__name__)
 
 REPLAY_RATIO_DISTRIBUTIONS = ("poisson", "fixed")
 # Metric keys under `result["acer"]`.
@@ -374,6 +380,27 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
                 f"it must hold a replayed batch ({self.total_train_batch_size} steps) "
                 f"and two rounds of fresh rollouts ({rollout} steps each). Set it to "
                 f"at least {needed}.",
+            )
+        self._warn_of_an_unused_replay_method(buffer_config)
+
+    def _warn_of_an_unused_replay_method(self, buffer_config: Dict[str, Any]) -> None:
+        """Warns, once, where replay_ratio=0 (on-policy ACER: nothing is
+        replayed) meets a replay method, PER or NERS, that would then do
+        nothing. A warning, not an error: a sweep over replay_ratio keeps it."""
+        if self.replay_ratio != 0:
+            return
+        if is_ners_buffer(resolve_buffer_class(buffer_config["type"])):
+            method = "NERS replay (the NERS buffer)"
+        elif buffer_config.get("alpha", 0) > 0:
+            method = f"prioritised replay (alpha={buffer_config['alpha']!r})"
+        else:
+            return
+        if log_once(f"acer_on_policy_{method}"):
+            logger.warning(
+                "ACER with replay_ratio=0 is on-policy: nothing is replayed, so %s "
+                "has no effect. Set replay_ratio > 0 (e.g. 4) to replay, or replay "
+                "uniformly.",
+                method,
             )
 
 

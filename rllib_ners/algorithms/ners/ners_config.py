@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.utils.annotations import override
+from ray.util.debug import log_once
 
 from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.seam.config import raise_config_error
@@ -217,10 +218,6 @@ def ners_replay_problem(
     return None
 
 
-# (config class, setting) pairs already warned about: validate() runs often.
-_warned_switched_off = set()
-
-
 def warn_of_switched_off_ners_settings(
     owner: type, ners_settings: Dict[str, Any]
 ) -> List[str]:
@@ -230,8 +227,8 @@ def warn_of_switched_off_ners_settings(
     switch keeps the setting for the trials that use it."""
     ignored = NERSSettings.from_dict(ners_settings).switched_off()
     for name, value, default, switch in ignored:
-        if (owner, name) not in _warned_switched_off:
-            _warned_switched_off.add((owner, name))
+        # Once per config class and setting: validate() runs often.
+        if log_once(f"ners_switched_off_{owner.__qualname__}_{name}"):
             logger.warning(
                 "NERS setting %s=%r has no effect unless %s; it is ignored. Set "
                 "%s, or leave %s at its default (%r).",

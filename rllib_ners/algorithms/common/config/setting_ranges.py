@@ -54,6 +54,7 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
+from ray.util.debug import log_once
 
 from rllib_ners.replay_buffers.buffer_settings import MIN_CAPACITY
 from rllib_ners.seam.config import raise_config_error
@@ -557,9 +558,6 @@ SWITCHED_SETTINGS: Tuple[SwitchedSetting, ...] = (
     ),
 )
 
-# (config class, setting) pairs already warned about: validate() runs often.
-_warned_switched_off = set()
-
 
 class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
     """Checks `SETTING_RANGES` at the start of `validate()`, before the parent
@@ -591,8 +589,8 @@ def warn_of_switched_off_settings(config) -> List[str]:
         if value == getattr(defaults, rule.setting):
             continue
         ignored.append(rule.setting)
-        if (type(config), rule.setting) not in _warned_switched_off:
-            _warned_switched_off.add((type(config), rule.setting))
+        # Once per config class and setting: validate() runs often.
+        if log_once(f"switched_off_{type(config).__qualname__}_{rule.setting}"):
             logger.warning(
                 "%s=%r has no effect unless %s; it is ignored. Set %s, or leave "
                 "%s at its default (%r).",
