@@ -7,7 +7,7 @@ configs extend. Each is pinned by `tests/rllib_contract/test_seam_config.py`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
@@ -20,6 +20,7 @@ __all__ = [
     "custom_env_to_module_connector",
     "custom_learner_connector",
     "custom_module_to_env_connector",
+    "custom_optimizer_stepping",
     "raise_config_error",
     "user_learner_class",
     "user_rl_module_spec",
@@ -45,6 +46,18 @@ def custom_learner_connector(config) -> Any:
     RLlib keeps it as `_learner_connector` (the public route builds the whole
     pipeline, default pieces included, for a given env)."""
     return config._learner_connector
+
+
+def custom_optimizer_stepping(config) -> List[str]:
+    """The `config.experimental(...)` settings the user set that change how a
+    torch Learner steps its optimizers: `_torch_grad_scaler_class` (mixed
+    precision) and `_torch_lr_scheduler_classes` (RLlib keeps both under
+    these names; None when unset)."""
+    return [
+        name
+        for name in ("_torch_grad_scaler_class", "_torch_lr_scheduler_classes")
+        if getattr(config, name) is not None
+    ]
 
 
 def user_learner_class(config) -> Optional[type]:

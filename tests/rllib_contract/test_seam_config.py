@@ -16,6 +16,7 @@ from rllib_ners.seam.config import (
     custom_env_to_module_connector,
     custom_learner_connector,
     custom_module_to_env_connector,
+    custom_optimizer_stepping,
     raise_config_error,
     user_learner_class,
     user_rl_module_spec,
@@ -70,6 +71,24 @@ def test_user_learner_class_is_only_the_one_the_user_set():
     assert user_learner_class(config) is DQNTorchLearner, _fail(
         "learners(learner_class=...) is no longer kept as _learner_class"
     )
+
+
+def test_custom_optimizer_stepping_is_what_experimental_set():
+    import torch
+
+    config = DQNConfig()
+    assert custom_optimizer_stepping(config) == [], _fail(
+        "a fresh config sets a grad scaler or LR schedulers"
+    )
+    schedulers = [lambda optimizer: torch.optim.lr_scheduler.StepLR(optimizer, 1)]
+    config.experimental(
+        _torch_grad_scaler_class=torch.amp.GradScaler,
+        _torch_lr_scheduler_classes=schedulers,
+    )
+    assert custom_optimizer_stepping(config) == [
+        "_torch_grad_scaler_class",
+        "_torch_lr_scheduler_classes",
+    ], _fail("experimental(...) no longer keeps them under these names")
 
 
 def test_user_rl_module_spec_is_only_the_one_the_user_set():

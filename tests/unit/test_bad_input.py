@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import ray
+import torch
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_ners import (
@@ -610,6 +611,15 @@ NOT_READ_CASES = [
 
 # Combinations the Learners would refuse in build(), from inside build_algo().
 LEARNER_BUILD_CASES = [
+    (
+        "TD3 steps its optimizers itself and supports neither mixed precision",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .experimental(_torch_grad_scaler_class=torch.amp.GradScaler)
+            .validate()
+        ),
+    ),
     (
         "sampler'\\]='relo' needs a per-item critic loss, but critic_loss='pal'",
         lambda: (

@@ -59,7 +59,19 @@ from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixi
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.replay_buffers.sampler_choice import LABER, RELO
-from rllib_ners.seam.config import ModelConfigIncludesHook, raise_config_error
+from rllib_ners.seam.config import (
+    ModelConfigIncludesHook,
+    custom_optimizer_stepping,
+    raise_config_error,
+)
+
+# Why TD3 refuses mixed precision and torch LR schedulers (its Learner steps
+# the actor's and critics' optimizers itself, on its own schedule).
+OWN_OPTIMIZER_STEPS = (
+    "TD3 steps its optimizers itself and supports neither mixed precision nor "
+    "torch LR schedulers; remove config.experimental(_torch_grad_scaler_class=..., "
+    "_torch_lr_scheduler_classes=...)."
+)
 
 # The critics' regression loss: the TD3 paper's squared error, LAP's Huber
 # loss, or PAL (LAP's uniform-sampling equivalent).
@@ -333,6 +345,9 @@ class TD3Config(
                 "TD3 supports single-agent setups only; remove the multi_agent() "
                 "policies.",
             )
+        if custom_optimizer_stepping(self):
+            # Refused here, not first in the Learner's build() inside Ray.
+            raise_config_error(self, OWN_OPTIMIZER_STEPS)
 
 
 class TD3(NERSSamplerRoundsMixin, DQN):

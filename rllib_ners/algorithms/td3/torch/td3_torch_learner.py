@@ -99,6 +99,7 @@ from rllib_ners.algorithms.ners.torch.torch_ners_sampler import (
     uses_ners_replay,
 )
 from rllib_ners.algorithms.td3.default_td3_rl_module import QF_PREDS, QF_TWIN_PREDS
+from rllib_ners.algorithms.td3.td3 import OWN_OPTIMIZER_STEPS
 from rllib_ners.replay_buffers.feedback import (
     LABER_SURROGATES,
     NERS_SCORES,
@@ -253,12 +254,9 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
             )
         )
         if scales_gradients(self) or uses_torch_lr_schedulers(self):
-            raise ValueError(
-                "TD3 steps its optimizers itself and supports neither mixed "
-                "precision nor torch LR schedulers; remove "
-                "config.experimental(_torch_grad_scaler_class=..., "
-                "_torch_lr_scheduler_classes=...)."
-            )
+            # TD3Config.validate() refuses them first; a config built with
+            # validation switched off reaches this.
+            raise ValueError(OWN_OPTIMIZER_STEPS)
         self.update_counts: Dict[ModuleID, int] = dict.fromkeys(self.module.keys(), 0)
         self.polyak_targets: Dict[ModuleID, PolyakTargets] = {}
         if uses_ners_replay(self.config):
