@@ -33,11 +33,13 @@ from rllib_ners import (
 )
 from rllib_ners.algorithms.common.config.setting_ranges import (
     SETTING_RANGES,
-    SWITCHED_SETTINGS,
     UNSET,
     SettingRange,
     setting_value,
     valid_example,
+)
+from rllib_ners.algorithms.common.config.switched_settings import (
+    SWITCHED_SETTINGS,
     warn_of_switched_off_settings,
 )
 
@@ -526,7 +528,7 @@ def test_a_setting_its_switch_leaves_off_is_named_once(setting, caplog):
     reset_log_once()  # an earlier test may have warned already
     config_name, settings, switch_on = SWITCHED_OFF[setting]
     config = CONFIGS[config_name]().training(**settings)
-    logger = "rllib_ners.algorithms.common.config.setting_ranges"
+    logger = "rllib_ners.algorithms.common.config.switched_settings"
     with caplog.at_level(logging.WARNING, logger=logger):
         config.validate()  # a warning, not an error: Tune may sweep the switch
         assert warn_of_switched_off_settings(config) == [setting]

@@ -10,6 +10,7 @@ TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 * `stock_config_refusals`: what `enable_ners` / `enable_replay` refuse to change;
 * `setting_ranges`: the numeric settings' ranges and the switches, one table
   (`SettingRangesMixin`);
+* `switched_settings`: settings their switch leaves off, named in a warning;
 * `sampler_presets`: the ReLo and LaBER samplers' settings and choices;
 * `rllib_validation`: RLlib's own `validate()`, its TypeErrors as ValueErrors;
 * `fast_paths_config`: the fast paths' switches (`FastPathsConfigMixin`);

@@ -19,12 +19,8 @@ names configs, one of them is among the config's classes (`DQNConfig` covers
 A `None` or "auto" RLlib allows stays allowed (`allowed`); a setting RLlib
 lets be a schedule `[[timestep, value], ...]` has every value checked.
 
-A setting that acts only while another switches it on (`sigma0` without
-`noisy`, `v_min` / `v_max` with one atom, `pal_alpha` without the PAL loss,
-`target_noise_clip` without target noise, `trust_region_delta` without the
-trust region) and differs from its default is named in a warning, once
-(`SWITCHED_SETTINGS`): a Tune sweep over the switch keeps it for the trials
-that switch it on.
+A setting that acts only while another switches it on is named in a warning
+(`switched_settings`), also from `SettingRangesMixin.validate()`.
 
 Numeric settings with checks of their own, each with an error naming the
 setting:
@@ -46,21 +42,20 @@ setting:
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import numbers
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
-from ray.util.debug import log_once
 
+from rllib_ners.algorithms.common.config.switched_settings import (
+    warn_of_switched_off_settings,
+)
 from rllib_ners.replay_buffers.buffer_settings import MIN_CAPACITY
 from rllib_ners.seam.config import raise_config_error
 from rllib_ners.utils.mixin_order import PrecedesInBases
-
-logger = logging.getLogger(__name__)
 
 # A bound: a number, or the name of another setting whose value bounds this
 # one (skipped while that setting is unset).
@@ -521,48 +516,11 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class SwitchedSetting:
-    """A setting that acts only while another one switches it on.
-
-    Attributes:
-        setting: The config attribute, e.g. "sigma0".
-        switch: The switch in words, as the warning says it: "noisy=True".
-        is_on: Whether `config`'s switch is on.
-        configs: Names of the config classes the rule covers.
-    """
-
-    setting: str
-    switch: str
-    is_on: Callable[[Any], bool]
-    configs: Tuple[str, ...]
-
-
-SWITCHED_SETTINGS: Tuple[SwitchedSetting, ...] = (
-    SwitchedSetting("sigma0", "noisy=True", lambda c: c.noisy, (_DQN,)),
-    *(
-        SwitchedSetting(name, "num_atoms > 1", lambda c: c.num_atoms > 1, (_DQN,))
-        for name in ("v_min", "v_max")
-    ),
-    SwitchedSetting(
-        "pal_alpha", "critic_loss='pal'", lambda c: c.critic_loss == "pal", (_SAC, _TD3)
-    ),
-    SwitchedSetting(
-        "target_noise_clip", "target_noise > 0", lambda c: c.target_noise > 0, (_TD3,)
-    ),
-    SwitchedSetting(
-        "trust_region_delta",
-        "use_trust_region=True",
-        lambda c: c.use_trust_region,
-        (_ACER,),
-    ),
-)
-
-
 class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
     """Checks `SETTING_RANGES` at the start of `validate()`, before the parent
     config's checks (first among the config's bases, so before the other
-    mixins' checks too), and warns of `SWITCHED_SETTINGS` set while off."""
+    mixins' checks too), and warns of settings their switch leaves off
+    (`switched_settings`)."""
 
     @override(AlgorithmConfig)
     def validate(self) -> None:
@@ -570,38 +528,6 @@ class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
         check_train_batch_size_is_read(self)
         warn_of_switched_off_settings(self)
         super().validate()
-
-
-def warn_of_switched_off_settings(config) -> List[str]:
-    """Logs a warning, once per config class and setting, for each setting of
-    `SWITCHED_SETTINGS` that differs from the class's default while its switch
-    is off (it would be ignored); returns the settings found.
-
-    A warning, not an error: a Tune sweep over the switch keeps the setting
-    for the trials where the switch is on."""
-    config_classes = {cls.__name__ for cls in type(config).__mro__}
-    defaults, ignored = None, []
-    for rule in SWITCHED_SETTINGS:
-        if config_classes.isdisjoint(rule.configs) or rule.is_on(config):
-            continue
-        defaults = defaults or type(config)()
-        value = getattr(config, rule.setting)
-        if value == getattr(defaults, rule.setting):
-            continue
-        ignored.append(rule.setting)
-        # Once per config class and setting: validate() runs often.
-        if log_once(f"switched_off_{type(config).__qualname__}_{rule.setting}"):
-            logger.warning(
-                "%s=%r has no effect unless %s; it is ignored. Set %s, or leave "
-                "%s at its default (%r).",
-                rule.setting,
-                value,
-                rule.switch,
-                rule.switch,
-                rule.setting,
-                getattr(defaults, rule.setting),
-            )
-    return ignored
 
 
 def check_train_batch_size_is_read(config) -> None:

@@ -1,0 +1,92 @@
+"""Settings that act only while another setting switches them on.
+
+`sigma0` without `noisy`, `v_min` / `v_max` with one atom, `pal_alpha` without
+the PAL loss, `target_noise_clip` without target noise, `trust_region_delta`
+without the trust region: set to a value other than the default while the
+switch is off, each would be ignored. `SettingRangesMixin.validate()` names
+them in a warning, once per config class and setting, rather than refusing
+them: a Tune sweep over the switch keeps the setting for the trials that
+switch it on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Callable, List, Tuple
+
+from ray.util.debug import log_once
+
+logger = logging.getLogger(__name__)
+
+_DQN, _SAC, _TD3, _ACER = "DQNConfig", "SACConfig", "TD3Config", "ACERConfig"
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchedSetting:
+    """A setting that acts only while another one switches it on.
+
+    Attributes:
+        setting: The config attribute, e.g. "sigma0".
+        switch: The switch in words, as the warning says it: "noisy=True".
+        is_on: Whether `config`'s switch is on.
+        configs: Names of the config classes the rule covers.
+    """
+
+    setting: str
+    switch: str
+    is_on: Callable[[Any], bool]
+    configs: Tuple[str, ...]
+
+
+SWITCHED_SETTINGS: Tuple[SwitchedSetting, ...] = (
+    SwitchedSetting("sigma0", "noisy=True", lambda c: c.noisy, (_DQN,)),
+    *(
+        SwitchedSetting(name, "num_atoms > 1", lambda c: c.num_atoms > 1, (_DQN,))
+        for name in ("v_min", "v_max")
+    ),
+    SwitchedSetting(
+        "pal_alpha", "critic_loss='pal'", lambda c: c.critic_loss == "pal", (_SAC, _TD3)
+    ),
+    SwitchedSetting(
+        "target_noise_clip", "target_noise > 0", lambda c: c.target_noise > 0, (_TD3,)
+    ),
+    SwitchedSetting(
+        "trust_region_delta",
+        "use_trust_region=True",
+        lambda c: c.use_trust_region,
+        (_ACER,),
+    ),
+)
+
+
+def warn_of_switched_off_settings(config) -> List[str]:
+    """Logs a warning, once per config class and setting, for each setting of
+    `SWITCHED_SETTINGS` that differs from the class's default while its switch
+    is off (it would be ignored); returns the settings found.
+
+    A warning, not an error: a Tune sweep over the switch keeps the setting
+    for the trials where the switch is on."""
+    config_classes = {cls.__name__ for cls in type(config).__mro__}
+    defaults, ignored = None, []
+    for rule in SWITCHED_SETTINGS:
+        if config_classes.isdisjoint(rule.configs) or rule.is_on(config):
+            continue
+        defaults = defaults or type(config)()
+        value = getattr(config, rule.setting)
+        if value == getattr(defaults, rule.setting):
+            continue
+        ignored.append(rule.setting)
+        # Once per config class and setting: validate() runs often.
+        if log_once(f"switched_off_{type(config).__qualname__}_{rule.setting}"):
+            logger.warning(
+                "%s=%r has no effect unless %s; it is ignored. Set %s, or leave "
+                "%s at its default (%r).",
+                rule.setting,
+                value,
+                rule.switch,
+                rule.switch,
+                rule.setting,
+                getattr(defaults, rule.setting),
+            )
+    return ignored
