@@ -73,3 +73,22 @@ def test_an_update_without_a_type_merges_without_a_word(caplog):
 def test_an_unknown_type_is_left_for_validate_to_name():
     update = {"type": "no.such.Buffer", "capacity": 5}
     assert replay_buffer_config_update({"type": FAST_BUFFER_TYPE}, update) is update
+
+
+def test_acer_keeps_uniform_replay_for_its_own_buffer_spelled_as_a_class():
+    # ACER drops its uniform defaults (alpha 0, beta 0) for a new buffer type
+    # only; the class of its own buffer is no new type (it fell back to the
+    # buffer's alpha 1: prioritised replay).
+    from rllib_ners import ACERConfig
+
+    config = ACERConfig().training(
+        replay_buffer_config={
+            "type": FastPrioritizedEpisodeReplayBuffer,
+            "capacity": 20000,
+        }
+    )
+    assert config.replay_buffer_config["alpha"] == 0.0
+    assert config.replay_buffer_config["beta"] == 0.0
+    assert config.replay_buffer_config["capacity"] == 20000
+    ners = ACERConfig().training(replay_buffer_config={"type": NERS_BUFFER_TYPE})
+    assert "alpha" not in ners.replay_buffer_config  # the NERS buffer's own

@@ -61,8 +61,8 @@ from rllib_ners.algorithms.common.config.buffer_config_checks import (
 )
 from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
-    buffer_type_to_string,
     is_ners_buffer,
+    names_the_same_buffer,
     resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.config.config_checks import (
@@ -103,13 +103,6 @@ _BUFFER_DEFAULT_CAPACITY = 10_000
 _FRESH_ROUNDS_IN_BUFFER = 2
 # Sequences per Learner of the batch size an error message suggests.
 _SUGGESTED_SEQUENCES_PER_BATCH = 16
-
-
-def _type_name(buffer_type) -> str:
-    try:
-        return buffer_type_to_string(buffer_type)
-    except ValueError:
-        return repr(buffer_type)
 
 
 class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
@@ -264,8 +257,8 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
         gives NERS replay, not NERS with uniform sampling."""
         current = dict(self.replay_buffer_config or {})
         self._replay_keys_set_by_user |= set(update)
-        if "type" in update and _type_name(update["type"]) != _type_name(
-            current.get("type")
+        if "type" in update and not names_the_same_buffer(
+            update["type"], current.get("type")
         ):
             for key in _UNIFORM_BUFFER_DEFAULTS:
                 if key not in self._replay_keys_set_by_user:

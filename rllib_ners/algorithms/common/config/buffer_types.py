@@ -83,6 +83,16 @@ def is_ners_buffer(cls: type) -> bool:
     return isinstance(cls, type) and issubclass(cls, NERSEpisodeReplayBuffer)
 
 
+def names_the_same_buffer(type_a: Any, type_b: Any) -> bool:
+    """Whether two `replay_buffer_config["type"]` values, each a class, a
+    dotted path or an RLlib short name, name the same class (False where one
+    names none: `validate()` reports it)."""
+    try:
+        return resolve_buffer_class(type_a) is resolve_buffer_class(type_b)
+    except ValueError:
+        return False
+
+
 def replay_buffer_config_update(
     current: Dict[str, Any], update: Dict[str, Any]
 ) -> Dict[str, Any]:
@@ -104,11 +114,7 @@ def replay_buffer_config_update(
     new_type, old_type = update["type"], current["type"]
     if new_type is old_type or (isinstance(new_type, str) and new_type == old_type):
         return update
-    try:
-        same_class = resolve_buffer_class(new_type) is resolve_buffer_class(old_type)
-    except ValueError:
-        return update  # an unknown type: validate() names it
-    if same_class:
+    if names_the_same_buffer(new_type, old_type):
         return {**update, "type": old_type}
     dropped = {
         key: value
