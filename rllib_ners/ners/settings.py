@@ -323,4 +323,17 @@ _SWITCHED_SETTINGS: Tuple[Tuple[str, str, Callable[[NERSSettings], bool]], ...] 
     ("baseline_decay", "baseline='ema'", lambda s: s.baseline == "ema"),
     ("linear_skip_lr", "linear_skip=True", lambda s: s.linear_skip),
     ("normalizer_size", "objective='log_prob'", lambda s: s.objective == "log_prob"),
+    # The sampler's own encoder; encoder="module" reads the RLModule's instead.
+    ("encoder_hiddens", "encoder='separate'", lambda s: s.encoder == "separate"),
+    ("encoder_out_dim", "encoder='separate'", lambda s: s.encoder == "separate"),
+    # The cache holds the separate encoder's outputs (for image observations;
+    # which observations a config has is not known here).
+    ("cache_encodings", "encoder='separate'", lambda s: s.encoder == "separate"),
+    # A sampler window closes every `update_interval_env_steps` env steps
+    # when that is set, however many episodes finished (`ReplayRewardWindow`).
+    (
+        "min_episodes_per_update",
+        "update_interval_env_steps=None",
+        lambda s: s.update_interval_env_steps is None,
+    ),
 )

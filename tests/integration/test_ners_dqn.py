@@ -1,7 +1,9 @@
 """NERS-DQN inside RLlib: training steps, both routes, metrics, errors, restore."""
 
 import copy
+import logging
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from rllib_ners import (
 )
 from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.algorithms.ners.ners_learner import NERS_RESULTS
+from rllib_ners.algorithms.ners.torch import torch_ners_sampler
 from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
     NEXT_OBS_ENCODER_OUT,
     OBS_ENCODER_OUT,
@@ -331,3 +334,18 @@ def test_nan_scores_never_reach_the_trees_and_training_goes_on(small_dqn):
         assert result["ners"]["num_sampler_updates_lifetime"] >= 1
     finally:
         algo.stop()
+
+
+def test_cache_encodings_with_vector_observations_is_named_as_unused(small_dqn, caplog):
+    """Only image encodings are cached: asked for on CartPole, the Learner
+    builds no cache and says the setting has no effect."""
+    env = gym.make("CartPole-v1")
+    with caplog.at_level(logging.WARNING, logger=torch_ners_sampler.__name__):
+        learner = small_dqn().ners(cache_encodings=True).build_learner(env=env)
+    assert learner.ners.encoding_cache is None
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert message.startswith("NERS setting cache_encodings=True has no effect")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=torch_ners_sampler.__name__):
+        small_dqn().ners().build_learner(env=env)
+    assert caplog.records == []

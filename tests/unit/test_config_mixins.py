@@ -99,6 +99,13 @@ SWITCHED_OFF_NERS = [
     ({"baseline_decay": 0.5, "baseline": "first"}, {"baseline": "ema"}),
     ({"linear_skip_lr": 1e-2, "linear_skip": False}, {"linear_skip": True}),
     ({"normalizer_size": 64, "objective": "log_score"}, {"objective": "log_prob"}),
+    ({"encoder_hiddens": (64,), "encoder": "module"}, {"encoder": "separate"}),
+    ({"encoder_out_dim": 16, "encoder": "module"}, {"encoder": "separate"}),
+    ({"cache_encodings": False, "encoder": "module"}, {"encoder": "separate"}),
+    (
+        {"min_episodes_per_update": 5, "update_interval_env_steps": 1000},
+        {"update_interval_env_steps": None},
+    ),
 ]  # fmt: skip
 
 

@@ -114,13 +114,15 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
             encoder: "separate" (the paper's own state encoder, default) or
                 "module" (the RLModule's encoder output, detached).
             encoder_hiddens: Hidden layers of the separate encoder's MLP
-                (default (256, 64)).
-            encoder_out_dim: Output size of the separate encoder (default 32).
+                (default (256, 64); unused with encoder="module").
+            encoder_out_dim: Output size of the separate encoder (default 32;
+                unused with encoder="module").
             lr: Adam learning rate of the sampler (default 1e-4).
             train_size: |I_train| per REINFORCE step (default 256).
             replay_reward_mode: "train_return" (default) or "eval_return".
             min_episodes_per_update: Finished training episodes per sampler
-                update (default 1: every episode end, as in the paper).
+                update (default 1: every episode end, as in the paper; unused
+                with `update_interval_env_steps`).
             timestep_scale: Divides the in-episode timestep before tanh (with
                 feature_normalization="none"; default 1000.0).
             action_encoding: "one_hot" (default) or "scaled_index".
@@ -155,6 +157,7 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
                 a Learner replaying its updates from CUDA graphs
                 (`cuda_graph_updates=True`), which encodes inside the graph;
                 True: cached in any case (such a Learner updates eagerly).
+                Unused with encoder="module" and with vector observations.
             diagnostics_sample_size: Stored transitions the per-iteration
                 sampler diagnostics look at, a uniform random subset when the
                 buffer holds more (default 8192).

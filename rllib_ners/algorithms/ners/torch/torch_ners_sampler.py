@@ -19,6 +19,7 @@ times, as DDP keeps the RLModules equal.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -49,6 +50,8 @@ from rllib_ners.replay_buffers.ners_episode_buffer import (
 from rllib_ners.utils.optimizer_steps import make_adam
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 from rllib_ners.utils.spaces import is_image_space
+
+logger = logging.getLogger(__name__)
 
 # Learner metric: the share of scored observations whose image encoding came
 # from the encoding cache, over the Learner's lifetime.
@@ -124,6 +127,15 @@ class TorchNERSSampler:
     ) -> Optional[EncodingCache]:
         """The cache of the separate image encoder's outputs, if it is used."""
         settings = self.settings
+        if settings.cache_encodings and not is_image_space(observation_space):
+            # Settings cannot tell (the config names no observation space);
+            # the Learner can. Vector encodings cost less than a lookup.
+            logger.warning(
+                "NERS setting cache_encodings=True has no effect with vector "
+                "observations (%s): only image encodings are cached. Leave "
+                "cache_encodings at its default (None).",
+                observation_space,
+            )
         if not (
             batches_carry_encoding_keys
             and settings.cache_encodings is not False
