@@ -36,8 +36,9 @@ def test_the_papers_objective_leaves_the_marked_mass_where_it_started():
     assert max(abs(mass - history[0]) for mass in history) < 0.03
 
 
+# Seed 11 repeats the claim (24 s on a 2-core EPYC): with `-m learning` only.
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [10, 11])
+@pytest.mark.parametrize("seed", [10, pytest.param(11, marks=pytest.mark.learning)])
 def test_the_default_sampler_moves_mass_to_the_marked_transitions(seed):
     history = sampler_oracle.run_oracle(steps=500, seed=seed)
     assert history[0] < 0.11
