@@ -273,7 +273,7 @@ def test_laber_surrogates_are_the_hand_values(critic_loss, one_torch_thread):
     learner = _learner("laber", critic_loss, laber_m=2)
     _set_critics(learner)
     learner.curr_log_alpha[DEFAULT_MODULE_ID].data.fill_(-30.0)
-    recorder = _Recorder(learner.laber_subsampler)
+    recorder = _Recorder(learner.laber)
     columns = _crafted_columns(8)
     y = _hand_target(columns)
     errors = [
@@ -313,7 +313,7 @@ def test_laber_gradients_come_from_the_drawn_rows_only(one_torch_thread):
     losses over the actor's uniformly drawn rows (every item terminal: y = r)."""
     learner = _learner("laber", "mse", laber_m=4)
     _set_critics(learner)
-    recorder = _Recorder(learner.laber_subsampler)
+    recorder = _Recorder(learner.laber)
     columns = _crafted_columns(16, terminal=np.ones(16, dtype=bool))
     module = learner.module[DEFAULT_MODULE_ID]
     reference = copy.deepcopy(module)
@@ -379,7 +379,7 @@ def test_laber_weights_are_one_for_equal_surrogates(one_torch_thread):
     learner = _learner("laber", "mse", laber_m=2)
     constant = dict.fromkeys(CRITICS, (0.0, 0.0, 1.5))
     _set_critics(learner, constant)
-    recorder = _Recorder(learner.laber_subsampler)
+    recorder = _Recorder(learner.laber)
     columns = _crafted_columns(8, terminal=np.ones(8, dtype=bool))
     columns["rewards"][:] = -0.5  # |Q - y| = 2 on every row
     rows = _feedback(learner, columns)
@@ -406,7 +406,7 @@ def test_laber_generator_state_round_trips(one_torch_thread):
     unrestored.set_state(first.get_state(not_components=[LABER_GENERATOR_STATE]))
     draws = []
     for learner in (first, restored, unrestored):
-        recorder = _Recorder(learner.laber_subsampler)
+        recorder = _Recorder(learner.laber)
         torch.manual_seed(3)
         _feedback(learner, _crafted_columns(8, seed=1))
         draws.append([idx for idx, _ in recorder.critic_draws] + recorder.actor_draws)

@@ -589,5 +589,8 @@ def test_laber_refuses_a_torch_compiled_update():
         .training(replay_buffer_config={"type": FAST_BUFFER, "sampler": "laber"})
         .framework(torch_compile_learner=True)
     )
-    with pytest.raises(ValueError, match="sampler'\\]='laber'.*torch-compiled"):
+    with pytest.raises(
+        ValueError,
+        match="sampler'\\]='laber'.*torch-compiled.*torch_compile_learner=False",
+    ):
         config.build_learner(env=gym.make("CartPole-v1"))

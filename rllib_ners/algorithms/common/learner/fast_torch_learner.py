@@ -67,6 +67,7 @@ from rllib_ners.algorithms.common.learner.gradient_step import (
     learner_reads_on_host,
 )
 from rllib_ners.algorithms.common.learner.replay_methods import (
+    LABER_GENERATOR_STATE,
     large_batch_factor_of,
 )
 from rllib_ners.seam.checkpoints import includes_component
@@ -131,6 +132,11 @@ class FastTorchLearner(PrecedesInBases, precedes=Learner):
     # builds in `build()`, None otherwise; part of the Learner's state
     # (`NERS_SAMPLER_STATE`).
     ners = None
+    # LaBER's sub-sampler (`LargeBatchSubsampler`) that a Learner replaying
+    # with LaBER builds in `build()`, None otherwise; its generator is part of
+    # the Learner's state (`LABER_GENERATOR_STATE`), so a restored run draws
+    # the same sub-samples.
+    laber = None
     make_update_graph: Callable[[], Any] = CudaUpdateGraph
     update_graphs: Optional[UpdateGraphs] = None
     graphs_checked = False
@@ -296,6 +302,10 @@ class FastTorchLearner(PrecedesInBases, precedes=Learner):
             self, NERS_SAMPLER_STATE, components, not_components
         ):
             state[NERS_SAMPLER_STATE] = self.ners.get_state()
+        if self.laber is not None and includes_component(
+            self, LABER_GENERATOR_STATE, components, not_components
+        ):
+            state[LABER_GENERATOR_STATE] = self.laber.get_state()
         return state
 
     @override(TorchLearner)
@@ -303,6 +313,8 @@ class FastTorchLearner(PrecedesInBases, precedes=Learner):
         super().set_state(state)
         if self.ners is not None and NERS_SAMPLER_STATE in state:
             self.ners.set_state(state[NERS_SAMPLER_STATE])
+        if self.laber is not None and LABER_GENERATOR_STATE in state:
+            self.laber.set_state(state[LABER_GENERATOR_STATE])
         # The restored optimizers carry the settings they were saved with.
         if self.update_graphs is not None:
             make_capturable(learner_optimizers(self))

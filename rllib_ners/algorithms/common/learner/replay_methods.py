@@ -16,12 +16,13 @@ its networks, and only when its config replays with that method
   `[surrogate, times drawn, position]` rows (`pack_laber_feedback`).
 
 The sub-sampler's generator is part of the Learner's checkpoint state
-(`LABER_GENERATOR_STATE`), so a restored run draws the same rows.
+(`LABER_GENERATOR_STATE`, kept by `FastTorchLearner` as the NERS sampler's
+state), so a restored run draws the same rows.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import torch
 
@@ -246,19 +247,3 @@ def _learner_rank() -> int:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank()
     return 0
-
-
-def add_subsampler_state(
-    state: Dict[str, Any], subsampler: Optional[LargeBatchSubsampler]
-) -> None:
-    """Puts the sub-sampler's generator into a Learner's state, if it has one."""
-    if subsampler is not None:
-        state[LABER_GENERATOR_STATE] = subsampler.get_state()
-
-
-def restore_subsampler_state(
-    state: Dict[str, Any], subsampler: Optional[LargeBatchSubsampler]
-) -> None:
-    """Restores `add_subsampler_state`'s entry, if both are there."""
-    if subsampler is not None and LABER_GENERATOR_STATE in state:
-        subsampler.set_state(state[LABER_GENERATOR_STATE])

@@ -82,12 +82,9 @@ from rllib_ners.algorithms.common.learner.distributed import (
 from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.learner.lap_losses import pal, pal_normaliser
 from rllib_ners.algorithms.common.learner.replay_methods import (
-    LABER_GENERATOR_STATE,
-    add_subsampler_state,
     large_batch_subsampler,
     pack_laber_feedback,
     pack_relo_feedback,
-    restore_subsampler_state,
     surrogate_for_loss,
     uses_laber_replay,
     uses_relo_replay,
@@ -219,7 +216,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     # sampler must take one; checked when it is built).
     replay_feedback_layouts = (TD_ERRORS, NERS_SCORES, RELO_LOSSES, LABER_SURROGATES)
     # LaBER's sub-sampler (`LargeBatchSubsampler`) with LaBER replay, else None.
-    laber_subsampler = None
 
     @override(SACTorchLearner)
     def build(self) -> None:
@@ -241,7 +237,7 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
         if self.relo_replay:
             self._check_relo_can_serve()
         if uses_laber_replay(self.config):
-            self.laber_subsampler = self._build_laber_subsampler()
+            self.laber = self._build_laber_subsampler()
 
     def _check_relo_can_serve(self) -> None:
         """ReLo's target losses need the target critics' Q(s, a) of the
@@ -288,10 +284,8 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
 
     @override(TorchLearner)
     def _update(self, batch: Dict[str, Any]):
-        if self.laber_subsampler is not None:
-            return laber_sac_update(
-                self, batch, self.sac_networks, self.laber_subsampler
-            )
+        if self.laber is not None:
+            return laber_sac_update(self, batch, self.sac_networks, self.laber)
         if self.one_backward_blocker is None:
             return one_backward_sac_update(
                 self,
@@ -622,11 +616,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     ) -> Dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
         self.target_updates.add_state(state, components, not_components)
-        if self.laber_subsampler is not None and includes_component(
-            self, LABER_GENERATOR_STATE, components, not_components
-        ):
-            # A restored run draws the same sub-samples.
-            add_subsampler_state(state, self.laber_subsampler)
         if includes_component(self, LOG_ALPHA_STATE, components, not_components):
             state[LOG_ALPHA_STATE] = {
                 module_id: log_alpha.detach().cpu().clone()
@@ -638,7 +627,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.target_updates.set_state(state)
-        restore_subsampler_state(state, self.laber_subsampler)
         with torch.no_grad():
             for module_id, value in state.get(LOG_ALPHA_STATE, {}).items():
                 # In place: the "alpha" optimiser holds this very tensor.

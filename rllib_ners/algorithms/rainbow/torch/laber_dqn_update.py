@@ -36,7 +36,7 @@ per update; this package's replay loop counts B.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Tuple
 
 import torch
 from ray.rllib.algorithms.dqn.dqn_learner import (
@@ -54,7 +54,6 @@ from rllib_ners.algorithms.common.learner.replay_methods import (
     pack_laber_feedback,
     surrogate_for_loss,
 )
-from rllib_ners.algorithms.common.learner.update_step import rllib_update_needed
 from rllib_ners.algorithms.rainbow.torch.dqn_losses import (
     c51_item_losses,
     c51_statistics,
@@ -67,19 +66,6 @@ from rllib_ners.algorithms.rainbow.torch.dqn_losses import (
 )
 from rllib_ners.seam.learner import log_off_policyness
 from rllib_ners.seam.rl_module import training_pass
-
-
-def laber_dqn_update_blocker(learner) -> Optional[str]:
-    """Why `learner` cannot make LaBER's update, or None. Its gradient pass
-    runs outside RLlib's `forward_train`, so DDP (several Learners) would not
-    average its gradients, and a torch-compiled update is RLlib's own."""
-    reason = rllib_update_needed(learner)
-    if reason is None:
-        return None
-    return (
-        f"{reason}; set config.learners(num_learners=0 or 1) and "
-        f"config.framework(torch_compile_learner=False)"
-    )
 
 
 def laber_dqn_update(

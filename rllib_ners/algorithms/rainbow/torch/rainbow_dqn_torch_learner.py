@@ -45,11 +45,8 @@ from ray.rllib.utils.typing import ModuleID, TensorType
 
 from rllib_ners.algorithms.common.learner.fast_torch_learner import FastTorchLearner
 from rllib_ners.algorithms.common.learner.replay_methods import (
-    LABER_GENERATOR_STATE,
-    add_subsampler_state,
     large_batch_subsampler,
     pack_relo_feedback,
-    restore_subsampler_state,
     uses_laber_replay,
     uses_relo_replay,
 )
@@ -70,14 +67,12 @@ from rllib_ners.algorithms.rainbow.torch.dqn_losses import (
 )
 from rllib_ners.algorithms.rainbow.torch.laber_dqn_update import (
     laber_dqn_update,
-    laber_dqn_update_blocker,
 )
 from rllib_ners.replay_buffers.feedback import (
     LABER_SURROGATES,
     RELO_LOSSES,
     TD_ERRORS,
 )
-from rllib_ners.seam.checkpoints import includes_component
 from rllib_ners.utils.malloc import keep_freed_tensor_memory
 from rllib_ners.utils.optimizer_steps import make_adam
 
@@ -114,11 +109,16 @@ class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
             self._check_stateless_modules()
         self.relo = uses_relo_replay(self.config)
         if uses_laber_replay(self.config):
-            reason = laber_dqn_update_blocker(self)
+            # Its gradient pass runs outside RLlib's `forward_train`: DDP
+            # (several Learners) would not average its gradients, and a
+            # torch-compiled update is RLlib's own.
+            reason = rllib_update_needed(self)
             if reason is not None:
                 raise ValueError(
                     f"replay_buffer_config['sampler']='laber' needs this package's "
-                    f"own update of {type(self).__name__}, but {reason}."
+                    f"own update of {type(self).__name__}, but {reason}; set "
+                    f"config.learners(num_learners=0 or 1) and "
+                    f"config.framework(torch_compile_learner=False)."
                 )
             self.laber = large_batch_subsampler(self)
 
@@ -153,17 +153,12 @@ class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
     def get_state(self, components=None, *, not_components=None, **kwargs):
         state = super().get_state(components, not_components=not_components, **kwargs)
         self.target_updates.add_state(state, components, not_components)
-        if self.laber is not None and includes_component(
-            self, LABER_GENERATOR_STATE, components, not_components
-        ):
-            add_subsampler_state(state, self.laber)
         return state
 
     @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.target_updates.set_state(state)
-        restore_subsampler_state(state, self.laber)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config=None) -> None:

@@ -84,7 +84,6 @@ from rllib_ners.algorithms.common.learner.gradient_step import (
 )
 from rllib_ners.algorithms.common.learner.lap_losses import huber, pal, pal_normaliser
 from rllib_ners.algorithms.common.learner.replay_methods import (
-    LABER_GENERATOR_STATE,
     LargeBatchSubsampler,
     large_batch_subsampler,
     pack_laber_feedback,
@@ -541,15 +540,9 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         state = super().get_state(components, not_components=not_components, **kwargs)
         if includes_component(self, TD3_UPDATE_COUNT_STATE, components, not_components):
             state[TD3_UPDATE_COUNT_STATE] = dict(self.update_counts)
-        if self.laber is not None and includes_component(
-            self, LABER_GENERATOR_STATE, components, not_components
-        ):
-            state[LABER_GENERATOR_STATE] = self.laber.get_state()
         return state
 
     @override(TorchLearner)
     def set_state(self, state: Dict[str, Any]) -> None:
         super().set_state(state)
         self.update_counts.update(state.get(TD3_UPDATE_COUNT_STATE, {}))
-        if self.laber is not None and LABER_GENERATOR_STATE in state:
-            self.laber.set_state(state[LABER_GENERATOR_STATE])
