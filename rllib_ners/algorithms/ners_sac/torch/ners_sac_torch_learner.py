@@ -215,7 +215,6 @@ class NERSSACTorchLearner(FastTorchLearner, SACTorchLearner):
     # with ReLo ReLo's losses, with LaBER LaBER's surrogates (the buffer's
     # sampler must take one; checked when it is built).
     replay_feedback_layouts = (TD_ERRORS, NERS_SCORES, RELO_LOSSES, LABER_SURROGATES)
-    # LaBER's sub-sampler (`LargeBatchSubsampler`) with LaBER replay, else None.
 
     @override(SACTorchLearner)
     def build(self) -> None:

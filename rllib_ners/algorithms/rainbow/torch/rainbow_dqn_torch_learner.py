@@ -97,8 +97,6 @@ class RainbowDQNTorchLearner(FastTorchLearner, DQNTorchLearner):
     replay_feedback_layouts = (TD_ERRORS, RELO_LOSSES, LABER_SURROGATES)
     # Whether losses log ReLo's rows (set in `build` from the config).
     relo = False
-    # LaBER's sub-sampler (`LargeBatchSubsampler`) with LaBER replay, else None.
-    laber = None
 
     @override(DQNTorchLearner)
     def build(self) -> None:

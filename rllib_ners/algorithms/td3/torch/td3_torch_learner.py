@@ -235,9 +235,6 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
     # LaBER's surrogates (the buffer's sampler must take one; checked when it
     # is built).
     replay_feedback_layouts = (TD_ERRORS, NERS_SCORES, RELO_LOSSES, LABER_SURROGATES)
-    # LaBER's sub-sampler (`LargeBatchSubsampler`) with a LaBER buffer, None
-    # otherwise; its generator is part of the Learner's state.
-    laber = None
     # Whether the buffer's sampler is ReLo's (the update then logs ReLo rows).
     relo_replay = False
 
