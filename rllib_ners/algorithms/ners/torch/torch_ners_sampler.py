@@ -127,9 +127,14 @@ class TorchNERSSampler:
     ) -> Optional[EncodingCache]:
         """The cache of the separate image encoder's outputs, if it is used."""
         settings = self.settings
-        if settings.cache_encodings and not is_image_space(observation_space):
+        if (
+            settings.cache_encodings
+            and settings.encoder == "separate"
+            and not is_image_space(observation_space)
+        ):
             # Settings cannot tell (the config names no observation space);
-            # the Learner can. Vector encodings cost less than a lookup.
+            # the Learner can. Vector encodings cost less than a lookup. With
+            # encoder="module" `validate()` has named the setting already.
             logger.warning(
                 "NERS setting cache_encodings=True has no effect with vector "
                 "observations (%s): only image encodings are cached. Leave "
