@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from rllib_ners.ners.diagnostics import DIAGNOSTICS_SAMPLE_SIZE
+from rllib_ners.utils.checks import is_finite_positive_number
 
 REPLAY_REWARD_MODES = ("train_return", "eval_return")
 ENCODERS = ("separate", "module")
@@ -23,15 +23,6 @@ _Rule = Tuple[str, Any, Callable[[Any], bool], str]
 
 def _is_positive_int(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value > 0
-
-
-def _is_finite_positive_number(value: Any) -> bool:
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float))
-        and math.isfinite(value)
-        and value > 0
-    )
 
 
 def _is_bool(value: Any) -> bool:
@@ -204,7 +195,7 @@ class NERSSettings:
             return (name, getattr(self, name), is_allowed, f"use one of {allowed}")
 
         positive_int = (_is_positive_int, "it must be a positive integer")
-        positive = (_is_finite_positive_number, "it must be a finite number > 0")
+        positive = (is_finite_positive_number, "it must be a finite number > 0")
         sizes = (
             "encoder_out_dim",
             "train_size",
@@ -227,7 +218,7 @@ class NERSSettings:
             (
                 "lr",
                 self.lr,
-                _is_finite_positive_number,
+                is_finite_positive_number,
                 "the sampler learning rate must be a finite number > 0",
             ),
             ("timestep_scale", self.timestep_scale, *positive),
@@ -250,7 +241,7 @@ class NERSSettings:
             (
                 "max_log_correction",
                 self.max_log_correction,
-                lambda v: v is None or _is_finite_positive_number(v),
+                lambda v: v is None or is_finite_positive_number(v),
                 "it must be a finite number > 0, or None for no bound",
             ),
             choice("objective", OBJECTIVES),
@@ -268,7 +259,7 @@ class NERSSettings:
             (
                 "linear_skip_lr",
                 self.linear_skip_lr,
-                lambda v: v is None or _is_finite_positive_number(v),
+                lambda v: v is None or is_finite_positive_number(v),
                 "it must be a finite number > 0, or None for `lr`",
             ),
             choice("encoder", ENCODERS),

@@ -47,7 +47,11 @@ from rllib_ners.replay_buffers.sum_tree import (
     SumTree,
     last_writes,
 )
-from rllib_ners.utils.checks import check_positive_int, is_finite_number
+from rllib_ners.utils.checks import (
+    check_positive_int,
+    is_finite_number,
+    is_finite_positive_number,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +99,7 @@ def importance_weights(leaves: np.ndarray, leaf_min: float, beta: float):
 
 def check_min_priority(min_priority) -> float:
     """`min_priority` as a float > 0; raises otherwise."""
-    if not (
-        isinstance(min_priority, (int, float))
-        and not isinstance(min_priority, bool)
-        and np.isfinite(min_priority)
-        and min_priority > 0
-    ):
+    if not is_finite_positive_number(min_priority):
         raise ValueError(
             f"`min_priority` must be a finite number > 0, got "
             f"min_priority={min_priority!r}. Priorities below it are raised to it "

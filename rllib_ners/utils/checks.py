@@ -18,6 +18,11 @@ def is_finite_number(value: Any) -> bool:
     )
 
 
+def is_finite_positive_number(value: Any) -> bool:
+    """True for a finite real number > 0, by `is_finite_number`'s rules."""
+    return is_finite_number(value) and value > 0
+
+
 def is_positive_int(value: Any, *, allow_zero: bool = False) -> bool:
     """True for an integral number >= 1 (>= 0 with `allow_zero`).
 

@@ -92,6 +92,15 @@ BUFFER_CASES = [
     ("min_priority", lambda: FastPrioritizedEpisodeReplayBuffer(100, min_priority=0)),
     (
         "min_priority",
+        lambda: FastPrioritizedEpisodeReplayBuffer(100, min_priority=float("inf")),
+    ),
+    # True is an int to Python, never a priority to a user.
+    (
+        "min_priority",
+        lambda: FastPrioritizedEpisodeReplayBuffer(100, min_priority=True),
+    ),
+    (
+        "min_priority",
         lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(100, min_priority=-1.0),
     ),
     ("batch_length_T", lambda: NERSEpisodeReplayBuffer(100, batch_length_T=0)),
@@ -178,6 +187,7 @@ SETTINGS_CASES = [
     ("hidden_size", lambda: NERSSettings(hidden_size=0)),
     ("lr", lambda: NERSSettings(lr=0.0)),
     ("lr", lambda: NERSSettings(lr=-1e-4)),
+    ("lr", lambda: NERSSettings(lr=True)),
     ("train_size", lambda: NERSSettings(train_size=-1)),
     ("replay_reward_mode", lambda: NERSSettings(replay_reward_mode="best_return")),
     ("encoder", lambda: NERSSettings(encoder="resnet")),
