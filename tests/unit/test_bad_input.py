@@ -855,3 +855,11 @@ def test_act_on_learner_device_with_graphs_says_how_the_gpu_acts(caplog, monkeyp
         with caplog.at_level(logging.INFO, logger=weight_sharing.__name__):
             weight_sharing._act_on_learner_device(runner, learner, graphs=False)
         assert len(caplog.records) == 1 and not hasattr(runner, "acting_graph")
+
+
+def test_numpy_numbers_are_numbers_to_the_settings():
+    # Tune's search spaces and numpy arithmetic hand out numpy scalars.
+    settings = NERSSettings(lr=np.float32(3e-4), max_log_correction=np.float64(2.0))
+    assert settings.lr == np.float32(3e-4)
+    buffer = FastPrioritizedEpisodeReplayBuffer(100, min_priority=np.float32(0.5))
+    assert buffer.sampler.min_priority == 0.5
