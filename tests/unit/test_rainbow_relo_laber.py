@@ -504,8 +504,9 @@ def test_laber_updates_on_the_drawn_rows_with_their_weights(num_atoms):
 
 
 def test_laber_with_equal_surrogates_weights_every_draw_one():
-    """All rows alike: equal surrogates, a uniform sub-sample, weights 1, so the
-    update is the plain mean loss over the drawn rows."""
+    """All rows alike: equal surrogates, so every drawn row weighs 1 (that the
+    update is the drawn rows' weighted loss is the test above; that equal
+    surrogates draw uniformly, `test_relo_laber_samplers.py`)."""
     learner = _learner("laber", laber_m=4)
     draws = []
     draw = learner.laber.draw

@@ -206,6 +206,9 @@ def test_large_batch_is_the_uniform_samplers_draw_of_m_times_the_items():
     laber_slots, laber_weights_ = laber.draw(32, 0.0, np.random.default_rng(5))
     uniform_slots, _ = uniform.draw(32, 0.0, np.random.default_rng(5))
     np.testing.assert_array_equal(laber_slots, uniform_slots)
+    # Stratified: one draw per 1/32 of the 20 stored slots, so each slot
+    # (1.6 strata wide) is drawn once or twice.
+    assert set(np.bincount(laber_slots, minlength=20)) <= {1, 2}
     np.testing.assert_array_equal(laber_weights_, np.ones(32, np.float32))
 
 
@@ -221,8 +224,8 @@ def test_laber_buffer_samples_m_times_the_batch_and_keeps_no_priority():
     buffer.update_priorities(rows)
     np.testing.assert_array_equal(buffer.sampler.sum_tree.leaves, leaves)
     assert buffer.sampler.drawn_fraction == pytest.approx(16 / 24)
+    buffer.sample_batch(8)
     with pytest.raises(ValueError, match="LaBER feedback"):
-        buffer.sample_batch(8)
         buffer.update_priorities(np.ones(24))
     with pytest.raises(ValueError, match="sequences"):
         buffer.sample_sequences(4, 5)
@@ -258,12 +261,17 @@ def test_subsampler_matches_the_numpy_formulas_and_draws_in_proportion():
     assert stats.chisquare(counts[keep], expected[keep]).pvalue > P_VALUE_FLOOR
 
 
-def test_equal_surrogates_draw_uniformly_with_unit_weights():
+@pytest.mark.parametrize("surrogate", [0.7, 0.0], ids=["equal", "all_zero"])
+def test_equal_surrogates_draw_uniformly_with_unit_weights(surrogate):
     subsampler = LargeBatchSubsampler(4, "mean", seed=0)
-    index, weights = subsampler.draw(torch.full((8,), 0.7), 2)
-    torch.testing.assert_close(weights, torch.ones(2))
-    index, weights = subsampler.draw(torch.zeros(8), 2)
-    torch.testing.assert_close(weights, torch.ones(2))
+    index, weights = subsampler.draw(torch.full((8,), surrogate), 8000)
+    torch.testing.assert_close(weights, torch.ones(8000))
+    counts = np.bincount(index.numpy(), minlength=8)
+    assert stats.chisquare(counts, np.full(8, 1000.0)).pvalue > P_VALUE_FLOOR
+
+
+def test_the_subsamplers_batch_size_and_bad_surrogates():
+    subsampler = LargeBatchSubsampler(4, "mean", seed=0)
     assert subsampler.minibatch_size(8) == 2
     with pytest.raises(ValueError, match="laber_m=4"):
         subsampler.minibatch_size(10)

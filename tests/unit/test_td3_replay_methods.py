@@ -171,14 +171,13 @@ def test_relo_updates_exactly_as_per(one_torch_thread):
     assert relo.update_counts[MID] == per.update_counts[MID] == 3
 
 
-@pytest.mark.parametrize("kind", ["mse", "huber", "pal"])
-def test_relo_and_laber_need_a_per_item_critic_loss(kind):
-    if kind != "pal":
-        _learner("relo", critic_loss=kind)
-        return
-    for sampler in ("relo", "laber"):
-        with pytest.raises(ValueError, match="critic_loss='mse'"):
-            _learner(sampler, critic_loss=kind)
+@pytest.mark.parametrize("sampler", ["relo", "laber"])
+def test_relo_and_laber_need_a_per_item_critic_loss(sampler):
+    for kind in ("mse", "huber"):
+        learner = _learner(sampler, critic_loss=kind)
+        assert (learner.laber is not None) == (sampler == "laber")
+    with pytest.raises(ValueError, match="critic_loss='mse'"):
+        _learner(sampler, critic_loss="pal")
 
 
 def _replay_draws(state, surrogates, num, *, actor_rows_of=None):
@@ -314,7 +313,6 @@ def test_a_restored_laber_learner_draws_the_same_rows(one_torch_thread):
     )
     restored = _learner("laber", seed=11)  # another seed: other draws unrestored
     restored.set_state(state)
-    assert restored.laber.get_state().keys() == original.laber.get_state().keys()
     for step in (2, 3):
         batch = _batch(8, seed=step)
         torch.manual_seed(step)
