@@ -67,7 +67,8 @@ class NERSSettings:
             q and `t / timestep_scale` (the reference code's semantics).
         action_encoding: How discrete actions enter the features: "one_hot" or
             "scaled_index" (`a / (num_actions - 1)`).
-        log_eps: Added to scores inside the log of the REINFORCE loss.
+        log_eps: Added to the sigmoid score inside the REINFORCE loss's log,
+            `log(sigma + log_eps)` (only with parameterization="sigmoid").
         objective: The REINFORCE objective of one sampler step on I_train, with
             replay reward r_re:
             "log_score" (the paper's Eq. 7): `-r_re * mean_i log sigma_i`. It
@@ -310,6 +311,11 @@ _SWITCHED_SETTINGS: Tuple[Tuple[str, str, Callable[[NERSSettings], bool]], ...] 
         "max_log_correction",
         "parameterization='per_residual'",
         lambda s: s.parameterization == "per_residual",
+    ),
+    (
+        "log_eps",
+        "parameterization='sigmoid'",
+        lambda s: s.parameterization == "sigmoid",
     ),
     ("baseline_decay", "baseline='ema'", lambda s: s.baseline == "ema"),
     ("linear_skip_lr", "linear_skip=True", lambda s: s.linear_skip),

@@ -96,6 +96,7 @@ SWITCHED_OFF_NERS = [
     ({"timestep_scale": 50.0}, {"feature_normalization": "none"}),
     ({"per_epsilon": 1e-3, "parameterization": "sigmoid"}, PER_RESIDUAL),
     ({"max_log_correction": 2.0, "parameterization": "sigmoid"}, PER_RESIDUAL),
+    ({"log_eps": 1e-4}, {"parameterization": "sigmoid"}),
     ({"baseline_decay": 0.5, "baseline": "first"}, {"baseline": "ema"}),
     ({"linear_skip_lr": 1e-2, "linear_skip": False}, {"linear_skip": True}),
     ({"normalizer_size": 64, "objective": "log_score"}, {"objective": "log_prob"}),

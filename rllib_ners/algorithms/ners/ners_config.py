@@ -126,7 +126,8 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
             timestep_scale: Divides the in-episode timestep before tanh (with
                 feature_normalization="none"; default 1000.0).
             action_encoding: "one_hot" (default) or "scaled_index".
-            log_eps: Epsilon inside the REINFORCE log (default 1e-6).
+            log_eps: Epsilon inside the REINFORCE loss's `log(sigma + eps)`
+                (default 1e-6; unused unless parameterization="sigmoid").
             objective: "log_prob" (default: the gradient of the real sampling
                 distribution's log-probability) or "log_score" (the paper's).
             baseline: "ema" (default; r_re scaled by a running std),
