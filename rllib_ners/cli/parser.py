@@ -256,7 +256,8 @@ def _add_plot(sub) -> None:
         "plot",
         help="learning curves of one or more runs",
         description="Plot mean episode return against env steps, one curve per "
-        "replay type (NERS, PER, uniform, RLlib PER), with a band across seeds.",
+        "replay method (NERS, PER, uniform, LAP, PAL, ReLo, LaBER, RLlib PER), "
+        "with a band across seeds.",
     )
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     plot.add_argument("-o", "--output", default="curves.png", help="image file")
@@ -265,6 +266,6 @@ def _add_plot(sub) -> None:
         "--label-by",
         choices=("replay", "run"),
         default="replay",
-        help="one curve per replay type (default) or per run directory",
+        help="one curve per replay method (default) or per run directory",
     )
     plot.add_argument("--title")

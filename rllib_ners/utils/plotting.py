@@ -67,11 +67,14 @@ def _algo_from_trial_name(name: str) -> str:
 
 
 def trial_label(params: Dict, trial_name: str = "") -> str:
-    """A short replay-type label for a trial's config (its `params.json`).
+    """A short replay-method label for a trial's config (its `params.json`).
 
-    "NERS" for the NERS buffer, "PER"/"uniform" for this package's
-    FastPrioritizedEpisodeReplayBuffer (alpha > 0 / alpha == 0), "RLlib PER" /
-    "RLlib uniform" for RLlib's own buffers; the algorithm name without replay.
+    "NERS" for the NERS buffer; for this package's
+    FastPrioritizedEpisodeReplayBuffer the method its settings make: "ReLo" or
+    "LaBER" (its `sampler`), "PAL" (uniform replay with `critic_loss="pal"`),
+    "uniform" (alpha 0), "LAP" (`min_priority` 1: `max(|delta|, 1) ** alpha`)
+    or "PER"; "RLlib PER" / "RLlib uniform" for RLlib's own buffers; the
+    algorithm name without replay.
     """
     buffer_config = params.get("replay_buffer_config") or {}
     # `with_replay_buffer` keeps an RLlib name in `type` and the class beside it.
@@ -83,12 +86,29 @@ def trial_label(params: Dict, trial_name: str = "") -> str:
     if "NERS" in buffer_type:
         return "NERS"
     if "FastPrioritized" in buffer_type:
-        return "uniform" if uniform else "PER"
+        return _fast_buffer_method(buffer_config, params, uniform)
     if "PrioritizedEpisodeReplayBuffer" in buffer_type:
         return "RLlib uniform" if uniform else "RLlib PER"
     if "ReplayBuffer" in buffer_type:
         return "RLlib uniform"
     return _algo_from_trial_name(trial_name) or "trial"
+
+
+# The `"sampler"` settings of the fast buffer that are methods of their own.
+_SAMPLER_LABELS = {"relo": "ReLo", "laber": "LaBER"}
+
+
+def _fast_buffer_method(buffer_config: Dict, params: Dict, uniform: bool) -> str:
+    """The replay method a FastPrioritizedEpisodeReplayBuffer config makes."""
+    sampler = buffer_config.get("sampler")
+    if sampler in _SAMPLER_LABELS:
+        return _SAMPLER_LABELS[sampler]
+    if uniform:
+        return "PAL" if params.get("critic_loss") == "pal" else "uniform"
+    min_priority = buffer_config.get("min_priority")
+    if min_priority is not None and float(min_priority) >= 1.0:
+        return "LAP"
+    return "PER"
 
 
 def _to_float(value) -> float:

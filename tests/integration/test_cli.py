@@ -913,6 +913,30 @@ def test_plot_groups_trials_by_replay_type(tmp_path, capsys):
     assert "ners_run: 2" in capsys.readouterr().out
 
 
+FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
+
+
+@pytest.mark.parametrize(
+    "replay, label",
+    [
+        ({"type": FAST, "alpha": 0.6}, "PER"),
+        ({"type": FAST, "alpha": 0.0}, "uniform"),
+        ({"type": FAST, "alpha": 0.4, "min_priority": 1.0}, "LAP"),
+        ({"type": FAST, "alpha": 0.5, "sampler": "relo"}, "ReLo"),
+        ({"type": FAST, "alpha": 0.0, "sampler": "laber"}, "LaBER"),
+        ({"type": FAST, "alpha": 0.6, "sampler": "priority"}, "PER"),
+        (
+            {"type": "SAC's name", "rllib_ners_buffer_class": FAST, "alpha": 0.0},
+            "uniform",
+        ),
+    ],
+)
+def test_plot_labels_each_replay_method_apart(replay, label):
+    assert _plotting.trial_label({"replay_buffer_config": replay}) == label
+    pal = {"replay_buffer_config": replay, "critic_loss": "pal"}
+    assert _plotting.trial_label(pal) == ("PAL" if label == "uniform" else label)
+
+
 def test_plot_output_is_an_image_file(tmp_path, capsys):
     """`-o` without a suffix writes (and names) a PNG; a suffix matplotlib
     cannot write is refused in one line before any run is read."""
