@@ -6,7 +6,8 @@ priority floor), "relo" (ReLo, Sujit et al., NeurIPS 2023) or "laber" (LaBER,
 Lahire et al., ICML 2022). The presets (`mujoco_sac`, `mujoco_td3`,
 `atari_data_efficient_rainbow`, ...), `rllib_ners.enable_replay` and the
 benchmarks take the methods' settings from here, so that "relo" and "laber"
-mean the same wherever a user meets them; the study's arms write theirs out
+mean the same wherever a user meets them (but `enable_replay` keeps a
+config's own PER alpha and beta for ReLo); the study's arms write theirs out
 (a later change here must not change a pre-registered arm) and a test checks
 that they agree.
 
