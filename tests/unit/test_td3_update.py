@@ -26,6 +26,8 @@ from torch.nn import functional as F
 from rllib_ners.algorithms.common.learner.lap_losses import huber, pal
 from rllib_ners.algorithms.td3 import DDPGConfig, TD3Config
 from rllib_ners.algorithms.td3.torch.td3_torch_learner import (
+    ACTOR_OPTIMIZER,
+    CRITIC_OPTIMIZER,
     critic_loss,
     priority_errors,
 )
@@ -200,6 +202,45 @@ def test_the_first_critic_gradients_equal_the_papers(one_torch_thread):
     for critic, plain_critic in zip([module.qf, module.qf_twin], plain.critics):
         for p, q in zip(critic.parameters(), plain_critic.parameters()):
             torch.testing.assert_close(p.grad, plain_grads[id(q)], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("log_gradients", [False, True])
+def test_gradient_norms_are_logged_as_rllib_logs_them(log_gradients, one_torch_thread):
+    """RLlib's `postprocess_gradients` logs each optimizer's global gradient
+    norm with `log_gradients` (or global-norm clipping), else nothing."""
+    config = TD3Config().training(policy_delay=1)
+    learner = _learner(config.reporting(log_gradients=log_gradients))
+    results = learner.update(batch=_batch(3), timesteps={})[MID]
+    module = learner.module[MID].unwrapped()
+    for optimizer, networks in (
+        (CRITIC_OPTIMIZER, [module.qf, module.qf_twin]),
+        (ACTOR_OPTIMIZER, [module.pi]),
+    ):
+        key = f"gradients_{optimizer}_global_norm"
+        assert (key in results) == log_gradients
+        if log_gradients:
+            grads = [p.grad for net in networks for p in net.parameters()]
+            norm = torch.sqrt(sum((grad**2).sum() for grad in grads))
+            torch.testing.assert_close(torch.as_tensor(results[key].peek()), norm)
+
+
+@pytest.mark.parametrize("host_reads", [True, False], ids=["host", "no_host_reads"])
+@pytest.mark.parametrize("skip_nan_gradients", [False, True])
+def test_nan_gradients_are_zeroed_unless_rllibs_setting_skips_that(
+    skip_nan_gradients, host_reads
+):
+    """RLlib's `apply_gradients`: nan gradients are set to zero (the first Adam
+    step then moves nothing), or with `torch_skip_nan_gradients` stepped on
+    as they are."""
+    config = TD3Config().framework(torch_skip_nan_gradients=skip_nan_gradients)
+    learner = _learner(config)
+    learner.host_reads = host_reads
+    batch = _batch(3)
+    batch.policy_batches[MID]["rewards"][0] = np.nan
+    learner.update(batch=batch, timesteps={})
+    critic = learner.module[MID].unwrapped().qf
+    finite = all(torch.isfinite(p).all() for p in critic.parameters())
+    assert finite != skip_nan_gradients
 
 
 def test_priorities_are_the_larger_twin_error():

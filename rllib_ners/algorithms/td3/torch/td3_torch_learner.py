@@ -491,9 +491,10 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         self, module_id: ModuleID, optimizer_name: str, loss: torch.Tensor, config
     ) -> None:
         """One step of one optimizer on `loss`: its parameters' gradients
-        (averaged over several Learners), clipped as RLlib clips them
-        (`grad_clip`, `grad_clip_by`), nan/inf set to zero as RLlib's
-        `apply_gradients` does, then the optimizer's step."""
+        (averaged over several Learners), clipped and their global norm logged
+        as RLlib's `postprocess_gradients` does (`grad_clip`, `grad_clip_by`,
+        `log_gradients`), nan/inf set to zero as RLlib's `apply_gradients` does
+        (unless `torch_skip_nan_gradients`), then the optimizer's step."""
         optimizer = self.get_optimizer(module_id, optimizer_name)
         parameters = {
             self.get_param_ref(param): param
@@ -505,22 +506,31 @@ class TD3TorchLearner(FastTorchLearner, TorchLearner):
         if learners_share_process_group(self):
             average_over_learners(grads)
         host_reads = learner_reads_on_host(self, grads)
+        norm = None
         if config.grad_clip is not None:
-            norm = clip_gradients_foreach(
+            clip_norm = clip_gradients_foreach(
                 gradients,
                 grad_clip=config.grad_clip,
                 grad_clip_by=config.grad_clip_by,
                 host_reads=host_reads,
             )
             if config.grad_clip_by == "global_norm":
-                self.metrics.log_value(
-                    (module_id, f"gradients_{optimizer_name}_global_norm"),
-                    norm,
-                    window=1,
-                )
+                norm = clip_norm  # before clipping, as RLlib logs it
+        if norm is None and config.log_gradients and grads:
+            # RLlib logs the (clipped) gradients' global norm on request.
+            norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        if norm is not None:
+            self.metrics.log_value(
+                (module_id, f"gradients_{optimizer_name}_global_norm"),
+                norm,
+                window=1,
+            )
+        skip_nan_gradients = config.torch_skip_nan_gradients
         if grads and not host_reads:
-            finite_gradients_without_host_reads(self, grads, skip_nan_gradients=False)
-        elif grads and not all_finite(grads):
+            finite_gradients_without_host_reads(
+                self, grads, skip_nan_gradients=skip_nan_gradients
+            )
+        elif grads and not skip_nan_gradients and not all_finite(grads):
             logger.warning(
                 "Gradients of %s's %s contain nan/inf values; setting them to zero "
                 "(as RLlib's apply_gradients does by default).",
