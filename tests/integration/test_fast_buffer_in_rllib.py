@@ -185,6 +185,31 @@ def test_stock_multi_agent_dqn_given_the_single_agent_type_says_which_to_use():
         algo.stop()
 
 
+def test_multi_agent_rainbow_counting_agent_steps_takes_rllibs_step():
+    """The fast loop counts env steps; with count_steps_by='agent_steps' RLlib
+    starts learning and ends iterations by agent steps, so its step runs."""
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    from rllib_ners import RainbowDQNConfig
+
+    config = (
+        _two_agents(RainbowDQNConfig(), MultiAgentCartPole)
+        .multi_agent(count_steps_by="agent_steps")
+        .training(
+            replay_buffer_config={"type": MULTI_AGENT_FAST, "capacity": 2000},
+            num_steps_sampled_before_learning_starts=60,
+            train_batch_size_per_learner=16,
+        )
+    )
+    algo = config.build_algo()
+    try:
+        assert not algo.uses_replay_loop
+        assert "count_steps_by='agent_steps'" in algo.replay_loop_blocker
+        _check_trained_per_module(algo, algo.train())
+    finally:
+        algo.stop()
+
+
 def test_multi_agent_rainbow_replays_columns_per_module_in_its_fast_loop():
     """RainbowDQN's training loop serves multi-agent configs with the
     multi-agent buffer: numpy columns per module, the very batch RLlib's

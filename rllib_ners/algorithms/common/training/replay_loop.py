@@ -150,6 +150,9 @@ def replay_loop_blocker(algo) -> Optional[str]:
     if config.is_multi_agent:
         if not isinstance(buffer, FastMultiAgentPrioritizedEpisodeReplayBuffer):
             return "the replay buffer is not this package's multi-agent buffer"
+        if config.count_steps_by == "agent_steps":
+            # RLlib starts learning and ends iterations by agent steps then.
+            return "count_steps_by='agent_steps' (the loop counts env steps)"
     elif not isinstance(buffer, FastPrioritizedEpisodeReplayBuffer):
         return "the replay buffer is not one of this package's"
     if config.get_rl_module_spec().model_config.get("use_lstm", False):
