@@ -520,6 +520,12 @@ SWITCHED_OFF = {
         {"trust_region_delta": 5.0, "use_trust_region": False},
         {"use_trust_region": True},
     ),
+    "tau": (
+        "ACERConfig",
+        {"tau": 0.05, "use_trust_region": False},
+        {"use_trust_region": True},
+    ),
+    "grad_clip_by": ("NERSSACConfig", {"grad_clip_by": "value"}, {"grad_clip": 1.0}),
 }
 
 

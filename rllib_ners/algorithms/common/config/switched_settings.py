@@ -2,7 +2,8 @@
 
 `sigma0` without `noisy`, `v_min` / `v_max` with one atom, `pal_alpha` without
 the PAL loss, `target_noise_clip` without target noise, `trust_region_delta`
-without the trust region: set to a value other than the default while the
+and ACER's `tau` without the trust region, `grad_clip_by` without a
+`grad_clip`: set to a value other than the default while the
 switch is off, each would be ignored. `SettingRangesMixin.validate()` names
 them in a warning, once per config class and setting, rather than refusing
 them: a Tune sweep over the switch keeps the setting for the trials that
@@ -51,11 +52,19 @@ SWITCHED_SETTINGS: Tuple[SwitchedSetting, ...] = (
     SwitchedSetting(
         "target_noise_clip", "target_noise > 0", lambda c: c.target_noise > 0, (_TD3,)
     ),
+    # The average policy, which `tau` moves, is read by the trust region only.
+    *(
+        SwitchedSetting(
+            name, "use_trust_region=True", lambda c: c.use_trust_region, (_ACER,)
+        )
+        for name in ("trust_region_delta", "tau")
+    ),
+    # RLlib clips (and so reads `grad_clip_by`) only with a `grad_clip`.
     SwitchedSetting(
-        "trust_region_delta",
-        "use_trust_region=True",
-        lambda c: c.use_trust_region,
-        (_ACER,),
+        "grad_clip_by",
+        "grad_clip > 0",
+        lambda c: c.grad_clip is not None,
+        (_DQN, _SAC, _TD3, _ACER),
     ),
 )
 
