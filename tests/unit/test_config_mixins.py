@@ -131,3 +131,32 @@ def test_a_ners_setting_its_switch_leaves_off_is_named_once(
     )
     switched = NERSSettings.from_dict({**settings, **switch_on})
     assert switched.switched_off() == []
+
+
+@pytest.mark.parametrize("config_name", ["NERSSACConfig", "TD3Config", "RainbowDQN"])
+def test_action_encoding_is_named_as_unused_with_box_actions_only(config_name, caplog):
+    """SAC and TD3 act in Box spaces, whose actions the sampler's features take
+    as they are; a DQN's discrete actions are encoded as the setting says."""
+    import rllib_ners
+    from rllib_ners.algorithms.ners import ners_config
+
+    reset_log_once()
+    config_class = {
+        "NERSSACConfig": rllib_ners.NERSSACConfig,
+        "TD3Config": rllib_ners.TD3Config,
+        "RainbowDQN": ListsTheMixinsOnly,
+    }[config_name]
+    environment = "CartPole-v1" if config_name == "RainbowDQN" else "Pendulum-v1"
+    config = (
+        config_class()
+        .environment(environment)
+        .training(replay_buffer_config={"type": NERS_BUFFER, "alpha": 0.6})
+        .ners(action_encoding="scaled_index")
+    )
+    with caplog.at_level(logging.WARNING, logger=ners_config.__name__):
+        config.validate()
+        config.validate()
+    messages = [
+        r.getMessage() for r in caplog.records if "action_encoding" in r.getMessage()
+    ]
+    assert len(messages) == (0 if config_name == "RainbowDQN" else 1), messages

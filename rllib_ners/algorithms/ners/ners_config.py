@@ -21,6 +21,8 @@ from rllib_ners.ners.settings import NERSSettings
 from rllib_ners.seam.config import raise_config_error
 from rllib_ners.utils.mixin_order import PrecedesInBases
 
+ACTION_ENCODING_DEFAULT = NERSSettings().action_encoding
+
 logger = logging.getLogger(__name__)
 
 
@@ -38,6 +40,9 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
     # Whether `.ners()` was called. An attribute rather than a setting: RLlib's
     # `to_dict()` / `update_from_dict()` carry it through copies and Tune trials.
     _ners_called = False
+    # Whether the algorithm acts in Box action spaces only (SAC, TD3), whose
+    # actions the sampler's features take as they are (no `action_encoding`).
+    continuous_actions_only = False
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
@@ -181,6 +186,8 @@ class NERSConfigMixin(PrecedesInBases, precedes=AlgorithmConfig):
         if problem is not None:
             raise_config_error(self, problem)
         warn_of_switched_off_ners_settings(type(self), self.ners_config)
+        if self.continuous_actions_only:
+            warn_of_a_discrete_action_setting(type(self), self.ners_config)
         if self.is_multi_agent:
             raise_config_error(
                 self,
@@ -220,6 +227,27 @@ def ners_replay_problem(
             "evaluation_duration=5, evaluation_duration_unit='episodes')."
         )
     return None
+
+
+def warn_of_a_discrete_action_setting(
+    owner: type, ners_settings: Dict[str, Any]
+) -> bool:
+    """Logs a warning, once per `owner` (a config class of Box actions only),
+    when `action_encoding` differs from its default: the sampler's features
+    take continuous actions as they are. Returns whether it warned."""
+    value = ners_settings.get("action_encoding", ACTION_ENCODING_DEFAULT)
+    if value == ACTION_ENCODING_DEFAULT:
+        return False
+    if log_once(f"ners_action_encoding_{owner.__qualname__}"):
+        logger.warning(
+            "NERS setting action_encoding=%r has no effect on %s's continuous "
+            "(Box) actions, which the sampler's features take as they are; it "
+            "is ignored. Leave action_encoding at its default (%r).",
+            value,
+            owner.__name__,
+            ACTION_ENCODING_DEFAULT,
+        )
+    return True
 
 
 def warn_of_switched_off_ners_settings(

@@ -126,6 +126,8 @@ class NERSSACConfig(
     ```
     """
 
+    continuous_actions_only = True
+
     default_replay_buffer_type = NERS_BUFFER_TYPE
 
     def __init__(self, algo_class=None):

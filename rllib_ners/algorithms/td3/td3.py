@@ -111,6 +111,8 @@ class TD3Config(
     ```
     """
 
+    continuous_actions_only = True
+
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TD3)
         # TD3's own settings.
