@@ -449,6 +449,24 @@ SAC_CASES = [
     ),
     # RLlib's own SAC checks still run under ours.
     ("`lr`", lambda: _ners_sac(lr=1e-3).validate()),
+    # Settings only RLlib's old-stack SAC policies read.
+    (
+        "optimization_config=.*actor_lr",
+        lambda: _ners_sac(optimization_config={"actor_learning_rate": 1e-3}).validate(),
+    ),
+    (
+        "q_model_config=.*fcnet_hiddens",
+        lambda: _ners_sac(q_model_config={"fcnet_hiddens": [64]}).validate(),
+    ),
+    (
+        "policy_model_config=",
+        lambda: _ners_sac(policy_model_config={"fcnet_hiddens": [64]}).validate(),
+    ),
+    ("_deterministic_loss=", lambda: _ners_sac(_deterministic_loss=True).validate()),
+    (
+        "_use_beta_distribution=",
+        lambda: _ners_sac(_use_beta_distribution=True).validate(),
+    ),
     # A negative learning rate would train by gradient ascent.
     ("actor_lr=-0.001", lambda: _ners_sac(actor_lr=-1e-3).validate()),
     ("critic_lr=0", lambda: _ners_sac(critic_lr=0).validate()),

@@ -214,12 +214,38 @@ class NERSSACConfig(
                 f"config.training(critic_loss='mse') (the SAC paper's), 'huber' "
                 f"(RLlib's, and LAP's) or 'pal' (PAL's).",
             )
+        self._refuse_old_stack_settings()
         check_replay_buffer_config(self)
         # ReLo takes PAL's loss here: NERS-SAC's per-item losses are PAL's,
         # each divided by the batch's normaliser, online and target alike.
         check_critic_loss_fits_replay_method(self, (LABER,))
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)
+
+    def _refuse_old_stack_settings(self) -> None:
+        """SACConfig keeps settings only its old-API-stack policies read; set,
+        each would be ignored here (and by RLlib's new-stack SAC)."""
+        defaults = SACConfig()
+        fixes = {
+            "optimization": "set config.training(actor_lr=..., critic_lr=..., "
+            "alpha_lr=...) instead of optimization_config",
+            "q_model_config": "set the critics' layers with "
+            "config.rl_module(model_config={'fcnet_hiddens': [...]})",
+            "policy_model_config": "set the policy's layers with "
+            "config.rl_module(model_config={'fcnet_hiddens': [...]})",
+            "_deterministic_loss": "remove it",
+            "_use_beta_distribution": "remove it (the policy is a squashed Gaussian)",
+        }
+        for attribute, fix in fixes.items():
+            if getattr(self, attribute) != getattr(defaults, attribute):
+                setting = (
+                    "optimization_config" if attribute == "optimization" else attribute
+                )
+                raise_config_error(
+                    self,
+                    f"{setting}={getattr(self, attribute)!r} is read only by "
+                    f"RLlib's old API stack, so NERSSAC would ignore it; {fix}.",
+                )
 
 
 class NERSSAC(NERSSamplerRoundsMixin, SAC):
