@@ -449,6 +449,26 @@ SAC_CASES = [
     ),
     # RLlib's own SAC checks still run under ours.
     ("`lr`", lambda: _ners_sac(lr=1e-3).validate()),
+    # PPO's passes over a batch, which no update here makes.
+    ("num_epochs=5.*training_intensity", lambda: _ners_sac(num_epochs=5).validate()),
+    (
+        "minibatch_size=.*replay_ratio",
+        lambda: (
+            ACERConfig()
+            .environment("CartPole-v1")
+            .training(minibatch_size=32)
+            .validate()
+        ),
+    ),
+    (
+        "shuffle_batch_per_epoch=",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .training(shuffle_batch_per_epoch=True)
+            .validate()
+        ),
+    ),
     # Settings only RLlib's old-stack SAC policies read.
     (
         "optimization_config=.*actor_lr",

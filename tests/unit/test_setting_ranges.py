@@ -60,6 +60,10 @@ CHECKED_ELSEWHERE = {
     "weights_sync_interval": (0, 1.5, "1"),
     "max_weights_staleness": (0, 2.5),
     "categorical_distribution_temperature": (0.5,),
+    # PPO-style epochs and minibatches: no update here reads them, so any
+    # value but the default is refused (`check_no_epoch_settings`).
+    "num_epochs": (2,),
+    "minibatch_size": (32,),
 }
 
 # Numeric `training()` settings the table leaves alone, and why.
@@ -67,10 +71,8 @@ NOT_RANGED = {
     # The new stack reads `train_batch_size_per_learner` (ranged), which
     # falls back to train_batch_size // num_learners when unset.
     "train_batch_size": "ranged as train_batch_size_per_learner",
-    # RLlib's, for parts these algorithms do not use (PPO-style epochs and
-    # minibatches, stateful modules, aggregator actors).
-    "num_epochs": "unused by these algorithms' Learners",
-    "minibatch_size": "unused by these algorithms' Learners",
+    # RLlib's, for parts these algorithms do not use (stateful modules,
+    # aggregator actors).
     "burn_in_len": "RLlib's, for stateful modules",
     "num_aggregator_actors_per_learner": "RLlib's, unused by these algorithms",
     "max_requests_in_flight_per_aggregator_actor": "RLlib's, unused here too",
@@ -271,7 +273,8 @@ SWITCHES_CHECKED_ELSEWHERE = (
     "act_on_learner_device",
 )
 
-# `training()` switches of RLlib's that these algorithms never read, and why.
+# `training()` switches of RLlib's that these algorithms never read, and why;
+# each is refused when set (test_bad_input.py).
 SWITCHES_NOT_READ = {
     "shuffle_batch_per_epoch": "RLlib's, for PPO-style epochs over one batch",
     "_deterministic_loss": "RLlib's old-stack SAC loss; its new stack ignores it",

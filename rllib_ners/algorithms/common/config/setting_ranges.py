@@ -526,6 +526,7 @@ class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
     def validate(self) -> None:
         check_setting_ranges(self)
         check_train_batch_size_is_read(self)
+        check_no_epoch_settings(self)
         warn_of_switched_off_settings(self)
         super().validate()
 
@@ -547,6 +548,33 @@ def check_train_batch_size_is_read(config) -> None:
         f"{per_learner}. Set config.training(train_batch_size_per_learner="
         f"{config.train_batch_size}) and leave train_batch_size out.",
     )
+
+
+# AlgorithmConfig's settings for passes over one train batch (PPO's), which
+# no update of this package's algorithms (nor RLlib's DQN or SAC) reads.
+EPOCH_SETTINGS = ("num_epochs", "minibatch_size", "shuffle_batch_per_epoch")
+
+
+def check_no_epoch_settings(config) -> None:
+    """Raises a config error where the user set one of `EPOCH_SETTINGS`: each
+    update steps once on one train batch, so they would be ignored."""
+    defaults = type(config)()
+    for name in EPOCH_SETTINGS:
+        value = getattr(config, name)
+        if value == getattr(defaults, name):
+            continue
+        more_updates = (
+            "config.training(replay_ratio=...)"
+            if hasattr(config, "replay_ratio")
+            else "config.training(training_intensity=...)"
+        )
+        raise_config_error(
+            config,
+            f"{name}={value!r} is not read: each update of "
+            f"{type(config).__name__.replace('Config', '')} steps once on one "
+            f"train batch. Remove it (leave {name} at {getattr(defaults, name)!r}); "
+            f"for more updates per env step, set {more_updates}.",
+        )
 
 
 def check_setting_ranges(config) -> None:
