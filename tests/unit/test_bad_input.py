@@ -449,6 +449,19 @@ SAC_CASES = [
     ),
     # RLlib's own SAC checks still run under ours.
     ("`lr`", lambda: _ners_sac(lr=1e-3).validate()),
+    # LaBER's Rainbow update is this package's, on one Learner.
+    (
+        "num_learners=2",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .learners(num_learners=2)
+            .training(
+                replay_buffer_config={"sampler": "laber", "alpha": 0.0, "beta": 0.0}
+            )
+            .validate()
+        ),
+    ),
     # PPO's passes over a batch, which no update here makes.
     ("num_epochs=5.*training_intensity", lambda: _ners_sac(num_epochs=5).validate()),
     (

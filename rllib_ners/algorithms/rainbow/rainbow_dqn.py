@@ -230,8 +230,31 @@ class RainbowDQNConfig(
         self._check_custom_classes()
         check_discrete_actions(self, type(self).__name__.replace("Config", ""))
         check_replay_buffer_config(self)
+        self._check_laber_takes_our_update()
         check_frame_stack_fits_observations(self)
         check_cnn_encoder_fits_observations(self)
+
+    def _check_laber_takes_our_update(self) -> None:
+        """LaBER's gradient pass runs outside RLlib's `forward_train`, so DDP
+        (several Learners) would not average it and a torch-compiled update
+        is RLlib's own; the Learner refuses both in `build()`, from inside
+        `build_algo()`, so they are refused here first."""
+        from rllib_ners.algorithms.common.learner.replay_methods import (
+            uses_laber_replay,
+        )
+
+        if not uses_laber_replay(self):
+            return
+        if self.num_learners > 1 or self.torch_compile_learner:
+            raise_config_error(
+                self,
+                f"replay_buffer_config['sampler']='laber' needs one Learner "
+                f"without torch_compile_learner for RainbowDQN (got num_learners="
+                f"{self.num_learners}, torch_compile_learner="
+                f"{self.torch_compile_learner}); set config.learners("
+                f"num_learners=0 or 1) and config.framework("
+                f"torch_compile_learner=False).",
+            )
 
     def _check_custom_classes(self) -> None:
         from rllib_ners.algorithms.rainbow.torch.rainbow_dqn_torch_learner import (
