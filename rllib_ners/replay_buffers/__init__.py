@@ -13,7 +13,7 @@ state):
   `agent_episodes`: which multi-agent episode a stored agent episode is of;
 * `ring_replay_buffer`: `RingReplayBuffer`, their base: the parts below and
   the mechanics on them (and why RLlib's base class is kept);
-* `rllib_compat`: buffer types and `with_replay_buffer` for stock configs;
+* `rllib_compat`: `with_replay_buffer`, our buffer for a stock SAC config;
 * `rllib_states`: RLlib's buffer states in and out;
 * `buffer_metrics`: what the buffers count between reports, in RLlib's terms.
 
