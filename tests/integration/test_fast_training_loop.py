@@ -314,6 +314,34 @@ def test_vector_envs_keep_the_replay_ratio_per_env_step(small_dqn, one_torch_thr
         algo.stop()
 
 
+def test_a_carried_part_update_is_restored_from_a_checkpoint(
+    small_dqn, one_torch_thread, tmp_path
+):
+    """The fraction of an update a round owes carries over (see above); a
+    checkpoint keeps it, so a restored run makes the updates the saved one
+    would have made."""
+    config = small_dqn(
+        RainbowDQNConfig(),
+        replay_buffer_config=PER,
+        rollout_fragment_length=1,
+        training_intensity=8.0,
+        n_step=1,
+    ).env_runners(num_envs_per_env_runner=4)
+    algo, restored = config.build_algo(), config.build_algo()
+    try:
+        for _ in range(5):
+            algo.train()
+            if algo._updates_owed:
+                break
+        assert 0 < algo._updates_owed < 1
+        algo.save_to_path(str(tmp_path))
+        restored.restore_from_path(str(tmp_path))
+        assert restored._updates_owed == algo._updates_owed
+    finally:
+        algo.stop()
+        restored.stop()
+
+
 def test_metrics_are_reduced_once_per_iteration(small_dqn, one_torch_thread):
     config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
     algo = config.build_algo()

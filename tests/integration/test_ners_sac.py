@@ -140,7 +140,9 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(
 ):
     """Our training step hands the Learner numpy columns straight from the
     buffer; SAC's learner connector, given the same transitions as episodes,
-    builds the very same batch (names, dtypes, values), n-step included."""
+    builds the very same batch (names, dtypes, values). Both sides hold the
+    buffer's own n-step values (`sample(sample_episodes=True)` is built from
+    `sample_batch`): that they are right is test_fast_prioritized_buffer's."""
     algo = small_sac(replay, n_step=(1, 3), rollout_fragment_length=3).build_algo()
     try:
         algo.train()

@@ -202,7 +202,8 @@ def test_columnar_replay_feeds_the_learner_what_rllibs_connectors_would(
 ):
     """Our training step hands the Learner numpy columns straight from the buffer;
     RLlib's learner connector, given the same transitions as episodes, builds
-    the very same batch (names, dtypes, values)."""
+    the very same batch (names, dtypes, values; the n-step values are the
+    buffer's on both sides, checked in test_fast_prioritized_buffer)."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rllib_ners.algorithms.common.training.columnar_replay import replay_train_batch

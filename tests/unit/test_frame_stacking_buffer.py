@@ -296,6 +296,7 @@ def test_state_round_trip_restores_frames_pointers_and_rng():
     for ep in range(6):
         buffer.add([chunk(ep, 0, 3), chunk(ep + 10, 0, 2)])
         buffer.add(chunk(ep, 3, 5, terminated=True))
+    buffer.sample_batch(7)  # the generator moves past its seed's state
     state = buffer.get_state()
     restored = make_buffer(capacity=23)
     restored.set_state(state)
