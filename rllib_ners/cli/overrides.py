@@ -288,12 +288,16 @@ def _script_flags_hint(path: Path, script_args: Sequence[str]) -> str:
     return f"its flags go after `--`; {listing}"
 
 
-def load_python_example(path: Path, script_args: Sequence[str] = ()):
+def load_python_example(
+    path: Path, script_args: Sequence[str] = (), *, refuse_runner_flags: bool = False
+):
     """Loads a tuned example's module-level `config` (and its parsed `args`).
 
     The file runs with `sys.argv = [path, *script_args]` under a module name other
     than `__main__`, so its argparse sees only its own flags and its
-    `if __name__ == "__main__"` block (the experiment) does not run.
+    `if __name__ == "__main__"` block (the experiment) does not run. With
+    `refuse_runner_flags`, flags only that block would apply raise a CLIError
+    (`RUNNER_FLAGS`).
     """
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
@@ -331,7 +335,84 @@ def load_python_example(path: Path, script_args: Sequence[str] = ()):
     example_args = namespace.get("args")
     if not isinstance(example_args, argparse.Namespace):
         example_args = None
+    parser = namespace.get("parser")
+    if (
+        refuse_runner_flags
+        and example_args is not None
+        and isinstance(parser, argparse.ArgumentParser)
+    ):
+        _refuse_flags_left_to_the_runner(path, parser, example_args)
     return config, example_args
+
+
+# The example flags that only the example's own runner (`run_example`, what
+# `python EXAMPLE.py` runs) applies, and `rllib-ners train`'s flag for each
+# where it has one. `rllib-ners train file` builds the example's module-level
+# config and trains it itself, so these would change nothing.
+RUNNER_FLAGS = {
+    "num_env_runners": "--num-env-runners",
+    "num_learners": "--num-learners",
+    "num_gpus_per_learner": "--num-gpus-per-learner",
+    "checkpoint_freq": "--checkpoint-freq",
+    "checkpoint_at_end": "--checkpoint-at-end",
+    "num_cpus": "--num-cpus",
+    "verbose": "--verbose",
+    "num_envs_per_env_runner": None,
+    "rollout_fragment_length": None,
+    "num_cpus_per_learner": None,
+    "num_aggregator_actors_per_learner": None,
+    "num_gpus": None,
+    "evaluation_interval": None,
+    "evaluation_num_env_runners": None,
+    "evaluation_duration": None,
+    "evaluation_duration_unit": None,
+    "evaluation_parallel_to_training": None,
+    "log_level": None,
+    "output": None,
+    "old_api_stack": None,
+    "no_tune": None,
+    "as_test": None,
+    "as_release_test": None,
+    "num_samples": None,
+    "max_concurrent_trials": None,
+    "wandb_key": None,
+    "wandb_project": None,
+    "wandb_run_name": None,
+}
+
+
+def _refuse_flags_left_to_the_runner(
+    path: Path, parser: argparse.ArgumentParser, example_args: argparse.Namespace
+) -> None:
+    """Raises a CLIError naming the example flags given after `--` that only
+    the example's runner applies (`RUNNER_FLAGS`), unless the example's own
+    module reads them (`args.<name>` in its source)."""
+    defaults = vars(parser.parse_args([]))
+    read_by_module = set(re.findall(r"\bargs\.(\w+)", path.read_text()))
+    given = [
+        dest
+        for dest in RUNNER_FLAGS
+        if dest in defaults
+        and dest not in read_by_module
+        and getattr(example_args, dest, None) != defaults[dest]
+    ]
+    if not given:
+        return
+    fixes = []
+    for dest in given:
+        flag = "--" + dest.replace("_", "-")
+        own = RUNNER_FLAGS[dest]
+        fixes.append(
+            f"{flag}: give it to train before `--` ({PROG} train {own} ... file "
+            f"{path.name})"
+            if own
+            else f"{flag}: run `python {path} {flag} ...` instead"
+        )
+    raise CLIError(
+        f"`{PROG} train file` trains {path.name}'s config itself, so flags that "
+        f"only the example's runner applies would change nothing: " + "; ".join(fixes),
+        2,
+    )
 
 
 def load_yaml_experiments(path: Path) -> List[Tuple[str, Dict[str, Any]]]:

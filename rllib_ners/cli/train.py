@@ -118,7 +118,9 @@ def _jobs_of_example(path: Path, script_args: List[str]) -> List[TuneJob]:
     """One job for a Python tuned example (stopping where its own flags say),
     one per experiment of a YAML file."""
     if path.suffix == ".py":
-        config, example_args = load_python_example(path, script_args)
+        config, example_args = load_python_example(
+            path, script_args, refuse_runner_flags=True
+        )
         defaults = {}
         if example_args is not None:
             defaults = {

@@ -182,6 +182,14 @@ ERROR_CASES = [
     (["train", "--algo", "DQN"], "--algo needs --env"),
     (["train", "file", "no/such/example.py"], "no such file: no/such/example.py"),
     (["train", "file"], "usage: train file PATH"),
+    # Flags only the example's own runner applies change nothing here.
+    (
+        ["train", "file", "ners_sac/pendulum_ners_sac.py", "--"]
+        + ["--num-env-runners", "3", "--evaluation-interval", "2"],
+        "--num-env-runners: give it to train before `--` (rllib-ners train "
+        "--num-env-runners ... file pendulum_ners_sac.py); --evaluation-interval: "
+        "run `python",
+    ),
     (["train"], "nothing to train"),
     (["train", "--resume", "/no/such/run"], "no such run directory"),
     (["resume", "/no/such/run"], "no such run directory"),
