@@ -62,6 +62,8 @@ from rllib_ners.cli.evaluate import (
 from rllib_ners.cli.example_runner import (
     add_gpu_learner_args,
     add_overlap_sampling_args,
+    add_seed_arg,
+    add_torch_threads_arg,
     gpu_learner_settings,
     overlap_sampling_settings,
     run_example,

@@ -30,6 +30,7 @@ from rllib_ners.cli.common import (
     remove_if_empty,
     result_metric,
 )
+from rllib_ners.cli.parser import int_in_range
 from rllib_ners.cli.progress import (
     finite_number,
     format_duration,
@@ -48,6 +49,7 @@ from rllib_ners.cli.session import (
     sigterm_as_sigint,
 )
 from rllib_ners.utils.log_noise import silence_known_noise
+from rllib_ners.utils.rng import MAX_SEED
 
 # Without `--num-gpus-per-learner` the Learner goes where it trained faster as
 # measured, where the cluster has a GPU. On an H100/H200 machine with 16 cores,
@@ -117,6 +119,28 @@ def overlap_sampling_settings(args: argparse.Namespace) -> Dict[str, Any]:
         "overlap_sampling": args.overlap_sampling,
         "weights_sync_interval": args.weights_sync_interval,
     }
+
+
+def add_seed_arg(parser: argparse.ArgumentParser) -> None:
+    """`--seed`, as `rllib-ners train` takes it: an integer in [0, 2**32 - 1]
+    (numpy's seed range), refused by argparse otherwise."""
+    parser.add_argument(
+        "--seed",
+        type=int_in_range(0, MAX_SEED),
+        default=None,
+        help="seeds envs, nets and this package's replay buffers",
+    )
+
+
+def add_torch_threads_arg(parser: argparse.ArgumentParser, default: int) -> None:
+    """`--torch-threads`: the Algorithm process's torch threads (>= 1)."""
+    parser.add_argument(
+        "--torch-threads",
+        type=int_in_range(1),
+        default=default,
+        help="torch threads of the Algorithm's process (acting and learning "
+        "alternate there with --num-env-runners=0, so it may use every core)",
+    )
 
 
 def add_gpu_learner_args(parser: argparse.ArgumentParser) -> None:
@@ -204,8 +228,14 @@ def run_example(
 
 
 def _flag_given(flag: str) -> bool:
-    """Whether `flag` is on the command line (not just the parser's default)."""
-    return any(a == flag or a.startswith(flag + "=") for a in sys.argv[1:])
+    """Whether `flag` is on the command line (not just the parser's default),
+    spelt out or abbreviated as argparse takes it (`--verb 3`: the parser
+    accepted the prefix, so it was unique)."""
+    for arg in sys.argv[1:]:
+        name = arg.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 2 and flag.startswith(name):
+            return True
+    return False
 
 
 def _run_example(config, args, stop, success_metric):
@@ -244,6 +274,7 @@ def _run_example(config, args, stop, success_metric):
     try:
         with sigterm_as_sigint():  # after ray.init(): see sigterm_as_sigint
             _apply_example_args(config, args)
+            _validate_with_the_flags(config)
             if args.no_tune:
                 check_resources(config, args)  # (Tune's path checks in fit_job)
                 results, best = _train_in_process(config, stop, success[0])
@@ -305,12 +336,29 @@ def _refuse_unused_example_flags(args) -> None:
         )
 
 
+def _validate_with_the_flags(config) -> None:
+    """The config's `validate()` once the flags are applied: a setting a flag
+    made invalid ends in one error line naming it, not a traceback."""
+    try:
+        config.validate()
+    except ValueError as error:
+        # RLlib's config errors add a line on skipping validation: not a fix.
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise CLIError(
+            f"the config with these flags is invalid: {one_line(first_line)}"
+        ) from None
+
+
 def _check_example_numbers(args) -> None:
     for dest, minimum in _EXAMPLE_FLAG_MINIMA.items():
         value = getattr(args, dest, None)
         if value is not None and not value >= minimum:
             flag = "--" + dest.replace("_", "-")
             raise CLIError(f"{flag}={value}: must be >= {minimum}", 2)
+    stop_reward = getattr(args, "stop_reward", None)
+    if stop_reward is not None and finite_number(stop_reward) is None:
+        # No return reaches nan, and --as-test would then pass on nothing.
+        raise CLIError(f"--stop-reward={stop_reward}: must be a finite number", 2)
 
 
 def _apply_example_args(config, args) -> None:

@@ -11,7 +11,7 @@ from rllib_ners.utils.rng import MAX_SEED
 TUNE_VERBOSITY = (0, 1, 2, 3)
 
 
-def _int_in(low: int, high=None, hint: str = ""):
+def int_in_range(low: int, high=None, hint: str = ""):
     """An argparse type: an int in [low, high] (no upper bound for None); out of
     range, argparse names the flag, the range and `hint`."""
 
@@ -91,7 +91,7 @@ def _ray_options() -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--num-cpus",
-        type=_int_in(1),
+        type=int_in_range(1),
         help="CPUs of the local Ray instance this command starts (default: all)",
     )
     return ray_options
@@ -146,10 +146,10 @@ def _add_train_stop(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument("--stop-reward", type=float, help=f"stop at this {RETURN_KEY}")
     train.add_argument(
-        "--stop-timesteps", type=_int_in(1), help=f"stop at this {STEPS_KEY}"
+        "--stop-timesteps", type=int_in_range(1), help=f"stop at this {STEPS_KEY}"
     )
     train.add_argument(
-        "--stop-iters", type=_int_in(1), help="stop after this many iterations"
+        "--stop-iters", type=int_in_range(1), help="stop after this many iterations"
     )
 
 
@@ -157,12 +157,12 @@ def _add_train_resources(train: argparse.ArgumentParser) -> None:
     """EnvRunners, Learners, GPUs and seeds."""
     train.add_argument(
         "--num-env-runners",
-        type=_int_in(0, hint="0 samples in the driver"),
+        type=int_in_range(0, hint="0 samples in the driver"),
         help="remote EnvRunners (0: sample in the driver's local EnvRunner)",
     )
     train.add_argument(
         "--num-learners",
-        type=_int_in(0, hint="0 learns in the driver"),
+        type=int_in_range(0, hint="0 learns in the driver"),
         help="remote Learners (0: learn in the driver's local Learner)",
     )
     train.add_argument(
@@ -172,7 +172,7 @@ def _add_train_resources(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--seed",
-        type=_int_in(0, MAX_SEED),
+        type=int_in_range(0, MAX_SEED),
         nargs="+",
         help="random seed; several seeds run one trial each (a grid search)",
     )
@@ -186,7 +186,7 @@ def _add_train_run_options(train: argparse.ArgumentParser) -> None:
     train.add_argument("--name", help="run directory name (default: <example>_<time>)")
     train.add_argument(
         "--checkpoint-freq",
-        type=_int_in(0),
+        type=int_in_range(0),
         default=0,
         help="checkpoint every N iterations (0: never)",
     )
@@ -199,7 +199,7 @@ def _add_train_run_options(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--max-failures",
-        type=_int_in(-1),
+        type=int_in_range(-1),
         default=0,
         help="times Tune restarts a failed trial from its last checkpoint (-1: "
         "without limit)",
@@ -247,7 +247,7 @@ def _add_evaluate(sub, ray_options: argparse.ArgumentParser) -> None:
         "--video", metavar="FILE", help="write the rendered episodes (.mp4 or .gif)"
     )
     evaluate.add_argument(
-        "--seed", type=_int_in(0, MAX_SEED), help="seed of the evaluation env"
+        "--seed", type=int_in_range(0, MAX_SEED), help="seed of the evaluation env"
     )
 
 

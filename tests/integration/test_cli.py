@@ -728,6 +728,8 @@ def test_example_script_no_tune_trains_in_process(tmp_path):
         (["--stop-timesteps=0"], "--stop-timesteps=0: must be >= 1"),
         (["--env=Pendulum-v1"], "--env=Pendulum-v1: this example sets its own env"),
         (["--algo=PPO"], "--algo: not used by this example"),
+        (["--alg", "PPO"], "--algo: not used by this example"),  # argparse's prefix
+        (["--stop-reward=nan"], "--stop-reward=nan: must be a finite number"),
         (["--num-agents=2"], "--num-agents: not used by this example"),
         (["--tune-max-report-freq=5"], "--tune-max-report-freq: not used"),
         (["--framework=tf2"], "--framework=tf2: this package's algorithms are"),
@@ -751,6 +753,28 @@ def test_an_example_refuses_flags_it_cannot_use(flags, message, capsys, monkeypa
         run_example(config, args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_config_the_flags_make_invalid_is_one_error_line(
+    capsys, monkeypatch, ray_cluster
+):
+    """validate()'s error, raised once the flags are applied, ends the run with
+    one line naming the setting, not a traceback from inside Tune."""
+    from ray.rllib.examples.utils import add_rllib_example_script_args
+
+    from rllib_ners import NERSDQNConfig
+    from rllib_ners.cli.example_runner import run_example
+
+    config = NERSDQNConfig().environment("CartPole-v1").training(overlap_sampling=True)
+    argv = ["--stop-iters=1", "--num-env-runners=0"]
+    monkeypatch.setattr(sys, "argv", ["example.py", *argv])
+    args = add_rllib_example_script_args().parse_args(argv)
+    with pytest.raises(SystemExit) as exit_info:
+        run_example(config, args)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "error: the config with these flags is invalid: overlap_sampling=True" in err
+    assert "Traceback" not in err and "_validate_config" not in err
 
 
 @pytest.mark.parametrize(

@@ -23,11 +23,11 @@ seed 0: 450 at 15k steps. `result["ners"]` shows the sampler's updates.
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners.algorithms.acer.presets import cartpole_acer
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_seed_arg, run_example
 
 parser = add_rllib_example_script_args(default_reward=450.0, default_timesteps=200_000)
 parser.set_defaults(env="CartPole-v1")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 args = parser.parse_args()
 
 config = cartpole_acer(replay="ners", env=args.env).debugging(seed=args.seed)

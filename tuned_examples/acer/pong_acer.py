@@ -26,7 +26,7 @@ from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 from rllib_ners.algorithms.acer.presets import ACER_REPLAYS, atari_acer
 from rllib_ners.algorithms.common.config.resources import with_learner_threads
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_seed_arg, add_torch_threads_arg, run_example
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 
 parser = add_rllib_example_script_args(
@@ -34,14 +34,8 @@ parser = add_rllib_example_script_args(
 )
 parser.set_defaults(num_env_runners=0, num_envs_per_env_runner=16)
 parser.add_argument("--replay", choices=sorted(ACER_REPLAYS), default="uniform")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
-parser.add_argument(
-    "--torch-threads",
-    type=int,
-    default=2,
-    help="torch threads of the Algorithm's process (acting and learning alternate "
-    "there with --num-env-runners=0, so it may use every core)",
-)
+add_seed_arg(parser)
+add_torch_threads_arg(parser, default=2)
 args = parser.parse_args()
 
 config = atari_acer(

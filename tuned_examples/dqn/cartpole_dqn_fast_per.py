@@ -20,7 +20,7 @@ from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_seed_arg, run_example
 
 REPLAY_BUFFERS = {
     "fast-per": {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer", "alpha": 0.6},
@@ -31,7 +31,7 @@ REPLAY_BUFFERS = {
 parser = add_rllib_example_script_args(default_reward=450.0, default_timesteps=100000)
 parser.set_defaults(env="CartPole-v1")
 parser.add_argument("--replay", choices=sorted(REPLAY_BUFFERS), default="fast-per")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 args = parser.parse_args()
 replay_buffer_config = {**REPLAY_BUFFERS[args.replay], "capacity": 50000, "beta": 0.4}
 if args.seed is not None and args.replay != "rllib-per":  # RLlib's takes no seed

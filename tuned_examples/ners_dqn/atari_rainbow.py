@@ -34,6 +34,7 @@ from rllib_ners.algorithms.rainbow.presets import ATARI_REPLAYS, atari_rainbow
 from rllib_ners.cli import (
     add_gpu_learner_args,
     add_overlap_sampling_args,
+    add_seed_arg,
     gpu_learner_settings,
     overlap_sampling_settings,
     run_example,
@@ -48,7 +49,7 @@ parser = add_rllib_example_script_args(
 parser.set_defaults(num_env_runners=2)
 parser.add_argument("--game", default="MsPacman", help="an ALE game, e.g. Pong")
 parser.add_argument("--replay", choices=sorted(ATARI_REPLAYS), default="per")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 add_overlap_sampling_args(parser)
 add_gpu_learner_args(parser)
 args = parser.parse_args()

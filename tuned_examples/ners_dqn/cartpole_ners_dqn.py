@@ -41,6 +41,7 @@ from rllib_ners import NERSDQNConfig
 from rllib_ners.algorithms.rainbow.presets import cartpole_dqn
 from rllib_ners.cli import (
     add_overlap_sampling_args,
+    add_seed_arg,
     overlap_sampling_settings,
     run_example,
 )
@@ -50,7 +51,7 @@ parser = add_rllib_example_script_args(
     default_timesteps=60000,
 )
 parser.set_defaults(env="CartPole-v1")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 add_overlap_sampling_args(parser)
 args = parser.parse_args()
 

@@ -60,7 +60,13 @@ from rllib_ners.algorithms.rainbow.presets import (
     ATARI_REPLAYS,
     atari_data_efficient_rainbow,
 )
-from rllib_ners.cli import add_gpu_learner_args, gpu_learner_settings, run_example
+from rllib_ners.cli import (
+    add_gpu_learner_args,
+    add_seed_arg,
+    add_torch_threads_arg,
+    gpu_learner_settings,
+    run_example,
+)
 from rllib_ners.env.atari_rllib import GAME_RETURN_MEAN
 
 parser = add_rllib_example_script_args(
@@ -71,14 +77,8 @@ parser = add_rllib_example_script_args(
 parser.set_defaults(num_env_runners=0)
 parser.add_argument("--replay", choices=sorted(ATARI_REPLAYS), default="ners")
 parser.add_argument("--game", default="MsPacman", help="any ALE game, e.g. Breakout")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
-parser.add_argument(
-    "--torch-threads",
-    type=int,
-    default=2,
-    help="torch threads of the Algorithm's process (acting and learning alternate "
-    "there with --num-env-runners=0, so it may use every core)",
-)
+add_seed_arg(parser)
+add_torch_threads_arg(parser, default=2)
 add_gpu_learner_args(parser)
 args = parser.parse_args()
 

@@ -31,14 +31,19 @@ PER and uniform replay side by side (docs/results.md). A GPU Learner
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners.algorithms.ners_sac.presets import SAC_REPLAYS, mujoco_sac
-from rllib_ners.cli import add_gpu_learner_args, gpu_learner_settings, run_example
+from rllib_ners.cli import (
+    add_gpu_learner_args,
+    add_seed_arg,
+    gpu_learner_settings,
+    run_example,
+)
 
 parser = add_rllib_example_script_args(
     default_reward=10000.0, default_timesteps=1_000_000
 )
 parser.set_defaults(env="HalfCheetah-v5")
 parser.add_argument("--replay", choices=sorted(SAC_REPLAYS), default="ners")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 add_gpu_learner_args(parser)
 args = parser.parse_args()
 

@@ -31,7 +31,7 @@ steps) were not run to the stop reward here.
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners.algorithms.ners_sac.presets import SAC_REPLAYS, pendulum_sac
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_seed_arg, run_example
 
 parser = add_rllib_example_script_args(default_reward=-250.0, default_timesteps=20_000)
 parser.set_defaults(env="Pendulum-v1")
@@ -40,7 +40,7 @@ parser.add_argument("--hidden", type=int, default=256, help="units per layer (2)
 parser.add_argument("--lr", type=float, default=3e-4, help="actor/critic/alpha lr")
 parser.add_argument("--learning-starts", type=int, default=5000)
 parser.add_argument("--rollout-fragment-length", type=int, default=1)
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 args = parser.parse_args()
 
 config = pendulum_sac(

@@ -34,7 +34,7 @@ from rllib_ners.algorithms.common.config.sampler_presets import (
     laber_buffer_settings,
     relo_buffer_settings,
 )
-from rllib_ners.cli import run_example
+from rllib_ners.cli import add_seed_arg, run_example
 
 REPLAYS = {
     "per": {"alpha": 0.5, "beta": 0.4},
@@ -45,7 +45,7 @@ REPLAYS = {
 
 parser = add_rllib_example_script_args(default_reward=300.0, default_timesteps=40000)
 parser.set_defaults(env="CartPole-v1")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 parser.add_argument("--replay", choices=sorted(REPLAYS), default="per")
 args = parser.parse_args()
 

@@ -28,7 +28,12 @@ first 100k steps with uniform, PER, LAP and NERS replay side by side
 from ray.rllib.examples.utils import add_rllib_example_script_args
 
 from rllib_ners.algorithms.td3.presets import TD3_REPLAYS, mujoco_td3
-from rllib_ners.cli import add_gpu_learner_args, gpu_learner_settings, run_example
+from rllib_ners.cli import (
+    add_gpu_learner_args,
+    add_seed_arg,
+    gpu_learner_settings,
+    run_example,
+)
 
 parser = add_rllib_example_script_args(
     default_reward=3500.0, default_timesteps=1_000_000
@@ -36,7 +41,7 @@ parser = add_rllib_example_script_args(
 parser.set_defaults(env="Hopper-v5")
 parser.add_argument("--replay", choices=sorted(TD3_REPLAYS), default="uniform")
 parser.add_argument("--ddpg", action="store_true", help="DDPG instead of TD3")
-parser.add_argument("--seed", type=int, default=None, help="seeds envs, nets, replay")
+add_seed_arg(parser)
 add_gpu_learner_args(parser)
 args = parser.parse_args()
 
