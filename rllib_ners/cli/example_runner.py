@@ -186,9 +186,11 @@ def run_example(
             `--num-envs-per-env-runner`, `--num-learners`, `--num-gpus-per-learner`
             (default: where it trained faster as measured, the CPU but for the
             DQN family on Atari: see `learner_trains_faster_on_a_gpu`),
-            `--num-cpus-per-learner`,
-            `--num-aggregator-actors-per-learner`, `--evaluation-*`, `--log-level`,
-            `--output`, `--framework`, `--old-api-stack`.
+            `--num-cpus-per-learner`, `--evaluation-*` (with
+            `--evaluation-interval`), `--log-level`, `--output`. RLlib's flags
+            that would change nothing here (`--algo`, `--num-agents`,
+            `--old-api-stack`, aggregator actors, Tune's flags with `--no-tune`,
+            ...) are refused, naming the flag.
         args: the parsed `add_rllib_example_script_args()` flags (parsed from
             `sys.argv` if None).
         stop: stop criteria, result key -> value (None values are dropped).
@@ -257,6 +259,9 @@ def _run_example(config, args, stop, success_metric):
             STEPS_KEY: args.stop_timesteps,
             ITERS_KEY: args.stop_iters,
         }
+    elif ITERS_KEY not in stop and _flag_given("--stop-iters"):
+        # An example with stop criteria of its own still stops at --stop-iters.
+        stop = {**stop, ITERS_KEY: args.stop_iters}
     stop = {key: value for key, value in stop.items() if value is not None}
     if success_metric:
         success = next(iter(success_metric.items()))
@@ -298,6 +303,10 @@ def _run_example(config, args, stop, success_metric):
 # The example flags with a lower bound (RLlib's parser takes any int), checked
 # before Ray starts: out of range, a run fails deep inside a trial or hangs.
 _EXAMPLE_FLAG_MINIMA = {
+    "num_samples": 1,
+    "max_concurrent_trials": 1,
+    "evaluation_num_env_runners": 0,
+    "evaluation_duration": 1,
     "num_env_runners": 0,
     "num_envs_per_env_runner": 1,
     "rollout_fragment_length": 1,
@@ -318,7 +327,27 @@ _UNUSED_EXAMPLE_FLAGS = {
     "`rllib-ners train --algo ALGO --env ENV`",
     "--num-agents": "the example sets its own agents",
     "--tune-max-report-freq": "Tune reports every training iteration here",
+    "--num-aggregator-actors-per-learner": "this package's algorithms use no "
+    "aggregator actors (each would hold a CPU idle)",
+    "--old-api-stack": "this package's algorithms run on RLlib's new API stack only",
+    "--as-release-test": "no release-test JSON is written here; use --as-test",
 }
+
+# Flags that act only beside another one, with that one in words.
+_EVALUATION_FLAGS = (
+    "--evaluation-num-env-runners",
+    "--evaluation-duration",
+    "--evaluation-duration-unit",
+    "--evaluation-parallel-to-training",
+)
+_TUNE_FLAGS = (
+    "--num-samples",
+    "--max-concurrent-trials",
+    "--checkpoint-freq",
+    "--wandb-key",
+    "--wandb-project",
+    "--wandb-run-name",
+)
 
 
 def _refuse_unused_example_flags(args) -> None:
@@ -327,6 +356,27 @@ def _refuse_unused_example_flags(args) -> None:
     for flag, why in _UNUSED_EXAMPLE_FLAGS.items():
         if _flag_given(flag):
             raise CLIError(f"{flag}: not used by this example: {why}", 2)
+    if not (getattr(args, "evaluation_interval", 0) or 0) > 0:
+        for flag in filter(_flag_given, _EVALUATION_FLAGS):
+            raise CLIError(
+                f"{flag}: evaluation runs only with --evaluation-interval=N "
+                "(N > 0 training iterations between evaluations); add it",
+                2,
+            )
+    if getattr(args, "no_tune", False):
+        for flag in filter(_flag_given, _TUNE_FLAGS):
+            raise CLIError(
+                f"{flag}: Tune's, and --no-tune trains without Tune (one "
+                "trial, a checkpoint at the end); drop one of the two",
+                2,
+            )
+    if _flag_given("--wandb-project") or _flag_given("--wandb-run-name"):
+        if not getattr(args, "wandb_key", None):
+            raise CLIError(
+                "--wandb-project and --wandb-run-name log to Weights & Biases "
+                "only with --wandb-key KEY; add it",
+                2,
+            )
     framework = getattr(args, "framework", "torch")
     if framework not in (None, "torch"):
         raise CLIError(
@@ -352,6 +402,8 @@ def _validate_with_the_flags(config) -> None:
 def _check_example_numbers(args) -> None:
     for dest, minimum in _EXAMPLE_FLAG_MINIMA.items():
         value = getattr(args, dest, None)
+        if isinstance(value, str):  # --evaluation-duration=auto
+            continue
         if value is not None and not value >= minimum:
             flag = "--" + dest.replace("_", "-")
             raise CLIError(f"{flag}={value}: must be >= {minimum}", 2)
@@ -375,11 +427,6 @@ def _apply_example_args(config, args) -> None:
             f"--algo ALGO --env {args.env}` or an example for it (`rllib-ners "
             "examples`)",
             2,
-        )
-    if args.old_api_stack:
-        config.api_stack(
-            enable_rl_module_and_learner=False,
-            enable_env_runner_and_connector_v2=False,
         )
     if args.num_env_runners is not None:
         config.env_runners(num_env_runners=args.num_env_runners)

@@ -201,8 +201,8 @@ def _add_train_run_options(train: argparse.ArgumentParser) -> None:
         "--max-failures",
         type=int_in_range(-1),
         default=0,
-        help="times Tune restarts a failed trial from its last checkpoint (-1: "
-        "without limit)",
+        help="times Tune restarts a failed trial from its last checkpoint, "
+        "from the start without one (add --checkpoint-freq N; -1: without limit)",
     )
     train.add_argument(
         "--resume", metavar="RUN_DIR", help="continue an interrupted run instead"

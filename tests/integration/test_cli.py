@@ -730,6 +730,11 @@ def test_example_script_no_tune_trains_in_process(tmp_path):
         (["--algo=PPO"], "--algo: not used by this example"),
         (["--alg", "PPO"], "--algo: not used by this example"),  # argparse's prefix
         (["--stop-reward=nan"], "--stop-reward=nan: must be a finite number"),
+        (["--old-api-stack"], "--old-api-stack: not used by this example"),
+        (["--evaluation-duration=5"], "--evaluation-duration: evaluation runs only"),
+        (["--no-tune", "--num-samples=3"], "--num-samples: Tune's, and --no-tune"),
+        (["--wandb-project=p"], "--wandb-project and --wandb-run-name log to"),
+        (["--num-samples=-1"], "--num-samples=-1: must be >= 1"),
         (["--num-agents=2"], "--num-agents: not used by this example"),
         (["--tune-max-report-freq=5"], "--tune-max-report-freq: not used"),
         (["--framework=tf2"], "--framework=tf2: this package's algorithms are"),
@@ -753,6 +758,31 @@ def test_an_example_refuses_flags_it_cannot_use(flags, message, capsys, monkeypa
         run_example(config, args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_example_with_its_own_stop_still_stops_at_stop_iters(
+    monkeypatch, ray_cluster
+):
+    """The Atari examples pass stop criteria of their own (the game score);
+    --stop-iters is added to them, not dropped."""
+    from ray.rllib.examples.utils import add_rllib_example_script_args
+
+    from rllib_ners import NERSDQNConfig
+    from rllib_ners.cli import example_runner
+
+    stops = []
+
+    def record(config, stop, success_key):
+        stops.append(stop)
+        return {}, None
+
+    monkeypatch.setattr(example_runner, "_train_in_process", record)
+    argv = ["--no-tune", "--stop-iters=3"]
+    monkeypatch.setattr(sys, "argv", ["example.py", *argv])
+    args = add_rllib_example_script_args().parse_args(argv)
+    config = NERSDQNConfig().environment("CartPole-v1")
+    example_runner.run_example(config, args, stop={cli.RETURN_KEY: 10.0})
+    assert stops == [{cli.RETURN_KEY: 10.0, cli.ITERS_KEY: 3}]
 
 
 def test_a_config_the_flags_make_invalid_is_one_error_line(
