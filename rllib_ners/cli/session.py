@@ -58,6 +58,11 @@ def ray_session(args: argparse.Namespace) -> Iterator[None]:
     import ray
 
     started = False
+    if args.ray_address and args.num_cpus is not None:
+        raise CLIError(
+            "--num-cpus sizes the local Ray instance a command starts; with "
+            "--ray-address the cluster's own CPUs count, so drop --num-cpus"
+        )
     if not ray.is_initialized():
         try:
             if args.ray_address:

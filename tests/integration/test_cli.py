@@ -219,6 +219,11 @@ ERROR_CASES = [
     (["train", "--stop-timesteps", "0"], "--stop-timesteps: must be an integer >= 1"),
     (["train", "--stop-iters", "-1"], "--stop-iters: must be an integer >= 1, got -1"),
     (["train", "--num-cpus", "0"], "--num-cpus: must be an integer >= 1, got 0"),
+    (
+        ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--stop-iters"]
+        + ["1", "--ray-address", "auto", "--num-cpus", "2"],
+        "--num-cpus sizes the local Ray instance",
+    ),
     (["train", "--checkpoint-freq", "-1"], "--checkpoint-freq: must be an integer >="),
     (["train", "--max-failures", "-2"], "--max-failures: must be an integer >= -1"),
     (
