@@ -24,7 +24,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from rllib_ners import ACERConfig
+from rllib_ners import ACERConfig, TD3Config
 from rllib_ners.env.fast_env_runner import FastSingleAgentEnvRunner
 
 # Metric keys that are times (or connector timers the fast loop has no use for).
@@ -45,6 +45,11 @@ CONFIGS = {
     "sac": lambda: SACConfig().environment("Pendulum-v1"),
     "dqn": lambda: DQNConfig().environment("CartPole-v1"),
     "acer": lambda: ACERConfig().environment("CartPole-v1"),
+    # TD3 acts uniformly at random for `random_timesteps`, then with noise:
+    # the plans cross that point.
+    "td3": lambda: (
+        TD3Config().environment("Pendulum-v1").training(random_timesteps=100)
+    ),
 }
 # (what, how many): timesteps, episodes, metrics, timesteps without exploring.
 PLAN = [
