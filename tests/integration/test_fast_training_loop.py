@@ -13,6 +13,7 @@ result keys. Configs the loop cannot serve fall back and say why.
 from __future__ import annotations
 
 import logging
+import pickle
 
 import numpy as np
 import pytest
@@ -104,6 +105,14 @@ def assert_trained_alike(fast, plain):
         return sorted(k.split("/")[0] if k.startswith(by_id) else k for k in keys)
 
     assert without_ids(buffer_fast) == without_ids(buffer_plain)
+    for prefix in by_id[:2]:  # the values keyed by id, whatever the ids
+
+        def values(buffer, prefix=prefix):
+            return sorted(
+                pickle.dumps(v) for k, v in buffer.items() if k.startswith(prefix)
+            )
+
+        assert values(buffer_fast) == values(buffer_plain), prefix
     for key, value in buffer_fast.items():
         if key.startswith(by_id):
             continue
