@@ -295,18 +295,24 @@ def test_mirrored_weights_follow_a_restored_learner(
         algo.stop()
 
 
-def test_vector_envs_keep_the_replay_ratio_per_env_step(small_dqn, one_torch_thread):
-    """Four sub-envs, one vector step per fragment; one update of 32 per 4 env
-    steps configured. A sub-env's reset step takes no env step, so fragments
-    often hold 5-7 env steps: the updates follow the env steps, not the
-    fragments (RLlib's step makes one update per fragment)."""
-    config = small_dqn(
+def _four_sub_envs(small_dqn):
+    """Four sub-envs, one vector step per fragment, one update of 32 per 4 env
+    steps configured."""
+    return small_dqn(
         RainbowDQNConfig(),
         replay_buffer_config=PER,
         rollout_fragment_length=1,
         training_intensity=8.0,
         n_step=1,
     ).env_runners(num_envs_per_env_runner=4)
+
+
+def test_vector_envs_keep_the_replay_ratio_per_env_step(small_dqn, one_torch_thread):
+    """Four sub-envs, one vector step per fragment; one update of 32 per 4 env
+    steps configured. A sub-env's reset step takes no env step, so fragments
+    often hold 5-7 env steps: the updates follow the env steps, not the
+    fragments (RLlib's step makes one update per fragment)."""
+    config = _four_sub_envs(small_dqn)
     algo = config.build_algo()
     try:
         algo.train()
@@ -329,13 +335,7 @@ def test_a_carried_part_update_is_restored_from_a_checkpoint(
     """The fraction of an update a round owes carries over (see above); a
     checkpoint keeps it, so a restored run makes the updates the saved one
     would have made."""
-    config = small_dqn(
-        RainbowDQNConfig(),
-        replay_buffer_config=PER,
-        rollout_fragment_length=1,
-        training_intensity=8.0,
-        n_step=1,
-    ).env_runners(num_envs_per_env_runner=4)
+    config = _four_sub_envs(small_dqn)
     algo, restored = config.build_algo(), config.build_algo()
     try:
         for _ in range(5):
