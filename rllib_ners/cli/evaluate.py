@@ -70,11 +70,27 @@ def _checkpoint_config(checkpoint: Path):
         raise CLIError(
             f"cannot read the config of checkpoint {checkpoint}: {one_line(error)}"
         ) from None
+    return local_evaluation_config(config)
+
+
+def local_evaluation_config(config):
+    """A copy of a checkpoint's `config` set up to play a few greedy episodes
+    in this process: one local EnvRunner and a local Learner (no actors), and
+    for this package's Atari env the config's evaluation env (`with_atari`'s:
+    whole games with the game's own rewards), not the training's lives and
+    clipped rewards."""
+    from rllib_ners.env import ATARI_ENV_NAME
+    from rllib_ners.env.atari_rllib import EVAL_ENV_SETTINGS
+
     config = config.copy(copy_frozen=False)
-    # One local env runner and a local learner: no actors for a few episodes.
     config.env_runners(num_env_runners=0, num_envs_per_env_runner=1)
     config.learners(num_learners=0, num_gpus_per_learner=0)
     config.evaluation(evaluation_interval=None, evaluation_num_env_runners=0)
+    if config.env == ATARI_ENV_NAME:
+        evaluation_env = (config.evaluation_config or {}).get("env_config")
+        config.environment(
+            env_config=evaluation_env or {**config.env_config, **EVAL_ENV_SETTINGS}
+        )
     return config
 
 

@@ -64,6 +64,9 @@ ATARI_DEFAULTS: Dict[str, Any] = {
     "clip_rewards": True,
     # Emulator frames per game (Machado et al. 2018: 30 minutes at 60 fps).
     "max_episode_frames": 108_000,
+    # gymnasium's render mode ("rgb_array": the full-colour screen), for
+    # `rllib-ners evaluate --video`; the observations stay the same.
+    "render_mode": None,
 }
 
 
@@ -239,7 +242,8 @@ def make_atari_env(env_config: Optional[Mapping[str, Any]] = None) -> gym.Env:
     `env_config` keys (defaults are the training settings): `game` (required:
     "MsPacman", "Pong", "ALE/Breakout-v5"...), `frame_skip` (4), `screen_size`
     (84), `noop_max` (30), `episodic_life` (True; set False for evaluation),
-    `clip_rewards` (True; False for evaluation), `max_episode_frames` (108000).
+    `clip_rewards` (True; False for evaluation), `max_episode_frames` (108000),
+    `render_mode` (None).
     RLlib's `EnvContext` fields (worker index etc.) are ignored.
     """
     import ale_py
@@ -253,6 +257,7 @@ def make_atari_env(env_config: Optional[Mapping[str, Any]] = None) -> gym.Env:
         full_action_space=False,
         obs_type="grayscale",
         max_num_frames_per_episode=int(settings["max_episode_frames"]),
+        render_mode=settings["render_mode"],
     )
     return DeepMindAtari(
         env,

@@ -1004,6 +1004,34 @@ def test_plot_labels_each_replay_method_apart(replay, label):
     assert _plotting.trial_label(pal) == ("PAL" if label == "uniform" else label)
 
 
+def test_evaluate_plays_whole_atari_games_with_the_games_rewards():
+    """An Atari checkpoint trains on lives with clipped rewards; `evaluate`
+    plays whole games and reports the game's score, as the presets evaluate."""
+    from rllib_ners import RainbowDQNConfig
+    from rllib_ners.cli.evaluate import local_evaluation_config
+    from rllib_ners.env.atari_rllib import with_atari
+
+    config = with_atari(RainbowDQNConfig(), "Pong", env_config={"noop_max": 5})
+    evaluated = local_evaluation_config(config)
+    assert evaluated.env_config == {
+        "game": "Pong",
+        "noop_max": 5,
+        "episodic_life": False,
+        "clip_rewards": False,
+    }
+    assert config.env_config == {"game": "Pong", "noop_max": 5}  # unchanged
+    # The config's own evaluation env, where the user changed it.
+    config.evaluation(evaluation_config={"env_config": {"episodic_life": True}})
+    assert local_evaluation_config(config).env_config["episodic_life"] is True
+    cartpole = local_evaluation_config(RainbowDQNConfig().environment("CartPole-v1"))
+    assert cartpole.env_config == {}
+    # --video renders the game's full-colour screen.
+    env = cli.make_render_env(evaluated, "rgb_array")
+    env.reset(seed=0)
+    assert env.render().shape == (210, 160, 3)
+    env.close()
+
+
 def test_plot_output_is_an_image_file(tmp_path, capsys):
     """`-o` without a suffix writes (and names) a PNG; a suffix matplotlib
     cannot write is refused in one line before any run is read."""
