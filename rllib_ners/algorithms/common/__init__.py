@@ -11,6 +11,7 @@ TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 * `setting_ranges`: the numeric settings' ranges and the switches, one table
   (`SettingRangesMixin`);
 * `switched_settings`: settings their switch leaves off, named in a warning;
+* `unread_settings`: RLlib settings no update here reads, refused when set;
 * `sampler_presets`: the ReLo and LaBER samplers' settings and choices;
 * `rllib_validation`: RLlib's own `validate()`, its TypeErrors as ValueErrors;
 * `fast_paths_config`: the fast paths' switches (`FastPathsConfigMixin`);
