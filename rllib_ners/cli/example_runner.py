@@ -232,10 +232,18 @@ def run_example(
 def _flag_given(flag: str) -> bool:
     """Whether `flag` is on the command line (not just the parser's default),
     spelt out or abbreviated as argparse takes it (`--verb 3`: the parser
-    accepted the prefix, so it was unique)."""
+    accepted the prefix, so it was unique; a prefix that is a flag of its own,
+    `--evaluation-duration` of `--evaluation-duration-unit`, is that flag)."""
     for arg in sys.argv[1:]:
         name = arg.split("=", 1)[0]
-        if name.startswith("--") and len(name) > 2 and flag.startswith(name):
+        if name == flag:
+            return True
+        if (
+            name.startswith("--")
+            and len(name) > 2
+            and flag.startswith(name)
+            and name not in _CHECKED_FLAGS
+        ):
             return True
     return False
 
@@ -347,6 +355,11 @@ _TUNE_FLAGS = (
     "--wandb-key",
     "--wandb-project",
     "--wandb-run-name",
+)
+# Every flag `_flag_given` is asked about.
+_CHECKED_FLAGS = frozenset(
+    [*_UNUSED_EXAMPLE_FLAGS, *_EVALUATION_FLAGS, *_TUNE_FLAGS]
+    + ["--verbose", "--stop-iters"]
 )
 
 

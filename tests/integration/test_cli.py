@@ -737,6 +737,11 @@ def test_example_script_no_tune_trains_in_process(tmp_path):
         (["--stop-reward=nan"], "--stop-reward=nan: must be a finite number"),
         (["--old-api-stack"], "--old-api-stack: not used by this example"),
         (["--evaluation-duration=5"], "--evaluation-duration: evaluation runs only"),
+        # A flag that is a prefix of another is itself, not an abbreviation.
+        (
+            ["--evaluation-duration-unit=timesteps"],
+            "--evaluation-duration-unit: evaluation runs only",
+        ),
         (["--no-tune", "--num-samples=3"], "--num-samples: Tune's, and --no-tune"),
         (["--wandb-project=p"], "--wandb-project and --wandb-run-name log to"),
         (["--num-samples=-1"], "--num-samples=-1: must be >= 1"),
