@@ -225,18 +225,58 @@ def random_batch(obs_dim: int, act_dim: int, batch: int):
     return obs, next_obs, actions, torch.randn(batch), torch.ones(batch)
 
 
+def laber_draws(surrogates, batch: int):
+    """LaBER's sub-sample of a large batch: `batch` rows drawn with
+    replacement in proportion to `surrogates`, and their LaBER-mean weights
+    `mean(s) / s_i`."""
+    import torch
+
+    rows = torch.multinomial(surrogates, batch, replacement=True)
+    return rows, surrogates.mean() / surrogates[rows]
+
+
+def laber_critic_loss(critics, obs, actions, target, batch: int, huber: bool):
+    """LaBER's critic loss on a large batch, and the policy's `batch` uniform
+    rows of `obs`: each critic's surrogate (the per-item loss's gradient norm
+    w.r.t. Q: `min(|Q - y|, 1)` for the Huber loss, `|Q - y|` for the squared
+    error) on every row without gradients, then its weighted loss on its own
+    rows (`laber_draws`)."""
+    import torch
+    import torch.nn.functional as F
+
+    with torch.no_grad():
+        errors = [(q - target).abs() for q in q_values(critics, obs, actions)]
+        draws = [laber_draws(e.clamp(max=1.0) if huber else e, batch) for e in errors]
+    loss = 0.0
+    for critic, (rows, weights) in zip(critics, draws):
+        (q,) = q_values([critic], obs[rows], actions[rows])
+        if huber:
+            per_item = F.huber_loss(q, target[rows], reduction="none")
+        else:
+            per_item = (q - target[rows]) ** 2
+        loss = loss + (weights * per_item).mean()
+    return loss, obs[torch.randint(len(obs), (batch,))]
+
+
 def sac_floor_update(
     obs_dim: int,
     act_dim: int,
     batch: int = SAC_BATCH,
     device: str = "cpu",
     capturable: bool = False,
+    laber_m: int = 1,
 ):
     """One SAC update (RLlib's losses: Huber critics, squashed Gaussian, learned
     temperature) on a fixed random batch, with the fewest passes eager PyTorch
     needs: one backward, critics frozen for the policy loss, fused Adam,
     foreach Polyak. `capturable`: Adam keeps its step on the device, so the
-    update can be captured in a CUDA graph (`benchmarks/gpu.py`)."""
+    update can be captured in a CUDA graph (`benchmarks/gpu.py`).
+
+    `laber_m` > 1: LaBER's update (`laber_sac_update`'s passes) on a large
+    batch of `laber_m * batch` rows: the target and every critic's surrogate
+    `min(|Q - y|, 1)` on all rows without gradients, then each critic on its
+    own `batch` rows drawn in proportion (weighted), the policy on `batch`
+    uniform rows."""
     import copy
     import math
 
@@ -248,7 +288,7 @@ def sac_floor_update(
         critics = [_mlp([obs_dim + act_dim, 256, 256, 1], torch.nn.ReLU) for _ in "12"]
         log_alpha = torch.zeros(1, requires_grad=True)
         obs, next_obs, actions, rewards, not_done = random_batch(
-            obs_dim, act_dim, batch
+            obs_dim, act_dim, batch * laber_m
         )
     targets = [copy.deepcopy(critic) for critic in critics]
     critic_params = [p for critic in critics for p in critic.parameters()]
@@ -274,12 +314,18 @@ def sac_floor_update(
             next_actions, next_logp = policy(next_obs)
             q_next = torch.min(*q_values(targets, next_obs, next_actions))
             target = rewards + 0.99 * not_done * (q_next - alpha * next_logp)
-        q1, q2 = q_values(critics, obs, actions)
-        critic_loss = F.huber_loss(q1, target) + F.huber_loss(q2, target)
-        new_actions, logp = policy(obs)
+        if laber_m == 1:
+            q1, q2 = q_values(critics, obs, actions)
+            critic_loss = F.huber_loss(q1, target) + F.huber_loss(q2, target)
+            actor_obs = obs
+        else:
+            critic_loss, actor_obs = laber_critic_loss(
+                critics, obs, actions, target, batch, huber=True
+            )
+        new_actions, logp = policy(actor_obs)
         for p in critic_params:
             p.requires_grad = False
-        q_new = torch.min(*q_values(critics, obs, new_actions))
+        q_new = torch.min(*q_values(critics, actor_obs, new_actions))
         for p in critic_params:
             p.requires_grad = True
         actor_loss = (alpha * logp - q_new).mean()
@@ -295,11 +341,14 @@ def sac_floor_update(
     return update
 
 
-def td3_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
+def td3_floor_update(
+    obs_dim: int, act_dim: int, batch: int = SAC_BATCH, laber_m: int = 1
+):
     """One TD3 update (the paper's: smoothed clipped double-Q target, both
     critics on the squared error, the actor and the Polyak update every 2nd
     update) on a fixed random batch, as lean as eager PyTorch allows: fused
-    Adam, critics frozen for the actor's pass, foreach Polyak."""
+    Adam, critics frozen for the actor's pass, foreach Polyak. `laber_m` > 1:
+    LaBER's update on `laber_m * batch` rows, as `sac_floor_update`'s."""
     import copy
 
     import torch
@@ -313,18 +362,26 @@ def td3_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
     target_params = [p for target in targets for p in target.parameters()]
     critic_optimizer = torch.optim.Adam(critic_params, lr=3e-4, fused=True)
     actor_optimizer = torch.optim.Adam(actor.parameters(), lr=3e-4, fused=True)
-    obs, next_obs, actions, rewards, not_done = random_batch(obs_dim, act_dim, batch)
+    obs, next_obs, actions, rewards, not_done = random_batch(
+        obs_dim, act_dim, batch * laber_m
+    )
     count = [0]
 
     def update():
         count[0] += 1
         with torch.no_grad():
-            noise = (torch.randn(batch, act_dim) * 0.2).clamp(-0.5, 0.5)
+            noise = (torch.randn(len(obs), act_dim) * 0.2).clamp(-0.5, 0.5)
             next_actions = (torch.tanh(targets[0](next_obs)) + noise).clamp(-1, 1)
             q_next = torch.min(*q_values(targets[1:], next_obs, next_actions))
             target = rewards + 0.99 * not_done * q_next
-        q1, q2 = q_values(critics, obs, actions)
-        critic_loss = ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
+        if laber_m == 1:
+            q1, q2 = q_values(critics, obs, actions)
+            critic_loss = ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
+            actor_obs = obs
+        else:
+            critic_loss, actor_obs = laber_critic_loss(
+                critics, obs, actions, target, batch, huber=False
+            )
         critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         critic_optimizer.step()
@@ -332,7 +389,8 @@ def td3_floor_update(obs_dim: int, act_dim: int, batch: int = SAC_BATCH):
             return
         for p in critic_params:
             p.requires_grad = False
-        actor_loss = -q_values(critics[:1], obs, torch.tanh(actor(obs)))[0].mean()
+        (q_new,) = q_values(critics[:1], actor_obs, torch.tanh(actor(actor_obs)))
+        actor_loss = -q_new.mean()
         for p in critic_params:
             p.requires_grad = True
         actor_optimizer.zero_grad(set_to_none=True)

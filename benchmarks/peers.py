@@ -6,8 +6,10 @@ one env in one process with one torch thread; the arms take turns
 (`harness.measure`). Printed per arm: env steps/s (wall clock and per CPU
 second), updates/s, the ratios to Stable-Baselines3 and to the floor (the same
 network updates in a bare PyTorch loop on random batches plus bare env steps
-with random actions: `baselines.py`), and for our training loop's arms the ms
-per env step of each loop section and the NERS sampler's steps.
+with random actions: `baselines.py`), each arm's CPU time per env step against
+its PER arm's (`per`'s; a floor arm's against `floor`'s), and for our training
+loop's arms the ms per env step of each loop section and the NERS sampler's
+steps.
 
 Suites
 ------
@@ -30,6 +32,8 @@ sac      Hopper-v5; SAC's usual settings: actor and twin critics 256-256 ReLU
          uniform-vec8  as uniform, 8 envs per EnvRunner (8 updates per vector
                   step: the same replay ratio per env step)
          floor    bare SAC updates + bare env steps
+         floor-laber  bare LaBER SAC updates (m 4) + bare env steps: what
+                  LaBER's passes cost on their own
 dqn      CartPole-v1; DQN with a 256-256 tanh Q-network, batch 32, Adam 5e-4,
          one update per 4 env steps from step 1000, epsilon 1 -> 0.02 over 10k
          env steps, target sync every 500 env steps, no dueling, no double Q,
@@ -58,6 +62,7 @@ td3      Hopper-v5; the TD3 paper's settings: actor and twin critics 256-256
          laber    TD3Config, per's buffer with LaBER's sampler (m 4, LaBER-mean,
                   alpha 0, beta 0; `td3_config(replay="laber")`)
          floor    bare TD3 updates + bare env steps
+         floor-laber  bare LaBER TD3 updates (m 4) + bare env steps
 atari    MsPacman, data-efficient Rainbow as the NERS reference runs it (one
          update of 32 per env step, from step 1600); Stable-Baselines3 has no
          Rainbow.
@@ -113,6 +118,7 @@ from harness import (
     cpu_model,
     loop_sections_into,
     measure,
+    ratio,
     ray_in_this_process,
     report_rates,
     suite_parser,
@@ -132,6 +138,7 @@ SUITES = {
         "lap",
         "relo",
         "laber",
+        "floor-laber",
     ),
     "dqn": (
         "sb3",
@@ -145,7 +152,17 @@ SUITES = {
         "laber",
     ),
     "atari": ("ners", "per", "floor"),
-    "td3": ("sb3", "ners", "per", "lap", "uniform", "floor", "relo", "laber"),
+    "td3": (
+        "sb3",
+        "ners",
+        "per",
+        "lap",
+        "uniform",
+        "floor",
+        "relo",
+        "laber",
+        "floor-laber",
+    ),
 }
 DEFAULT_STEPS = {"sac": 300, "dqn": 2000, "atari": 400, "td3": 300}
 
@@ -288,7 +305,8 @@ def sac_floor_arm(name: str, obs_dim: int, act_dim: int):
         return gym.make(SAC_ENV)
 
     if "-gpu" not in name:
-        return FloorArm(make_env, sac_floor_update(obs_dim, act_dim), every=1)
+        update = sac_floor_update(obs_dim, act_dim, laber_m=_floor_laber_m(name))
+        return FloorArm(make_env, update, every=1)
     graph = name.endswith("graph")
     update = sac_floor_update(obs_dim, act_dim, device="cuda", capturable=graph)
     if graph:
@@ -340,6 +358,24 @@ def _sampler_settings() -> Dict[str, dict]:
 
 
 _SAMPLER_SETTINGS = _sampler_settings()
+
+
+def _floor_laber_m(name: str) -> int:
+    """The large batch's factor of a floor arm: LaBER's (`floor-laber`) or 1."""
+    return _SAMPLER_SETTINGS["laber"]["laber_m"] if name == "floor-laber" else 1
+
+
+def cost_against_per(median: Dict[str, dict]):
+    """The rates table's last column: an arm's CPU time per env step against
+    its PER arm's (`floor`'s for a floor arm, else `per`'s), where both ran."""
+
+    def cell(name: str) -> str:
+        reference = "floor" if name.startswith("floor") else "per"
+        if name == reference or reference not in median:
+            return "-"
+        return ratio(median[reference]["cpu"], median[name]["cpu"])
+
+    return ("CPU time per env step vs per", cell)
 
 
 def dqn_arms(names: List[str], steps: int) -> Dict[str, Arm]:
@@ -394,10 +430,12 @@ def td3_arms(names: List[str], steps: int) -> Dict[str, Arm]:
     for name in names:
         if name == "sb3":
             arms[name] = SB3Arm(sb3_td3, SAC_LEARNING_STARTS, SAC_BATCH)
-        elif name == "floor":
+        elif name.startswith("floor"):
             env = gym.make(SAC_ENV)
             update = td3_floor_update(
-                env.observation_space.shape[0], env.action_space.shape[0]
+                env.observation_space.shape[0],
+                env.action_space.shape[0],
+                laber_m=_floor_laber_m(name),
             )
             arms[name] = FloorArm(lambda: gym.make(SAC_ENV), update, every=1)
         else:
@@ -456,7 +494,14 @@ def main(argv=None) -> int:
     machine = f"{cpu_model()}, {os.cpu_count()} cores, 1 torch thread"
     references = {"sb3": "SB3", "floor": "floor"}
     report_rates(
-        args.suite, median, args, machine, load_before, arms, references=references
+        args.suite,
+        median,
+        args,
+        machine,
+        load_before,
+        arms,
+        references=references,
+        extra=cost_against_per(median),
     )
     return 0
 
