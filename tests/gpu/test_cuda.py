@@ -50,6 +50,10 @@ from rllib_ners import (
     RainbowDQNConfig,
     with_replay_buffer,
 )
+from rllib_ners.algorithms.common.config.sampler_presets import (
+    laber_buffer_settings,
+    relo_buffer_settings,
+)
 from rllib_ners.algorithms.common.training.weight_sharing import (
     MirroredWeights,
     local_learner,
@@ -82,6 +86,11 @@ pytestmark = [
 FAST = "rllib_ners.FastPrioritizedEpisodeReplayBuffer"
 PER = {"type": FAST, "capacity": 5000, "alpha": 0.6, "beta": 0.4}
 UNIFORM = {"type": FAST, "capacity": 5000, "alpha": 0.0}
+# ReLo and LaBER: PER's buffer with their samplers (ReLo's "exp" map for the
+# distributional Rainbow below, "clip" for SAC).
+RELO_SAC = {**PER, **relo_buffer_settings("clip")}
+RELO_RAINBOW = {**PER, **relo_buffer_settings("exp")}
+LABER = {**PER, **laber_buffer_settings()}
 RAINBOW = {
     "n_step": 3,
     "double_q": True,
@@ -142,6 +151,10 @@ TRAIN_CASES = {
     ),
     "ners_sac": lambda: build_small_sac("ners"),
     "sac_per": lambda: build_small_sac("per"),
+    "sac_relo": lambda: build_small_sac(RELO_SAC),
+    "rainbow_laber": lambda: build_small_dqn(
+        RainbowDQNConfig(), replay_buffer_config=LABER, **RAINBOW
+    ),
     "acer_ners": lambda: build_small_acer("ners"),
     "td3_per": lambda: build_small_td3("per"),
     "td3_ners": lambda: build_small_td3("ners"),
@@ -376,6 +389,12 @@ GRAPH_CASES = {
         min_time_s_per_iteration=0
     ),
     "td3_per": TRAIN_CASES["td3_per"],
+    "rainbow_relo": lambda: build_small_dqn(
+        RainbowDQNConfig(), replay_buffer_config=RELO_RAINBOW, **RAINBOW
+    ),
+    "sac_relo": lambda: build_small_sac(RELO_SAC, rollout_fragment_length=1).reporting(
+        min_time_s_per_iteration=0
+    ),
     "ners_dqn": TRAIN_CASES["ners_dqn"],
     "ners_sac": lambda: build_small_sac("ners", rollout_fragment_length=1).reporting(
         min_time_s_per_iteration=0

@@ -28,6 +28,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_ners import RainbowDQNConfig
+from rllib_ners.algorithms.common.config.sampler_presets import relo_buffer_settings
 from rllib_ners.algorithms.common.training.weight_sharing import local_learner
 from rllib_ners.utils.update_graphs import EagerStandInGraph
 
@@ -46,14 +47,17 @@ PER = {
 
 def _config(algorithm, small_dqn, small_sac, small_td3):
     name, replay = algorithm.split("_")
+    # ReLo: PER's buffer with ReLo's sampler ("clip": the small DQN's Q-values
+    # are scalars).
+    buffer = {**PER, **relo_buffer_settings("clip")} if replay == "relo" else PER
     if name == "rainbow":
-        return small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
+        return small_dqn(RainbowDQNConfig(), replay_buffer_config=buffer)
     if name == "dqn":  # NERS-DQN
         return small_dqn()
     if name == "sac":
-        return small_sac(replay, rollout_fragment_length=1).reporting(
-            min_time_s_per_iteration=0
-        )
+        return small_sac(
+            buffer if replay == "relo" else replay, rollout_fragment_length=1
+        ).reporting(min_time_s_per_iteration=0)
     return small_td3(replay)
 
 
@@ -111,7 +115,17 @@ def _assert_same_weights_and_buffer(weights, buffer, eager) -> None:
 
 @pytest.mark.parametrize(
     "algorithm",
-    ["rainbow_per", "dqn_ners", "sac_per", "sac_ners", "td3_per", "td3_ners"],
+    [
+        "rainbow_per",
+        "rainbow_relo",
+        "dqn_ners",
+        "sac_per",
+        "sac_ners",
+        "sac_relo",
+        "td3_per",
+        "td3_ners",
+        "td3_relo",
+    ],
 )
 def test_graph_updates_train_as_eager_updates(
     algorithm, small_dqn, small_sac, small_td3, one_torch_thread
