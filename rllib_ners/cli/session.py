@@ -159,6 +159,24 @@ def run_job(job: TuneJob, args: argparse.Namespace) -> int:
     return report_results(results, run_dir, job.stop, started)
 
 
+def seed_our_buffer(config, seed) -> None:
+    """Sets `replay_buffer_config["seed"]` to `seed` where the buffer is one
+    of ours. Our buffers draw from a generator of their own, seeded by that
+    key; this package's algorithms fill it from `config.seed`, a stock RLlib
+    algorithm does not (RLlib's own buffers are unseeded), so `--seed` sets
+    it for every config: the buffer draws as the trial's seed says."""
+    from rllib_ners.algorithms.common.config.buffer_types import (
+        is_fast_buffer,
+        resolve_buffer_class,
+    )
+
+    buffer_config = config.replay_buffer_config or {}
+    if "type" in buffer_config and is_fast_buffer(
+        resolve_buffer_class(buffer_config["type"])
+    ):
+        config.replay_buffer_config = {**buffer_config, "seed": seed}
+
+
 def fit_job(job: TuneJob, args: argparse.Namespace, *, tune_config=None, callbacks=()):
     """Runs `job` with Tune (progress lines on, Tune's own output at `args.verbose`)
     and returns (ResultGrid, run directory). `args` has the `train` flags
@@ -181,6 +199,8 @@ def fit_job(job: TuneJob, args: argparse.Namespace, *, tune_config=None, callbac
         config = config.copy(copy_frozen=False).debugging(
             seed=tune.grid_search(list(seeds))
         )
+        # Each trial's buffer takes that trial's seed (resolved by Tune).
+        seed_our_buffer(config, tune.sample_from(lambda trial: trial["seed"]))
     info = {
         "trainable": job.trainable if isinstance(job.trainable, str) else None,
         "trainable_class": None

@@ -25,7 +25,7 @@ from rllib_ners.cli.overrides import (
     validate_config,
 )
 from rllib_ners.cli.resume import resume_run
-from rllib_ners.cli.session import TuneJob, ray_session, run_job
+from rllib_ners.cli.session import TuneJob, ray_session, run_job, seed_our_buffer
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -167,4 +167,6 @@ def _apply_train_flags(
         config.debugging(seed=args.seed[0])
     check_env(config.env)
     validate_config(config)
+    if args.seed and len(args.seed) == 1:
+        seed_our_buffer(config, args.seed[0])  # several: `fit_job`, per trial
     job.stop = stop_criteria(args, job.stop)

@@ -493,6 +493,37 @@ def test_train_flags_reach_config_stop_and_tune(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
+    "seeds, replay, buffer_seeds",
+    [
+        (["4"], "fast-per", [4]),
+        (["1", "2"], "fast-per", [1, 2]),
+        (["1", "2"], "rllib-per", [None, None]),
+    ],
+)
+def test_train_seeds_our_buffer_on_a_stock_config(
+    seeds, replay, buffer_seeds, tmp_path, monkeypatch
+):
+    """A stock DQN does not pass its seed to its buffer: `--seed` gives each
+    trial's seed to our buffer too (RLlib's buffer takes none)."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    monkeypatch.setattr(ray.tune, "Tuner", _FakeTuner)
+    monkeypatch.setattr(cli.train, "ray_session", lambda args: contextlib.nullcontext())
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0})
+    _FakeTuner.calls.clear()
+    example = REPO / "tuned_examples" / "dqn" / "cartpole_dqn_fast_per.py"
+    argv = ["train", "file", str(example), "--seed", *seeds, "--num-env-runners", "0"]
+    argv += ["--storage-path", str(tmp_path), "--name", "seeds"]
+    assert main(argv + ["--", "--replay", replay]) == 0
+    ((_, config, _),) = _FakeTuner.calls
+    trials = [spec for _, spec in generate_variants(config.to_dict())]
+    assert [trial["seed"] for trial in trials] == [int(seed) for seed in seeds]
+    assert [trial["replay_buffer_config"].get("seed") for trial in trials] == (
+        buffer_seeds
+    )
+
+
+@pytest.mark.parametrize(
     "flag, at_end", [([], True), (["--no-checkpoint-at-end"], False)]
 )
 def test_train_checkpoints_at_the_end_by_default(
