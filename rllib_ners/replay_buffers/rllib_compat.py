@@ -26,7 +26,18 @@ def _swap_in_replay_buffer(algorithm, **kwargs) -> None:
     buffer_config["metrics_num_episodes_for_smoothing"] = (
         algorithm.config.metrics_num_episodes_for_smoothing
     )
+    # Seeded by the algorithm's seed, as this package's algorithms seed theirs,
+    # unless the buffer config names its own (RLlib leaves its buffers unseeded).
+    if algorithm.config.seed is not None and "seed" in _constructor_keys(cls):
+        buffer_config.setdefault("seed", algorithm.config.seed)
     algorithm.local_replay_buffer = cls(**buffer_config)
+
+
+def _constructor_keys(buffer_class: Type) -> frozenset:
+    """The keyword arguments `buffer_class`'s constructor names."""
+    import inspect
+
+    return frozenset(inspect.signature(buffer_class.__init__).parameters)
 
 
 def _placeholder_type(buffer_class: Type) -> str:

@@ -83,6 +83,31 @@ def test_stock_sac_refuses_custom_buffer_types_so_we_swap_ours_in():
         algo.stop()
 
 
+@pytest.mark.parametrize("buffer_seed", [None, 11])
+def test_the_swapped_in_buffer_draws_as_the_algorithms_seed_says(buffer_seed):
+    """`with_replay_buffer`: the buffer is seeded by `config.seed`, as this
+    package's algorithms seed theirs, unless its own config names a seed."""
+    settings = {"capacity": 5000} if buffer_seed is None else {"seed": buffer_seed}
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .env_runners(num_env_runners=0)
+        .training(replay_buffer_config={"capacity": 5000, **settings})
+        .debugging(seed=7)
+    )
+    algo = with_replay_buffer(config, FastPrioritizedEpisodeReplayBuffer).build_algo()
+    try:
+        expected = FastPrioritizedEpisodeReplayBuffer(
+            capacity=100, seed=7 if buffer_seed is None else buffer_seed
+        )
+        assert (
+            algo.local_replay_buffer.rng.bit_generator.state
+            == expected.rng.bit_generator.state
+        )
+    finally:
+        algo.stop()
+
+
 def test_class_object_type_survives_tunes_dict_round_trip():
     """Tune rebuilds trial configs with `update_from_dict`, which turns a dotted
     buffer `type` into the class; stock RLlib 2.60 then crashes on its
