@@ -59,7 +59,8 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
         buffer_class: E.g. `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (or
             `FastMultiAgentPrioritizedEpisodeReplayBuffer` for a multi-agent
             config); the other keys of `replay_buffer_config` are its
-            constructor arguments.
+            constructor arguments. A class that takes a `seed` is seeded by
+            `config.seed` unless `replay_buffer_config` names one.
     """
     if not isinstance(buffer_class, type):
         raise ValueError(
