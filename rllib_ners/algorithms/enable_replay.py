@@ -53,6 +53,7 @@ from rllib_ners.algorithms.common.config.stock_config_refusals import (
     refuse_a_users_learner_class,
     refuse_multi_agent,
 )
+from rllib_ners.replay_buffers.rllib_compat import seed_our_buffer_at_init
 from rllib_ners.replay_buffers.sampler_choice import ALL_METHOD_SETTINGS
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ def enable_replay(config, method: str, **settings):
         with_replay_buffer(config, FastPrioritizedEpisodeReplayBuffer)
     if learner_class is not None:
         config.learners(learner_class=learner_class)
-    return config
+    return seed_our_buffer_at_init(config)
 
 
 def _refuses_our_buffer_type(config) -> bool:

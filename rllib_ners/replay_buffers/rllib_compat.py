@@ -73,6 +73,53 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
     # Fails now, not at build time, if the settings do not fit the class.
     probe = {k: v for k, v in buffer_config.items() if k not in ("type", _TARGET_KEY)}
     buffer_class(**dict(probe, capacity=2))
+    # RLlib's placeholder buffer swallows unknown kwargs, so the class can ride
+    # along in the same dict; ours is built first, before the user's hooks run.
+    config.replay_buffer_config = buffer_config
+    return _with_init_hook_first(config, _swap_in_replay_buffer)
+
+
+def seed_our_buffer_at_init(config: AlgorithmConfig) -> AlgorithmConfig:
+    """Makes a stock RLlib algorithm given our buffer by `type` seed it by
+    `config.seed`, as this package's algorithms do (RLlib builds the buffer
+    from `replay_buffer_config` alone). Adds an `on_algorithm_init` hook, ahead
+    of the others, that rebuilds the still empty buffer with the seed where
+    `replay_buffer_config` names none. `enable_replay` and `enable_ners` call
+    it; this package's algorithms and `with_replay_buffer` seed theirs."""
+    from rllib_ners.seam.algorithm import LocalReplayBufferHook
+
+    algo_class = config.algo_class
+    if isinstance(algo_class, type) and issubclass(algo_class, LocalReplayBufferHook):
+        return config  # builds its buffer seeded
+    return _with_init_hook_first(config, _seed_our_stock_built_buffer)
+
+
+def _seed_our_stock_built_buffer(algorithm, **kwargs) -> None:
+    from rllib_ners.algorithms.common.config.buffer_types import is_fast_buffer
+    from rllib_ners.seam.algorithm import LocalReplayBufferHook
+
+    buffer_config = dict(algorithm.config.replay_buffer_config or {})
+    buffer = algorithm.local_replay_buffer
+    if (
+        algorithm.config.seed is None
+        or "seed" in buffer_config
+        or _TARGET_KEY in buffer_config  # `_swap_in_replay_buffer` seeds it
+        or isinstance(algorithm, LocalReplayBufferHook)  # ours seed theirs
+        or not is_fast_buffer(buffer)
+    ):
+        return
+    buffer_config.pop("type", None)
+    buffer_config["metrics_num_episodes_for_smoothing"] = (
+        algorithm.config.metrics_num_episodes_for_smoothing
+    )
+    algorithm.local_replay_buffer = type(buffer)(
+        **buffer_config, seed=algorithm.config.seed
+    )
+
+
+def _with_init_hook_first(config: AlgorithmConfig, hook) -> AlgorithmConfig:
+    """`config` with `hook` first among its `on_algorithm_init` callables
+    (once: a second call leaves them as they are)."""
     existing = config.callbacks_on_algorithm_init
     if existing is None:
         hooks = []
@@ -80,7 +127,6 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
         hooks = list(existing)
     else:
         hooks = [existing]
-    # RLlib's placeholder buffer swallows unknown kwargs, so the class can ride
-    # along in the same dict; ours is built first, before the user's hooks run.
-    config.replay_buffer_config = buffer_config
-    return config.callbacks(on_algorithm_init=[_swap_in_replay_buffer, *hooks])
+    if hook in hooks:
+        return config
+    return config.callbacks(on_algorithm_init=[hook, *hooks])

@@ -108,6 +108,37 @@ def test_the_swapped_in_buffer_draws_as_the_algorithms_seed_says(buffer_seed):
         algo.stop()
 
 
+@pytest.mark.parametrize("route", ["enable_ners", "enable_replay"])
+def test_a_stock_dqn_switched_by_enable_seeds_our_buffer(route):
+    """`enable_ners` / `enable_replay` on a stock DQN: RLlib builds our buffer
+    without `config.seed`; their init hook rebuilds it seeded, as this
+    package's algorithms seed theirs (the draws then follow the seed)."""
+    from rllib_ners import NERSEpisodeReplayBuffer, enable_ners, enable_replay
+
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0)
+        .training(replay_buffer_config={"capacity": 5000})
+        .debugging(seed=5)
+    )
+    if route == "enable_ners":
+        config, buffer_class = enable_ners(config), NERSEpisodeReplayBuffer
+    else:
+        config = enable_replay(config, "relo")
+        buffer_class = FastPrioritizedEpisodeReplayBuffer
+    algo = config.build_algo()
+    try:
+        buffer = algo.local_replay_buffer
+        assert type(buffer) is buffer_class and buffer.capacity == 5000
+        expected = FastPrioritizedEpisodeReplayBuffer(capacity=100, seed=5)
+        assert buffer.rng.bit_generator.state == expected.rng.bit_generator.state
+        algo.train()
+        buffer.check_invariants()
+    finally:
+        algo.stop()
+
+
 def test_class_object_type_survives_tunes_dict_round_trip():
     """Tune rebuilds trial configs with `update_from_dict`, which turns a dotted
     buffer `type` into the class; stock RLlib 2.60 then crashes on its

@@ -50,6 +50,7 @@ from rllib_ners.algorithms.ners.ners_learner import (
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.algorithms.rainbow.rainbow_dqn import RainbowDQN, RainbowDQNConfig
+from rllib_ners.replay_buffers.rllib_compat import seed_our_buffer_at_init
 
 
 def _check_ners_buffer(replay_buffer_config: Optional[dict], setting: str) -> None:
@@ -197,7 +198,7 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
         for callback in force_list(config.callbacks_class)
         if callback not in (RLlibCallback, NERSCallback)
     ]
-    return (
+    return seed_our_buffer_at_init(
         config.training(replay_buffer_config=buffer_config)
         .learners(learner_class=NERSDQNTorchLearner, learner_config_dict=learner_config)
         .callbacks([*callbacks, NERSCallback] if callbacks else NERSCallback)
