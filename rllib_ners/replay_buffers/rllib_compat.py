@@ -22,22 +22,33 @@ _TARGET_KEY = "rllib_ners_buffer_class"
 def _swap_in_replay_buffer(algorithm, **kwargs) -> None:
     buffer_config = dict(algorithm.config.replay_buffer_config)
     cls = buffer_config.pop(_TARGET_KEY)
-    buffer_config.pop("type", None)
-    buffer_config["metrics_num_episodes_for_smoothing"] = (
+    algorithm.local_replay_buffer = _seeded_buffer(algorithm, cls, buffer_config)
+
+
+def _seeded_buffer(algorithm, cls: Type, buffer_config: dict):
+    """`cls` built from `buffer_config` (its `type` left out) as RLlib builds
+    its episode buffers, and seeded by the algorithm's seed, as this package's
+    algorithms seed theirs, unless the buffer config names its own (RLlib
+    leaves its buffers unseeded)."""
+    kwargs = {key: value for key, value in buffer_config.items() if key != "type"}
+    kwargs["metrics_num_episodes_for_smoothing"] = (
         algorithm.config.metrics_num_episodes_for_smoothing
     )
-    # Seeded by the algorithm's seed, as this package's algorithms seed theirs,
-    # unless the buffer config names its own (RLlib leaves its buffers unseeded).
-    if algorithm.config.seed is not None and "seed" in _constructor_keys(cls):
-        buffer_config.setdefault("seed", algorithm.config.seed)
-    algorithm.local_replay_buffer = cls(**buffer_config)
+    if algorithm.config.seed is not None and _takes_a_seed(cls):
+        kwargs.setdefault("seed", algorithm.config.seed)
+    return cls(**kwargs)
 
 
-def _constructor_keys(buffer_class: Type) -> frozenset:
-    """The keyword arguments `buffer_class`'s constructor names."""
+def _takes_a_seed(buffer_class: Type) -> bool:
+    """Whether `buffer_class` takes `seed`: every buffer of this package (some
+    pass it on through `**kwargs`), or a class whose constructor names it."""
     import inspect
 
-    return frozenset(inspect.signature(buffer_class.__init__).parameters)
+    from rllib_ners.algorithms.common.config.buffer_types import is_fast_buffer
+
+    return is_fast_buffer(buffer_class) or (
+        "seed" in inspect.signature(buffer_class.__init__).parameters
+    )
 
 
 def _placeholder_type(buffer_class: Type) -> str:
@@ -108,12 +119,8 @@ def _seed_our_stock_built_buffer(algorithm, **kwargs) -> None:
         or not is_fast_buffer(buffer)
     ):
         return
-    buffer_config.pop("type", None)
-    buffer_config["metrics_num_episodes_for_smoothing"] = (
-        algorithm.config.metrics_num_episodes_for_smoothing
-    )
-    algorithm.local_replay_buffer = type(buffer)(
-        **buffer_config, seed=algorithm.config.seed
+    algorithm.local_replay_buffer = _seeded_buffer(
+        algorithm, type(buffer), buffer_config
     )
 
 
