@@ -81,7 +81,12 @@ timeout -s INT -k 10 "$(allow 150)" python3 -m pytest -m gpu tests/gpu -k "$FIRS
   -p no:cacheprovider "${WORKERS[@]}" --durations=12 \
   -W ignore::DeprecationWarning >"$OUT/gpu_suite.txt" 2>&1
 echo "pytest exit status $?" >>"$OUT/gpu_suite.txt"
-timeout -s INT -k 10 "$(allow 80)" python3 -m pytest -m gpu tests/gpu -k "not ($FIRST)" -v \
+# Then the cases never run on a GPU (ReLo, LaBER) and the one whose remote arm
+# timed out there (2026-11-28); the other training cases passed on the H200 that
+# day: `-k "not ($FIRST)"` runs them all where a session has the time.
+NEVER_RUN="relo or laber or stock_sac_our_buffer"
+timeout -s INT -k 10 "$(allow 80)" python3 -m pytest -m gpu tests/gpu \
+  -k "not ($FIRST) and ($NEVER_RUN)" -v \
   -p no:cacheprovider "${WORKERS[@]}" --durations=12 \
   -W ignore::DeprecationWarning >"$OUT/gpu_suite_rest.txt" 2>&1
 echo "pytest exit status $?" >>"$OUT/gpu_suite_rest.txt"
