@@ -67,11 +67,6 @@ def large_batch_factor_of(config: Any) -> int:
     return int(config.replay_buffer_config.get("laber_m", DEFAULT_LABER_M))
 
 
-def relo_transform_of(config: Any) -> str:
-    """The ReLo -> priority map the buffer applies ("clip" or "exp")."""
-    return config.replay_buffer_config.get("relo_transform", "clip")
-
-
 def sample_positions(batch: Dict[str, Any], num_rows: int, like: torch.Tensor):
     """The rows' `sample_position` column (their place in the buffer's
     sample), or `0 .. num_rows-1` for a batch built without one."""
