@@ -102,18 +102,40 @@ def test_remote_env_runners_act_with_the_remote_learners_weights():
 
 
 def test_two_learners_keep_identical_modules():
+    """No seed: the Learners' RNGs differ. DDP copies the weights once at
+    build, so equal weights prove the updates stayed in step only after
+    both Learners updated (the same number of times: the policy-delay phase
+    follows the count) and the weights moved."""
     algo = small_td3(num_learners=2, seed=None).build_algo()
+
+    # Defined here: a test module's own functions do not import in the
+    # Learner actors, a closure is shipped by value.
+    def learner_snapshot(learner):
+        return {
+            "weights": {
+                key: value.detach().cpu().numpy().copy()
+                for key, value in learner.module[MID].unwrapped().state_dict().items()
+            },
+            "update_counts": dict(learner.update_counts),
+        }
+
+    def snapshots():
+        return [
+            s.get() if hasattr(s, "get") else s
+            for s in algo.learner_group.foreach_learner(learner_snapshot)
+        ]
+
     try:
+        built = snapshots()[0]["weights"]
         algo.train()
-        states = algo.learner_group.foreach_learner(
-            lambda learner: {
-                k: v.detach().cpu().numpy()
-                for k, v in learner.module[MID].unwrapped().state_dict().items()
-            }
-        )
-        first, second = [s.get() if hasattr(s, "get") else s for s in states]
-        for key in first:
-            np.testing.assert_array_equal(first[key], second[key])
+        first, second = snapshots()
+        assert first["update_counts"] == second["update_counts"]
+        assert first["update_counts"][MID] > 0
+        for key in first["weights"]:
+            np.testing.assert_array_equal(first["weights"][key], second["weights"][key])
+        assert any(
+            not np.array_equal(built[key], first["weights"][key]) for key in built
+        ), "no weight moved: the Learners did not update"
     finally:
         algo.stop()
 
