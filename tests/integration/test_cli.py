@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 import gymnasium as gym
 import numpy as np
@@ -1092,16 +1093,40 @@ def test_a_video_file_name_without_a_video_suffix_is_refused(capsys):
     _assert_one_line_error(code, capsys.readouterr().err, "end it in .mp4 or .gif")
 
 
+def _gif_frames(path) -> List[np.ndarray]:
+    """The frames of the GIF at `path`, as RGB arrays."""
+    from PIL import Image, ImageSequence
+
+    with Image.open(path) as gif:
+        return [
+            np.asarray(frame.convert("RGB")) for frame in ImageSequence.all_frames(gif)
+        ]
+
+
 def test_video_writers_write_frames(tmp_path):
     frames = [np.full((32, 48, 3), i * 20, dtype=np.uint8) for i in range(5)]
     cli.video_writer(tmp_path / "v.gif")(frames, 10)
-    assert (tmp_path / "v.gif").stat().st_size > 0
+    written = _gif_frames(tmp_path / "v.gif")
+    assert [frame.shape for frame in written] == [(32, 48, 3)] * 5
+    assert [int(frame[0, 0, 0]) for frame in written] == [0, 20, 40, 60, 80]
     try:
         write_mp4 = cli.video_writer(tmp_path / "v.mp4")
     except cli.CLIError:
         pytest.skip("no mp4 writer (imageio-ffmpeg or OpenCV) installed")
     write_mp4(frames, 10)
-    assert (tmp_path / "v.mp4").stat().st_size > 0
+    cv2 = pytest.importorskip("cv2")
+    capture = cv2.VideoCapture(str(tmp_path / "v.mp4"))
+    read = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        read.append(frame)
+    capture.release()
+    assert [frame.shape for frame in read] == [(32, 48, 3)] * 5
+    # Lossy compression: each gray level comes back within a few steps.
+    levels = [float(frame.mean()) for frame in read]
+    np.testing.assert_allclose(levels, [0, 20, 40, 60, 80], atol=6)
 
 
 # ---------------------------------------------------------------- with Ray
@@ -1123,11 +1148,20 @@ def test_train_algo_prints_progress_and_records_the_run(trained_run):
 
 
 def test_evaluate_runs_greedy_episodes(trained_run, capsys):
+    """Greedy acting from a seeded reset repeats itself exactly; the summary
+    is the episodes' mean."""
     run_dir, _ = trained_run
-    assert main(["evaluate", str(run_dir), "--episodes", "2", "--seed", "1"]) == 0
-    out = capsys.readouterr().out
-    assert "episode 1: return" in out and "episode 2: return" in out
-    assert "2 greedy episode(s), mean return" in out
+    outputs = []
+    for _ in range(2):
+        assert main(["evaluate", str(run_dir), "--episodes", "2", "--seed", "1"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    returns = [
+        float(value) for value in re.findall(r"episode \d: return (\S+)", outputs[0])
+    ]
+    assert len(returns) == 2
+    mean = float(re.search(r"2 greedy episode\(s\), mean return (\S+)", outputs[0])[1])
+    assert mean == pytest.approx(np.mean(returns), abs=0.005)
 
 
 def test_acer_example_trains_and_its_checkpoint_evaluates(ray_cluster, tmp_path):
@@ -1165,10 +1199,16 @@ def test_acer_example_trains_and_its_checkpoint_evaluates(ray_cluster, tmp_path)
 
 
 class _FramesCartPole(gym.Wrapper):
-    """CartPole whose render() returns a small frame (no pygame needed)."""
+    """CartPole whose render() returns a small frame (no pygame needed), each
+    frame of an episode another gray (the GIF writer merges equal frames)."""
+
+    def reset(self, **kwargs):
+        self.frames_rendered = 0
+        return self.env.reset(**kwargs)
 
     def render(self):
-        return np.zeros((40, 60, 3), dtype=np.uint8)
+        self.frames_rendered += 1
+        return np.full((40, 60, 3), self.frames_rendered % 256, dtype=np.uint8)
 
 
 def test_evaluate_writes_a_video(trained_run, tmp_path, monkeypatch, capsys):
@@ -1182,8 +1222,12 @@ def test_evaluate_writes_a_video(trained_run, tmp_path, monkeypatch, capsys):
     code = main(["evaluate", str(run_dir), "--episodes", "1", "--video", str(video)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "mean return" in out and f"wrote {video}" in out
-    assert video.stat().st_size > 0
+    steps = int(re.search(r"episode 1: return \S+ \((\d+) steps\)", out).group(1))
+    # A frame after the reset and one after each step.
+    assert f"wrote {video} ({steps + 1} frames)" in out
+    written = _gif_frames(video)
+    assert len(written) == steps + 1
+    assert [int(frame[0, 0, 0]) for frame in written[:3]] == [1, 2, 3]
 
 
 @pytest.mark.skipif(
@@ -1199,7 +1243,13 @@ def test_plot_of_a_real_run(trained_run, tmp_path, capsys):
     run_dir, _ = trained_run
     output = tmp_path / "curves.png"
     assert main(["plot", str(run_dir), "-o", str(output)]) == 0
-    assert output.stat().st_size > 0
+    from PIL import Image
+
+    with Image.open(output) as image:
+        assert image.format == "PNG"
+        pixels = np.asarray(image.convert("L"))
+    # Something was drawn: a blank canvas has one gray level.
+    assert min(pixels.shape) >= 200 and len(np.unique(pixels)) > 10
     assert "NERS: 1 trial(s)" in capsys.readouterr().out
 
 
