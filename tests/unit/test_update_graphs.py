@@ -155,14 +155,20 @@ def test_a_changed_learning_rate_stops_the_replays(caplog):
 
 
 def test_reset_captures_again():
-    graphed = Owner()
+    """After `reset()` the next updates warm up and capture anew, each update
+    still made once (the weights equal eager updates on the same batches)."""
+    eager, graphed = Owner(), Owner()
     graphs = graphs_for(graphed, warmup_updates=1)
-    for batch in batches(3):
-        graphs.run((), batch, graphed.update, graphed)
-    graphs.reset()
-    for batch in batches(3):
-        graphs.run((), batch, graphed.update, graphed)
+    for rounds in range(2):
+        for batch in batches(3):
+            eager.update(batch)
+            graphs.run((), batch, graphed.update, graphed)
+        if rounds == 0:
+            graphs.reset()
     assert graphs.num_captures == 2
+    # Per round: one warm-up update, the capture, one replay.
+    assert graphs.num_replays == 2
+    assert_same_state(eager, graphed)
 
 
 def test_keys_separate_graphs():
@@ -205,9 +211,10 @@ def test_an_update_that_reads_its_metrics_runs_eagerly(caplog):
 
 def test_inputs_that_are_no_tensors_run_eagerly():
     assert input_signature({"m": {"x": torch.zeros(2), "infos": [{}]}}) is None
-    owner = Owner()
+    eager, owner = Owner(), Owner()
     graphs = graphs_for(owner, warmup_updates=1)
     for batch in batches(4):
+        eager.update(batch)
         batch["m"]["note"] = "a string"
         graphs.run(
             (),
@@ -215,7 +222,8 @@ def test_inputs_that_are_no_tensors_run_eagerly():
             lambda b: owner.update({"m": {k: b["m"][k] for k in "xy"}}),
             owner,
         )
-    assert graphs.num_captures == 0
+    assert graphs.num_captures == 0 and graphs.num_replays == 0
+    assert_same_state(eager, owner)
 
 
 def test_lazy_metrics_with_a_window_are_not_capturable():
