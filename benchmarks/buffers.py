@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import logging
 import os
 import shutil
@@ -359,6 +360,32 @@ def filled_buffer(kind: str, seed: int = 0):
     return buffer
 
 
+def state_digest(state) -> str:
+    """A digest of a (nested) state: every array's dtype, shape and bytes (an
+    object array's items), every other value's repr, in key order."""
+    digest = hashlib.blake2b(digest_size=16)
+
+    def feed(value) -> None:
+        if isinstance(value, dict):
+            for key in sorted(value, key=repr):
+                digest.update(repr(key).encode())
+                feed(value[key])
+        elif isinstance(value, (list, tuple)):
+            digest.update(f"{type(value).__name__}{len(value)}".encode())
+            for item in value:
+                feed(item)
+        elif isinstance(value, np.ndarray) and value.dtype != object:
+            digest.update(f"{value.dtype}{value.shape}".encode())
+            digest.update(np.ascontiguousarray(value).data)
+        elif isinstance(value, np.ndarray):  # its items, not their addresses
+            feed(value.tolist())
+        else:
+            digest.update(repr(value).encode())
+
+    feed(state)
+    return digest.hexdigest()
+
+
 def save_and_restore_buffer(kind: str, directory: Path, copy: bool) -> dict:
     import ray.cloudpickle as pickle
 
@@ -371,6 +398,7 @@ def save_and_restore_buffer(kind: str, directory: Path, copy: bool) -> dict:
     with open(path, "wb") as file:
         pickle.dump(state, file)
     r["save s"], r["save +MB"] = time.perf_counter() - start, grown()
+    saved = state_digest(state)  # untimed: to check the restore, below
     del state
     r["file MB"] = path.stat().st_size / 2**20
     fresh = ners_buffer(kind, capacity=buffer.capacity)
@@ -380,6 +408,9 @@ def save_and_restore_buffer(kind: str, directory: Path, copy: bool) -> dict:
         fresh.set_state(pickle.load(file)["replay_buffer"], copy=copy)
     r["restore s"], r["restore +MB"] = time.perf_counter() - start, grown()
     assert len(fresh) == NUM_TRANSITIONS
+    assert state_digest({"replay_buffer": fresh.get_state()}) == saved, (
+        "the restored buffer's state differs from the saved one"
+    )
     assert fresh.storage.obs.flags.writeable  # adopted arrays take new episodes
     path.unlink()
     return r
