@@ -15,8 +15,11 @@ How to run this script
     [--num-env-runners=0] [--stop-timesteps=60000] [--stop-reward=450] [--seed=0]
     [--overlap-sampling] [--weights-sync-interval=1]`
 
-One update of 32 per 5 env steps whatever the number of EnvRunners (RLlib's
-own ratio would halve with 2 of them). `--overlap-sampling` (with
+One update of 32 per 5 env steps (`training_intensity=6.4`): exactly so
+without remote EnvRunners and with `--overlap-sampling`; in lockstep with N
+remote EnvRunners RLlib's round weights make it (N + 1) / N times that,
+rounded to whole updates per round (docs/scaling.md, "Overlapped sampling").
+`--overlap-sampling` (with
 `--num-env-runners=2` or more) lets the EnvRunners sample while the Learner
 updates (`config.training(overlap_sampling=True)`), with the weights sent to
 them at most every `--weights-sync-interval` updates.

@@ -21,11 +21,14 @@ Published SAC reaches a return of about 10000 on HalfCheetah within 1M env steps
 Not run to the end here. On this project's 2-core CPU, one process and one
 torch thread, the loop ran 72-81 env steps/s with NERS and 86-112 with PER on
 Hopper (`python benchmarks/peers.py --suite sac`, 2026-11-27, the outputs in
-docs/benchmarks/peers_sac_2026-11-27_*.txt), so 1M steps take
-2.5-4 hours; `rllib-ners study run --tasks halfcheetah_100k --arms uniform per
-ners --results-dir results/my_halfcheetah` runs the first 100k steps with NERS,
-PER and uniform replay side by side (docs/results.md). A GPU Learner
-(`--num-gpus-per-learner=1`) takes the network updates off the CPU.
+docs/benchmarks/peers_sac_2026-11-27_*.txt), so 1M steps take 2.5-4 hours;
+`rllib-ners study run --tasks halfcheetah_100k --arms uniform per ners
+--results-dir results/my_halfcheetah` runs the first 100k steps with NERS, PER
+and uniform replay side by side with the studies' agent, which differs from
+this example's (learning from 5k env steps, PER's beta annealed to 1:
+docs/results.md). A GPU Learner (`--num-gpus-per-learner=1`) made SAC on Hopper
+slower, not faster, when last measured (an H200, eager updates: 45.5 against
+66.9 env steps/s with PER; docs/performance.md, "With a GPU Learner").
 """
 
 from ray.rllib.examples.utils import add_rllib_example_script_args

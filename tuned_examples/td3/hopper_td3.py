@@ -21,8 +21,8 @@ Results to expect
 The TD3 paper reports a return of about 3500 on Hopper after 1M env steps.
 Not run to the end here; `rllib-ners study run --tasks td3_hopper_100k
 --arms uniform per lap ners --results-dir results/my_td3_hopper` runs the
-first 100k steps with uniform, PER, LAP and NERS replay side by side
-(docs/results.md).
+first 100k steps with uniform, PER, LAP and NERS replay side by side with the
+study's agent, whose settings differ from this example's (docs/results.md).
 """
 
 from ray.rllib.examples.utils import add_rllib_example_script_args

@@ -140,7 +140,9 @@ def atari_rainbow(
     `replay`: "ners" (`NERSDQNConfig`), "per" or "uniform" (`RainbowDQNConfig`
     with our prioritized buffer, alpha 0.5 or 0), "relo" or "laber" (as in
     `atari_data_efficient_rainbow`). One update of batch 32 per 4
-    agent steps (`training_intensity = 8`, kept for any number of EnvRunners),
+    agent steps (`training_intensity = 8`; in lockstep with N remote EnvRunners
+    (N + 1) / N times that, as RLlib's round weights make it; exact with
+    `overlap_sampling=True`),
     replay capacity 1M, learning from 20k agent steps (80k frames), n = 3,
     target update every 8k agent steps (32k frames), Adam lr 6.25e-5 and eps
     1.5e-4, gradient norm clip 10, value/advantage streams of 512 units, 51
