@@ -16,6 +16,9 @@ import inspect
 import pkgutil
 import textwrap
 
+from ray.rllib.algorithms.dqn import DQN
+from ray.rllib.utils.annotations import override
+
 import rllib_ners
 
 
@@ -46,20 +49,53 @@ def _is_rllib(cls) -> bool:
     return cls.__module__.startswith("ray.")
 
 
-def test_every_override_of_an_rllib_method_is_marked():
+def unmarked_overrides(classes, is_ours) -> set:
+    """`module.Class.method` of each method of a class `is_ours` in the MROs
+    of `classes` that an RLlib class in the same MRO also defines, and that
+    carries no `@override(...)`."""
     missing = set()
-    for cls in _our_classes():
+    for cls in classes:
         rllib_bases = [base for base in cls.__mro__ if _is_rllib(base)]
         if not rllib_bases:
             continue
         for ours in cls.__mro__:
-            if not ours.__module__.startswith("rllib_ners"):
+            if not is_ours(ours):
                 continue
             for name, marked in _decorated_methods(ours).items():
                 if marked or name.startswith("__"):
                     continue
                 if any(name in vars(base) for base in rllib_bases):
                     missing.add(f"{ours.__module__}.{ours.__qualname__}.{name}")
+    return missing
+
+
+class _Mixin:
+    def training_step(self):  # unmarked, and DQN has it: found where mixed in
+        return None
+
+
+class _Sample(_Mixin, DQN):
+    @override(DQN)
+    def setup(self, config):
+        return None
+
+    def own_helper(self):  # not RLlib's: needs no mark
+        return None
+
+
+def test_the_check_finds_an_unmarked_override_in_a_mixin():
+    def is_ours(cls):
+        return cls in (_Mixin, _Sample)
+
+    assert unmarked_overrides([_Sample], is_ours) == {
+        f"{__name__}._Mixin.training_step"
+    }
+
+
+def test_every_override_of_an_rllib_method_is_marked():
+    missing = unmarked_overrides(
+        _our_classes(), lambda cls: cls.__module__.startswith("rllib_ners")
+    )
     assert not missing, (
         "These methods override RLlib methods without @override(Parent): "
         + ", ".join(sorted(missing))
