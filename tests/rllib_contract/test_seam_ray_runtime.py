@@ -30,15 +30,24 @@ def test_a_hook_runs_after_every_ray_init_and_is_added_once(ray_down):
 
 
 def test_registered_env_creator_finds_what_register_env_registered():
+    """The creator found is the one registered (Tune stores a pickled copy, so
+    it is known by what it makes: an env carrying the config it was given
+    and the name registered)."""
+
     def creator(env_config):
-        return gym.make("CartPole-v1")
+        env = gym.make("CartPole-v1")
+        env.unwrapped.made_by = ("rllib_ners_contract_env", env_config["marker"])
+        return env
 
     register_env("rllib_ners_contract_env", creator)
     found = registered_env_creator("rllib_ners_contract_env")
     assert found is not None, _fail(
         "ray.tune.registry._global_registry.contains(ENV_CREATOR, name)"
     )
-    env = found({})
-    assert isinstance(env, gym.Env)
+    env = found({"marker": 7})
+    assert env.unwrapped.made_by == ("rllib_ners_contract_env", 7), _fail(
+        "ray.tune.registry._global_registry.get(ENV_CREATOR, name) returns "
+        "another creator"
+    )
     env.close()
     assert registered_env_creator("rllib_ners_no_such_env") is None
