@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -93,9 +93,14 @@ def run_oracle(
     batches: int = 10,
     batch_size: int = 32,
     marker: str = "reward",
+    record: Optional[Dict[str, Any]] = None,
     **settings,
 ) -> List[float]:
-    """Marked-transition sampling mass after each step (index 0: the start)."""
+    """Marked-transition sampling mass after each step (index 0: the start).
+    `record`, where given, gets the REINFORCE steps made (`"sampler_steps"`:
+    the baseline holds the first back) and the scorer's parameters before and
+    after (`"parameters"`), so a run that left the mass alone can be told from
+    one that never trained."""
     from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
     from rllib_ners.ners.reinforce import priority_base, sampler_loss
     from rllib_ners.ners.scorer import NERSScorer
@@ -118,6 +123,8 @@ def run_oracle(
         return scorer.logits(scorer.featurize_batch(tensors))
 
     history = [marked_mass(buffer, marker)]
+    start_parameters = [p.detach().clone() for p in scorer.parameters()]
+    sampler_steps = 0
     for _ in range(steps):
         replayed_marked = []
         for _ in range(batches):
@@ -151,8 +158,15 @@ def run_oracle(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            sampler_steps += 1
         buffer.reset_sampled_set()
         history.append(marked_mass(buffer, marker))
+    if record is not None:
+        record["sampler_steps"] = sampler_steps
+        record["parameters"] = (
+            start_parameters,
+            [p.detach().clone() for p in scorer.parameters()],
+        )
     return history
 
 

@@ -28,12 +28,19 @@ def one_thread():
 
 @pytest.mark.slow
 def test_the_papers_objective_leaves_the_marked_mass_where_it_started():
+    """It trains (a REINFORCE step from the second on, the scorer moves) and
+    still leaves the mass where it started."""
+    record = {}
     history = sampler_oracle.run_oracle(
         steps=150,
         seed=10,
+        record=record,
         **sampler_oracle.VARIANTS["reference (log_score, sigmoid, first)"],
     )
     assert max(abs(mass - history[0]) for mass in history) < 0.03
+    assert record["sampler_steps"] >= 149
+    before, after = record["parameters"]
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))
 
 
 # Seed 11 repeats the claim (24 s on a 2-core EPYC): with `-m learning` only.
