@@ -118,6 +118,7 @@ from rllib_ners.seam.env_runner import (
     time_after_sampling,
 )
 from rllib_ners.seam.rl_module import exploration_pass, inference_pass
+from rllib_ners.utils.package_logs import follow_rllib_log_level
 from rllib_ners.utils.tensor_conversion import numpy_to_tensor, tensor_to_numpy
 
 logger = logging.getLogger(__name__)
@@ -215,6 +216,7 @@ class FastSingleAgentEnvRunner(SingleAgentEnvRunner):
 
     @override(SingleAgentEnvRunner)
     def __init__(self, *, config, **kwargs):
+        follow_rllib_log_level(config.log_level)  # a remote EnvRunner's, too
         super().__init__(config=config, **kwargs)
         self.fast_sampling_blocker: Optional[str] = None
         if self.env is not None:

@@ -387,6 +387,32 @@ def test_configs_it_cannot_serve_take_rllibs_step(small_dqn, caplog):
         algo.stop()
 
 
+def test_log_level_info_prints_why_a_config_takes_rllibs_step(
+    small_dqn, capfd, monkeypatch
+):
+    """`log_level="INFO"` prints this package's lines as it does RLlib's, with
+    no logging set up by the user (pytest's own handlers taken off)."""
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    package = logging.getLogger("rllib_ners")
+    monkeypatch.setattr(package, "handlers", [])
+    level = package.level
+    config = (
+        small_dqn(RainbowDQNConfig(), replay_buffer_config=PER)
+        .training(fast_training_loop=False)
+        .debugging(log_level="INFO")
+    )
+    algo = config.build_algo()
+    try:
+        err = capfd.readouterr().err
+        assert (
+            "-- RainbowDQN trains with RLlib's training step: "
+            "config.training(fast_training_loop=False)." in err
+        )
+    finally:
+        algo.stop()
+        package.setLevel(level)
+
+
 def test_remote_env_runners_get_the_weights_sent(small_dqn, one_torch_thread):
     config = small_dqn(RainbowDQNConfig(), replay_buffer_config=PER, num_env_runners=1)
     algo = config.build_algo()

@@ -62,6 +62,7 @@ RAY_FREE = [
     "rllib_ners.utils.episode_info",
     "rllib_ners.utils.malloc",
     "rllib_ners.utils.log_noise",
+    "rllib_ners.utils.package_logs",
     "rllib_ners.utils.rng",
     "rllib_ners.utils.spaces",
     "rllib_ners.utils.tensor_conversion",

@@ -85,6 +85,7 @@ from rllib_ners.seam.learner import (
 from rllib_ners.utils.deferred_metrics import DeferredMetrics
 from rllib_ners.utils.mixin_order import PrecedesInBases
 from rllib_ners.utils.optimizer_steps import step_optimizers
+from rllib_ners.utils.package_logs import follow_rllib_log_level
 from rllib_ners.utils.update_graphs import (
     CudaUpdateGraph,
     RecordedMetrics,
@@ -143,6 +144,7 @@ class FastTorchLearner(PrecedesInBases, precedes=Learner):
 
     @override(TorchLearner)
     def build(self) -> None:
+        follow_rllib_log_level(self.config.log_level)  # a remote Learner's, too
         super().build()
         self.deferred_metrics = DeferredMetrics()
         self.deferred_env_steps = 0

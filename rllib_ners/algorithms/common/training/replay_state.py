@@ -28,6 +28,7 @@ from rllib_ners.algorithms.common.config.buffer_types import is_fast_buffer
 from rllib_ners.replay_buffers import rllib_states
 from rllib_ners.seam.algorithm import LocalReplayBufferHook
 from rllib_ners.seam.checkpoints import includes_component
+from rllib_ners.utils.package_logs import follow_rllib_log_level
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 BUFFER_STATE = "replay_buffer"
@@ -47,6 +48,13 @@ class ReplayStateMixin(LocalReplayBufferHook):
     # The NERS sampler's update at episode ends (`NERSSamplerUpdate`), set in
     # `setup()` by an algorithm that replays with NERS; None otherwise.
     ners_sampler_update = None
+
+    @override(Algorithm)
+    def setup(self, config) -> None:
+        # Before RLlib's setup builds the EnvRunners and Learners, which log
+        # the fast paths they take (`log_level="INFO"` shows them).
+        follow_rllib_log_level(config.log_level)
+        super().setup(config)
 
     @override(Algorithm)
     def save_to_path(self, *args, **kwargs):
