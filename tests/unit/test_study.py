@@ -10,15 +10,12 @@ import argparse
 import csv
 import functools
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from rllib_ners.study import cli, runs
 from rllib_ners.study import declarations as decl
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 pytest.importorskip("rliable")
 from rllib_ners.study import report, results, statistics  # noqa: E402

@@ -3,11 +3,11 @@ refactor: CartPole (the DQN family) and Pendulum with SAC and with TD3, a few
 thousand env steps each. Run the same command on the commit before and after;
 the CSVs must be equal but for their timing columns:
 
-    rllib-ners study run --declarations benchmarks/seed_matched_tasks.py \
+    rllib-ners study run --declarations tools/seed_matched_tasks.py \
         --tasks check_cartpole check_pendulum_sac check_pendulum_td3 \
         --arms uniform per ners lap --seeds 100 --results-dir /tmp/before
 
-`benchmarks/fingerprint.py` hashes seeded NERS-DQN and ACER runs the same way.
+`tools/fingerprint.py` hashes seeded NERS-DQN and ACER runs the same way.
 """
 
 from rllib_ners.study import Task, agents

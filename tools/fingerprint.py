@@ -10,8 +10,8 @@ priorities, feature cache) and each iteration's episode returns and losses.
 Run it on the commit before a refactor and after it; the digests must match.
 It imports only the package's public names, so it runs on either layout:
 
-    python benchmarks/fingerprint.py                 # this checkout
-    PYTHONPATH=/path/to/old/checkout python benchmarks/fingerprint.py
+    python tools/fingerprint.py                 # this checkout
+    PYTHONPATH=/path/to/old/checkout python tools/fingerprint.py
 """
 
 from __future__ import annotations
