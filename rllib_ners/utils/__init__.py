@@ -22,6 +22,7 @@ Processes and runs:
 * `rng`: snapshots of the global random generators;
 * `malloc`: glibc allocator tuning for Learner processes;
 * `log_noise`: drops the Ray, Tune and RLlib log lines a user cannot act on;
+* `package_logs`: this package's log lines at RLlib's `log_level`;
 * `plotting`: learning curves from Tune run directories.
 
 Nothing here imports Ray (`tests/unit/test_ray_free_modules.py`).
