@@ -31,6 +31,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict
 
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
 from rllib_ners.algorithms.common.config.buffer_config_checks import (
     buffer_settings_problem,
 )
@@ -52,6 +54,7 @@ from rllib_ners.algorithms.common.config.sampler_presets import (
 from rllib_ners.algorithms.common.config.stock_config_refusals import (
     refuse_a_users_learner_class,
     refuse_multi_agent,
+    refuse_other_configs,
 )
 from rllib_ners.replay_buffers.rllib_compat import seed_our_buffer_at_init
 from rllib_ners.replay_buffers.sampler_choice import ALL_METHOD_SETTINGS
@@ -103,6 +106,12 @@ def enable_replay(config, method: str, **settings):
     take, a wrong value (the buffer's own checks) or a config whose
     algorithm has no Learner for it (ACER, NERS-DQN, ...).
     """
+    refuse_other_configs(
+        config,
+        AlgorithmConfig,
+        who="enable_replay",
+        instead="e.g. enable_replay(DQNConfig().environment(...), 'relo')",
+    )
     if method not in REPLAY_METHODS:
         raise ValueError(
             f"enable_replay: method must be one of "

@@ -33,6 +33,8 @@ metrics callback) lives in `rllib_ners.env.atari_rllib`.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import gymnasium as gym
@@ -82,6 +84,23 @@ def ale_env_id(game: str) -> str:
     if "_" in game or game.islower():
         game = "".join(part.capitalize() for part in game.split("_"))
     return f"ALE/{game}-v5"
+
+
+def unknown_atari_game_error(game: str) -> Optional[str]:
+    """Why `game` names no Atari game of ale-py's, or None (also where ale-py
+    is not installed: `make_atari_env` says how to install it)."""
+    env_id = ale_env_id(game)
+    if importlib.util.find_spec("ale_py") is None:
+        return None
+    importlib.import_module("ale_py")  # registers the ALE/ ids
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        return (
+            f"no Atari game {env_id!r} in ale-py ({' '.join(str(error).split())}); "
+            f"name one as 'MsPacman', 'ms_pacman' or 'ALE/MsPacman-v5'"
+        )
+    return None
 
 
 class DeepMindAtari(gym.Wrapper):

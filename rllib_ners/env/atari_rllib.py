@@ -28,7 +28,12 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.utils.annotations import override
 
 from rllib_ners.env import ATARI_ENV_NAME
-from rllib_ners.env.atari import ATARI_DEFAULTS, GAME_LENGTH_KEY, GAME_RETURN_KEY
+from rllib_ners.env.atari import (
+    ATARI_DEFAULTS,
+    GAME_LENGTH_KEY,
+    GAME_RETURN_KEY,
+    unknown_atari_game_error,
+)
 from rllib_ners.env.frame_stacking import FrameStackingConnector
 
 # Keys under `result["env_runners"]` (and `result["evaluation"]["env_runners"]`).
@@ -118,6 +123,9 @@ def with_atari(
     frame_stack = int(frame_stack)
     if frame_stack < 1:
         raise ValueError(f"`frame_stack` must be an integer >= 1, got {frame_stack}.")
+    unknown_game = unknown_atari_game_error(game)
+    if unknown_game is not None:
+        raise ValueError(f"game={game!r}: {unknown_game}.")
     train_env = {"game": game, **(env_config or {})}
     eval_env = {**train_env, **EVAL_ENV_SETTINGS, **(evaluation_env_config or {})}
     for settings in (train_env, eval_env):

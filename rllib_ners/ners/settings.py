@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from rllib_ners.ners.diagnostics import DIAGNOSTICS_SAMPLE_SIZE
@@ -175,7 +176,13 @@ class NERSSettings:
     diagnostics_sample_size: int = DIAGNOSTICS_SAMPLE_SIZE
 
     def __post_init__(self):
-        object.__setattr__(self, "encoder_hiddens", tuple(self.encoder_hiddens))
+        hiddens = self.encoder_hiddens
+        if isinstance(hiddens, (str, bytes)) or not isinstance(hiddens, Iterable):
+            raise ValueError(
+                f"NERS setting `encoder_hiddens={hiddens!r}` is invalid: a sequence "
+                f"of layer widths, e.g. `config.ners(encoder_hiddens=(256, 64))`."
+            )
+        object.__setattr__(self, "encoder_hiddens", tuple(hiddens))
         self.validate()
 
     def validate(self) -> None:

@@ -51,8 +51,23 @@ def gather_state(
     return state
 
 
+def check_a_buffer_state(state: Any) -> None:
+    """Raises ValueError unless `state` looks like a `get_state()` of our
+    buffers (a dict with a `capacity`): anything else would fail on a
+    missing key deep inside the restore."""
+    if isinstance(state, dict) and "capacity" in state:
+        return
+    keys = sorted(map(str, state))[:5] if isinstance(state, dict) else None
+    raise ValueError(
+        f"set_state() takes what get_state() of this buffer (or of RLlib's "
+        f"episode buffers) returned, got "
+        f"{type(state).__name__}{f' with keys {keys}' if keys else ''}."
+    )
+
+
 def check_restorable(state: Dict[str, Any], *, capacity: int, frame_stack: int) -> None:
     """Raises unless `state` was saved by a buffer with these settings."""
+    check_a_buffer_state(state)
     if int(state["capacity"]) != capacity:
         raise ValueError(
             f"Cannot restore a buffer of capacity {state['capacity']} into one of "

@@ -106,6 +106,24 @@ def allocate_storage(storage: RingStorage, chunk: dict, frame_stack: int) -> Non
     storage.allocate(chunk["obs"], chunk["actions"], extra)
 
 
+def check_chunks_fit_storage(storage: RingStorage, chunks: List[dict]) -> None:
+    """Raises ValueError for a chunk whose observations or actions per step
+    differ in shape from the stored ones (numpy would refuse the write only
+    after older episodes were evicted for it)."""
+    for chunk in chunks:
+        for field, values, stored in (
+            ("observations", chunk["obs"], storage.obs),
+            ("actions", chunk["actions"], storage.actions),
+        ):
+            if np.shape(values)[1:] != stored.shape[1:]:
+                raise ValueError(
+                    f"An episode's {field} of shape {np.shape(values)[1:]} per step "
+                    f"do not fit the {stored.shape[1:]} this buffer stores: one "
+                    f"buffer holds the episodes of one observation and action "
+                    f"space (one buffer per env)."
+                )
+
+
 def read_extra_columns(chunk: dict, columns: Dict[str, np.ndarray]) -> None:
     """Sets `chunk["extra"]`: its steps' values of every stored extra output."""
     outputs, n = chunk["extra_outputs"], chunk["len"]

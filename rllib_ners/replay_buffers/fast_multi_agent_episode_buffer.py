@@ -48,6 +48,7 @@ from ray.rllib.utils.typing import ModuleID
 
 from rllib_ners.replay_buffers import (
     buffer_metrics,
+    buffer_state,
     episode_adapter,
     rllib_states,
     writer,
@@ -623,6 +624,7 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         if rllib_states.is_rllib_state(state):
             rllib_states.load_rllib_multi_agent_state(self, state)
             return
+        buffer_state.check_a_buffer_state(state)
         if int(state["capacity"]) != self.capacity:
             raise ValueError(
                 f"Cannot restore a buffer of capacity {state['capacity']} into one of "

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from ray.rllib.utils.annotations import override
 
-from rllib_ners.replay_buffers import rllib_states
+from rllib_ners.replay_buffers import buffer_state, rllib_states
 from rllib_ners.replay_buffers.buffer_names import (
     ACTIONS,
     INDICES,
@@ -350,6 +350,7 @@ class NERSEpisodeReplayBuffer(FastPrioritizedEpisodeReplayBuffer):
         if rllib_states.is_rllib_state(state):
             super().set_state(state)
             return
+        buffer_state.check_a_buffer_state(state)
         # States saved before the replay counts or the scored mask existed:
         # every replayed transition counts once, and a stored transition whose
         # cached TD error left the new-transition value 1.0 was scored.

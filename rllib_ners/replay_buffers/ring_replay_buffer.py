@@ -330,6 +330,7 @@ class RingReplayBuffer(PrioritizedEpisodeReplayBuffer, metaclass=RLlibTypeString
         storage = self._storage
         if not storage.allocated:
             episode_adapter.allocate_storage(storage, chunks[0], self._frame_stack)
+        episode_adapter.check_chunks_fit_storage(storage, chunks)
         for chunk in chunks:
             episode_adapter.read_extra_columns(chunk, storage.extra)
         kept, continuing = writer.fit_to_ring(storage, chunks)

@@ -73,6 +73,13 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
             constructor arguments. A class that takes a `seed` is seeded by
             `config.seed` unless `replay_buffer_config` names one.
     """
+    if not isinstance(config, AlgorithmConfig) or not hasattr(
+        config, "replay_buffer_config"
+    ):
+        raise ValueError(
+            f"with_replay_buffer() takes the config of an algorithm with a replay "
+            f"buffer (DQN, SAC, ...), got {type(config).__name__}."
+        )
     if not isinstance(buffer_class, type):
         raise ValueError(
             f"with_replay_buffer() needs a buffer class, got {buffer_class!r}."
@@ -82,8 +89,14 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
         type=_placeholder_type(buffer_class), **{_TARGET_KEY: buffer_class}
     )
     # Fails now, not at build time, if the settings do not fit the class.
+    from rllib_ners.algorithms.common.config.buffer_config_checks import (
+        buffer_settings_problem,
+    )
+
     probe = {k: v for k, v in buffer_config.items() if k not in ("type", _TARGET_KEY)}
-    buffer_class(**dict(probe, capacity=2))
+    problem = buffer_settings_problem(buffer_class, probe)
+    if problem is not None:
+        raise ValueError(f"with_replay_buffer: {problem}")
     # RLlib's placeholder buffer swallows unknown kwargs, so the class can ride
     # along in the same dict; ours is built first, before the user's hooks run.
     config.replay_buffer_config = buffer_config

@@ -740,6 +740,137 @@ GPU_LEARNER_CASES = [
 ]
 
 
+def _episode_of(obs_dim: int, action=0) -> SingleAgentEpisode:
+    return SingleAgentEpisode(
+        observations=[np.zeros(obs_dim, np.float32)] * 4,
+        actions=[action] * 3,
+        rewards=[1.0] * 3,
+        terminated=True,
+        len_lookback_buffer=0,
+    )
+
+
+def _add_to_filled(episode):
+    _filled().add([episode])
+
+
+def _stock(name: str):
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.algorithms.sac import SACConfig
+
+    return {"dqn": DQNConfig, "sac": SACConfig, "ppo": PPOConfig}[name]()
+
+
+def _enable_ners(config):
+    from rllib_ners import enable_ners
+
+    return enable_ners(config)
+
+
+def _enable_replay(config, method):
+    from rllib_ners import enable_replay
+
+    return enable_replay(config, method)
+
+
+def _with_replay_buffer(config):
+    from rllib_ners import with_replay_buffer
+
+    return with_replay_buffer(config, FastPrioritizedEpisodeReplayBuffer)
+
+
+# Input that once failed deep inside (a numpy or attribute error), or only at
+# build or training time, or not at all.
+EARLY_CASES = [
+    (
+        "config.environment.*unknown environment id 'NotAnEnv-v0'",
+        lambda: NERSSACConfig().environment("NotAnEnv-v0").validate(),
+    ),
+    (
+        "unknown environment id.*Did you mean: `CartPole`",
+        lambda: RainbowDQNConfig().environment("CartPol-v1").validate(),
+    ),
+    ("game='NoSuchGame': no Atari game", lambda: _atari("NoSuchGame")),
+    (
+        "enable_ners takes a config of type DQNConfig.*got SACConfig.*NERSSACConfig",
+        lambda: _enable_ners(_stock("sac").environment("Pendulum-v1")),
+    ),
+    (
+        "enable_ners takes a config of type DQNConfig.*got None",
+        lambda: _enable_ners(None),
+    ),
+    (
+        "enable_ners supports Discrete action spaces only",
+        lambda: _enable_ners(_stock("dqn").environment("Pendulum-v1")),
+    ),
+    (
+        "enable_replay takes a config of type AlgorithmConfig.*got str",
+        lambda: _enable_replay("DQN", "relo"),
+    ),
+    ("with_replay_buffer.*got PPOConfig", lambda: _with_replay_buffer(_stock("ppo"))),
+    (
+        "with_replay_buffer.*`capacity` must be an integer >= 1, got capacity=0",
+        lambda: _with_replay_buffer(
+            _stock("sac").training(replay_buffer_config={"capacity": 0})
+        ),
+    ),
+    ("encoder_hiddens=64", lambda: _ners_dqn(encoder_hiddens=64).validate()),
+    ("encoder_hiddens=None", lambda: _ners_dqn(encoder_hiddens=None).validate()),
+    (
+        "num_learners=-1 is not a number of remote Learners",
+        lambda: RainbowDQNConfig().learners(num_learners=-1).validate(),
+    ),
+    (
+        "num_env_runners=-1 is not a number of remote EnvRunners",
+        lambda: RainbowDQNConfig().env_runners(num_env_runners=-1).validate(),
+    ),
+    (
+        re.escape("model_config['fcnet_hiddens']=[0] is not a list of layer widths"),
+        lambda: _mujoco_sac("Pendulum-v1", hiddens=(0,)).validate(),
+    ),
+    (
+        re.escape("observations of shape (3,) per step do not fit the (2,)"),
+        lambda: _add_to_filled(_episode_of(3)),
+    ),
+    (
+        re.escape("actions of shape (2,) per step do not fit the ()"),
+        lambda: _add_to_filled(_episode_of(2, action=np.zeros(2))),
+    ),
+    (
+        "set_state.. takes what get_state.. of this buffer",
+        lambda: FastPrioritizedEpisodeReplayBuffer(100).set_state({}),
+    ),
+    (
+        "set_state.. takes what get_state.. of this buffer.*got None",
+        lambda: NERSEpisodeReplayBuffer(100).set_state(None),
+    ),
+    (
+        "set_state.. takes what get_state.. of this buffer.*with keys",
+        lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(100).set_state({"a": 1}),
+    ),
+    ("`ddpg` must be True or False", lambda: _td3_config("Pendulum-v1", ddpg="yes")),
+]
+
+
+def _atari(game):
+    from rllib_ners.algorithms.rainbow.presets import atari_data_efficient_rainbow
+
+    return atari_data_efficient_rainbow(game)
+
+
+def _mujoco_sac(env, **kwargs):
+    from rllib_ners.algorithms.ners_sac.presets import mujoco_sac
+
+    return mujoco_sac(env, **kwargs)
+
+
+def _td3_config(env, **kwargs):
+    from rllib_ners.algorithms.td3.presets import td3_config
+
+    return td3_config(env, **kwargs)
+
+
 @pytest.mark.parametrize(
     "expected, make",
     BUFFER_CASES
@@ -753,7 +884,8 @@ GPU_LEARNER_CASES = [
     + OVERLAP_CASES
     + NOT_READ_CASES
     + LEARNER_BUILD_CASES
-    + GPU_LEARNER_CASES,
+    + GPU_LEARNER_CASES
+    + EARLY_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make, ray_down):

@@ -307,7 +307,7 @@ def test_every_rule_is_well_formed():
         assert rule.what and rule.why, rule
         for bound in (rule.low, rule.high):
             assert bound is None or isinstance(bound, (int, float, str)), rule
-        assert rule.method in ("training", "env_runners"), rule
+        assert rule.method in ("training", "env_runners", "learners"), rule
         if isinstance(rule.low, (int, float)) and isinstance(rule.high, (int, float)):
             assert rule.low < rule.high, rule
     covered = {

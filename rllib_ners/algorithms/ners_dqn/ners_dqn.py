@@ -34,9 +34,11 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     buffer_type_to_string,
     resolve_buffer_class,
 )
+from rllib_ners.algorithms.common.config.config_checks import check_discrete_actions
 from rllib_ners.algorithms.common.config.stock_config_refusals import (
     refuse_a_users_learner_class,
     refuse_multi_agent,
+    refuse_other_configs,
 )
 from rllib_ners.algorithms.ners.ners_config import (
     NERSConfigMixin,
@@ -173,8 +175,18 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
         NERSDQNTorchLearner,
     )
 
+    refuse_other_configs(
+        config,
+        DQNConfig,
+        who="enable_ners",
+        instead=(
+            "NERS with SAC is NERSSACConfig(), with TD3 TD3Config() with the NERS "
+            "buffer as replay_buffer_config's type"
+        ),
+    )
     refuse_multi_agent(config, who="enable_ners")
     refuse_a_users_learner_class(config, NERSDQNTorchLearner, who="enable_ners")
+    check_discrete_actions(config, "enable_ners")
     buffer_config = dict(config.replay_buffer_config or {})
     buffer_config["type"] = NERS_BUFFER_TYPE
     buffer_config["scored_by_ners_learner"] = True

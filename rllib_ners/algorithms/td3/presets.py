@@ -90,6 +90,8 @@ def td3_config(
         raise ValueError(
             f"`replay` must be one of {sorted(TD3_REPLAYS)}, got replay={replay!r}."
         )
+    if not isinstance(ddpg, bool):
+        raise ValueError(f"`ddpg` must be True or False, got ddpg={ddpg!r}.")
     buffer_settings, critic_loss = TD3_REPLAYS[replay]
     if config is None:
         config = DDPGConfig() if ddpg else TD3Config()

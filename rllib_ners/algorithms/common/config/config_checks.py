@@ -9,7 +9,9 @@ before anything starts.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import importlib
+import importlib.util
+from typing import Any, Optional, Tuple
 
 import gymnasium as gym
 
@@ -45,6 +47,10 @@ def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
         else:
             env = env_spec(env_config)
     except Exception:  # noqa: BLE001 - RLlib reports its own env errors later
+        # ... but a misspelled id fails here, not in every EnvRunner.
+        unknown = unknown_env_id_error(env_spec)
+        if unknown is not None:
+            raise_config_error(config, f"config.environment(): {unknown}")
         return None
     try:
         if not isinstance(env, gym.Env):
@@ -52,6 +58,36 @@ def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
         return env.observation_space, env.action_space
     finally:
         env.close()
+
+
+def unknown_env_id_error(env: Any) -> Optional[str]:
+    """Why the string `env` names no env at all (neither registered with
+    `ray.tune.register_env` nor a gymnasium id, once its `module:` prefix is
+    imported), or None: an env that exists but fails to build is RLlib's to
+    report."""
+    if not isinstance(env, str):
+        return None
+    from rllib_ners.seam.ray_runtime import registered_env_creator
+
+    if registered_env_creator(env) is not None:
+        return None
+    env_id = env
+    if ":" in env:
+        module, _, env_id = env.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            return f"environment {env!r}: cannot import module {module!r} ({error})"
+    elif env.startswith("ALE/") and importlib.util.find_spec("ale_py"):
+        importlib.import_module("ale_py")  # registers the ALE/ ids
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        return (
+            f"unknown environment id {env!r} ({' '.join(str(error).split())}; "
+            f"neither a gymnasium id nor registered with ray.tune.register_env)"
+        )
+    return None
 
 
 def check_discrete_actions(config, who: str) -> None:

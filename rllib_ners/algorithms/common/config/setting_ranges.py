@@ -129,6 +129,25 @@ _DQN, _SAC, _TD3, _ACER = "DQNConfig", "SACConfig", "TD3Config", "ACERConfig"
 
 SETTING_RANGES: Tuple[SettingRange, ...] = (
     # --- RLlib's settings, as every config of ours passes them on.
+    # First: RLlib derives the per-Learner batch from num_learners.
+    SettingRange(
+        "num_learners",
+        "a number of remote Learners",
+        "0 trains in the algorithm's process, N > 0 on N Learner actors",
+        0,
+        low=0,
+        integer=True,
+        method="learners",
+    ),
+    SettingRange(
+        "num_env_runners",
+        "a number of remote EnvRunners",
+        "0 samples in the algorithm's process, N > 0 on N EnvRunner actors",
+        0,
+        low=0,
+        integer=True,
+        method="env_runners",
+    ),
     SettingRange(
         "gamma",
         "a discount factor",
@@ -529,6 +548,7 @@ class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
     @override(AlgorithmConfig)
     def validate(self) -> None:
         check_setting_ranges(self)
+        check_layer_widths(self)
         check_train_batch_size_is_read(self)
         check_no_epoch_settings(self)
         warn_of_switched_off_settings(self)
@@ -546,6 +566,36 @@ def check_setting_ranges(config) -> None:
         if value is UNSET or _fits(rule, value, config):
             continue
         raise_config_error(config, _range_error(rule, value, config))
+
+
+# The model_config keys that list layer widths (RLlib's MLP encoder and heads).
+LAYER_WIDTH_KEYS = ("fcnet_hiddens", "head_fcnet_hiddens")
+
+
+def check_layer_widths(config) -> None:
+    """Raises a config error (`raise_config_error`) for a model_config layer
+    list that is not a sequence of positive integers (torch would build a
+    layer of width 0, or fail inside the Learner's build)."""
+    model_config = config.model_config
+    if not isinstance(model_config, dict):
+        return
+    for key in LAYER_WIDTH_KEYS:
+        widths = model_config.get(key)
+        if widths is None:
+            continue
+        if isinstance(widths, (list, tuple)) and all(
+            isinstance(width, numbers.Integral)
+            and not isinstance(width, bool)
+            and width >= 1
+            for width in widths
+        ):
+            continue
+        raise_config_error(
+            config,
+            f"model_config[{key!r}]={widths!r} is not a list of layer widths: use "
+            f"positive integers, e.g. config.rl_module(model_config={{{key!r}: "
+            f"[256, 256]}})",
+        )
 
 
 # What `setting_value` returns for a setting the config does not have.

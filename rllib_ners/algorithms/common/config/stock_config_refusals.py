@@ -10,6 +10,20 @@ from __future__ import annotations
 from rllib_ners.seam.config import user_learner_class
 
 
+def refuse_other_configs(config, config_class: type, *, who: str, instead: str) -> None:
+    """Raises ValueError unless `config` is a `config_class` (or a subclass):
+    `who` would otherwise fail on a missing attribute, or change a config
+    whose algorithm never reads the change. `instead`: what to use."""
+    if isinstance(config, config_class):
+        return
+    got = type(config).__name__ if config is not None else "None"
+    raise ValueError(
+        f"{who} takes a config of type {config_class.__name__} (RLlib's or a "
+        f"subclass), got {got}; "
+        f"{instead}."
+    )
+
+
 def refuse_multi_agent(config, *, who: str) -> None:
     """Raises ValueError for a multi-agent config: its buffer, this package's
     multi-agent one, replays by priority only (a stock config would fail at
