@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
-import importlib.util
 import io
 import re
 import runpy
@@ -126,31 +124,14 @@ def check_env(env: Any) -> None:
     if not isinstance(env, str):
         return  # an env class or creator set in a Python example
     from rllib_ners import register_with_tune
-    from rllib_ners.seam.ray_runtime import registered_env_creator
+    from rllib_ners.algorithms.common.config.config_checks import (
+        unknown_env_id_error,
+    )
 
     register_with_tune()  # "rllib_ners.atari", even after a ray.shutdown()
-    if registered_env_creator(env) is not None:
-        return
-    import gymnasium as gym
-
-    env_id = env
-    if ":" in env:
-        module, _, env_id = env.partition(":")
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise CLIError(
-                f"environment {env!r}: cannot import module {module!r} ({error})"
-            ) from None
-    elif env.startswith("ALE/") and importlib.util.find_spec("ale_py"):
-        importlib.import_module("ale_py")
-    try:
-        gym.spec(env_id)
-    except gym.error.Error as error:
-        raise CLIError(
-            f"unknown environment id {env!r}: {one_line(error)} (neither a gymnasium "
-            "id nor registered with ray.tune.register_env)"
-        ) from None
+    error = unknown_env_id_error(env)
+    if error is not None:
+        raise CLIError(error)
 
 
 def apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
@@ -163,7 +144,12 @@ def apply_config_dict(config, overrides: Dict[str, Any], source: str) -> None:
         if key in _CONFIG_METHODS and isinstance(value, dict) and hasattr(config, key):
             _call_config_method(config, key, value, source)
             continue
-        if key == "ners_config" and isinstance(value, dict) and hasattr(config, "ners"):
+        if key == "ners_config" and hasattr(config, "ners"):
+            if not isinstance(value, dict):
+                raise CLIError(
+                    f"{source}: ners_config must be a JSON object of .ners() "
+                    f'settings, e.g. {{"ners_config": {{"lr": 0.0001}}}}; got {value!r}'
+                )
             _call_config_method(config, "ners", value, source, shown=key)
             continue
         if key == "replay_buffer_config":
@@ -213,6 +199,42 @@ def _call_config_method(config, method, kwargs, source, shown=None) -> None:
         raise CLIError(
             f"{source}: bad value for {shown!r}: {one_line(error)}"
         ) from None
+
+
+def fit_our_buffer_into_stock_config(config) -> None:
+    """For a stock RLlib config whose `replay_buffer_config` names one of our
+    buffers as `type`: checks its settings as the buffer does (RLlib builds
+    it only inside the trial; our configs' `validate()` checks them itself),
+    and gives a stock `SACConfig` the buffer through `with_replay_buffer`, as
+    in Python (RLlib's `SACConfig.validate()` takes its own buffer names only).
+    CLIError names a bad setting."""
+    from ray.rllib.algorithms.sac import SACConfig
+
+    from rllib_ners.algorithms.common.config.buffer_config_checks import (
+        buffer_settings_problem,
+    )
+    from rllib_ners.algorithms.common.config.buffer_types import (
+        is_fast_buffer,
+        resolve_buffer_class,
+    )
+    from rllib_ners.replay_buffers.rllib_compat import with_replay_buffer
+
+    if type(config).__module__.startswith("rllib_ners"):
+        return
+    buffer_config = config.replay_buffer_config or {}
+    if buffer_config.get("type") is None:
+        return
+    try:
+        buffer_class = resolve_buffer_class(buffer_config["type"])
+    except ValueError:
+        return  # validate() names the unknown type
+    if not is_fast_buffer(buffer_class):
+        return
+    problem = buffer_settings_problem(buffer_class, buffer_config)
+    if problem is not None:
+        raise CLIError(f"invalid config: {one_line(problem)}")
+    if isinstance(config, SACConfig):
+        with_replay_buffer(config, buffer_class)
 
 
 def validate_config(config) -> None:

@@ -17,6 +17,7 @@ from rllib_ners.cli.overrides import (
     apply_config_dict,
     check_env,
     config_from_yaml_experiment,
+    fit_our_buffer_into_stock_config,
     load_python_example,
     load_yaml_experiments,
     resolve_algo,
@@ -157,6 +158,7 @@ def _apply_train_flags(
     if args.env:
         config.environment(args.env)
     apply_config_dict(config, overrides, "--config")
+    fit_our_buffer_into_stock_config(config)
     if args.num_env_runners is not None:
         config.env_runners(num_env_runners=args.num_env_runners)
     if args.num_learners is not None:

@@ -140,6 +140,8 @@ def trained_run(ray_cluster, tmp_path_factory):
 # ------------------------------------------------------------- no Ray needed
 
 
+_OURS = {"type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer"}
+
 ERROR_CASES = [
     (["train", "--algo", "FOO", "--env", "CartPole-v1"], "unknown algorithm 'FOO'"),
     (["train", "--algo", "ners-dqn", "--env", "CartPole-v1"], "did you mean NERS-DQN?"),
@@ -155,6 +157,17 @@ ERROR_CASES = [
     (
         ["train", "--algo", "DQN", "--env", "CartPole-v1", "--config", "{bad"],
         "--config is not valid JSON",
+    ),
+    (
+        ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--config"]
+        + ['{"ners_config": 5}', "--stop-iters", "1"],
+        "--config: ners_config must be a JSON object of .ners() settings",
+    ),
+    (
+        ["train", "--algo", "DQN", "--env", "CartPole-v1", "--stop-iters", "1"]
+        + ["--config", json.dumps({"replay_buffer_config": {"alpah": 0.6, **_OURS}})],
+        "invalid config: Bad replay_buffer_config for "
+        "FastPrioritizedEpisodeReplayBuffer: Unknown replay buffer settings ['alpah']",
     ),
     (
         ["train", "--algo", "DQN", "--env", "CartPole-v1", "--stop", "[1, 2]"],
@@ -265,6 +278,29 @@ def test_a_flag_the_example_lacks_points_to_its_help(capsys):
     err = capsys.readouterr().err
     _assert_one_line_error(code, err, "the example has no such flag")
     assert f"train file {PY_EXAMPLE} -- --help" in err
+
+
+def test_stock_sac_takes_our_buffer_type_from_the_config_flag():
+    """As in Python through `with_replay_buffer`: RLlib's SACConfig.validate()
+    alone refuses a buffer type that is not one of RLlib's names."""
+    from ray.rllib.algorithms.sac import SACConfig
+
+    from rllib_ners import FastPrioritizedEpisodeReplayBuffer
+    from rllib_ners.cli.overrides import (
+        apply_config_dict,
+        fit_our_buffer_into_stock_config,
+        validate_config,
+    )
+
+    config = SACConfig().environment("Pendulum-v1")
+    buffer = {**_OURS, "capacity": 1000, "alpha": 0.6, "beta": 0.4}
+    apply_config_dict(config, {"replay_buffer_config": buffer}, "--config")
+    with pytest.raises(cli.CLIError, match="must be of type `EpisodeReplayBuffer`"):
+        validate_config(config)
+    fit_our_buffer_into_stock_config(config)
+    validate_config(config)
+    assert FastPrioritizedEpisodeReplayBuffer in config.replay_buffer_config.values()
+    assert config.replay_buffer_config["capacity"] == 1000
 
 
 @pytest.mark.parametrize("argv, expected", ERROR_CASES, ids=lambda v: str(v)[:40])
