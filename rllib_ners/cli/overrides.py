@@ -246,6 +246,46 @@ def validate_config(config) -> None:
         raise CLIError(f"invalid config: {one_line(error)}") from None
 
 
+def _rllib_metric_names() -> set:
+    import ray.rllib.utils.metrics as metrics
+
+    return {
+        value
+        for name, value in vars(metrics).items()
+        if name.isupper() and isinstance(value, str)
+    } | {"time_total_s", "time_this_iter_s", "training_iteration"}
+
+
+# Result keys a run is commonly stopped on. Tune only warns once of a stop key
+# missing from the results, and the run then never stops on it.
+COMMON_STOP_KEYS = (
+    ITERS_KEY,
+    STEPS_KEY,
+    RETURN_KEY,
+    f"evaluation/{RETURN_KEY}",
+    "env_runners/episode_len_mean",
+    "time_total_s",
+    "time_this_iter_s",
+    "num_training_step_calls_per_iteration",
+)
+
+
+def _refuse_a_misspelled_stop_key(key: str) -> None:
+    """CLIError for a stop key close to one of `COMMON_STOP_KEYS` (a typo)
+    that is no metric name of RLlib's (`ray.rllib.utils.metrics`, alone or
+    under `env_runners/` or `evaluation/env_runners/`: `episode_return_max`
+    is not a typo of `episode_return_mean`); any other key (a custom metric)
+    passes."""
+    if key in COMMON_STOP_KEYS or key.rpartition("/")[2] in _rllib_metric_names():
+        return
+    close = difflib.get_close_matches(key, COMMON_STOP_KEYS, n=1, cutoff=0.85)
+    if close:
+        raise CLIError(
+            f"stop criterion {key!r} is not a result key: did you mean {close[0]!r}? "
+            f"(a run would never stop on it)"
+        )
+
+
 def stop_criteria(
     args: argparse.Namespace, defaults: Optional[Dict[str, Any]] = None
 ) -> Dict[str, Any]:
@@ -266,6 +306,7 @@ def stop_criteria(
     for key, value in stop.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise CLIError(f"stop criterion {key!r} must be a number, got {value!r}")
+        _refuse_a_misspelled_stop_key(key)
     if not stop:
         raise CLIError(
             "no stopping criterion: give --stop-iters, --stop-timesteps, "

@@ -159,6 +159,12 @@ ERROR_CASES = [
         "--config is not valid JSON",
     ),
     (
+        ["train", "--algo", "DQN", "--env", "CartPole-v1"]
+        + ["--stop", '{"trainig_iteration": 5}'],
+        "stop criterion 'trainig_iteration' is not a result key: did you mean "
+        "'training_iteration'?",
+    ),
+    (
         ["train", "--algo", "NERS-DQN", "--env", "CartPole-v1", "--config"]
         + ['{"ners_config": 5}', "--stop-iters", "1"],
         "--config: ners_config must be a JSON object of .ners() settings",
