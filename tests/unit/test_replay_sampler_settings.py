@@ -24,10 +24,8 @@ from rllib_ners import (
     RainbowDQNConfig,
     TD3Config,
 )
-from rllib_ners.algorithms.common.config.setting_ranges import (
-    SETTING_RANGES,
-    valid_example,
-)
+from rllib_ners.algorithms.common.config.setting_range_checks import valid_example
+from rllib_ners.algorithms.common.config.setting_ranges import SETTING_RANGES
 from rllib_ners.algorithms.common.learner.replay_methods import replay_method_of
 from rllib_ners.replay_buffers import FastPrioritizedEpisodeReplayBuffer
 from rllib_ners.replay_buffers.priority_sampler import PrioritySampler

@@ -31,12 +31,14 @@ from rllib_ners import (
     RainbowDQNConfig,
     TD3Config,
 )
-from rllib_ners.algorithms.common.config.setting_ranges import (
-    SETTING_RANGES,
+from rllib_ners.algorithms.common.config.setting_range_checks import (
     UNSET,
-    SettingRange,
     setting_value,
     valid_example,
+)
+from rllib_ners.algorithms.common.config.setting_ranges import (
+    SETTING_RANGES,
+    SettingRange,
 )
 from rllib_ners.algorithms.common.config.switched_settings import (
     SWITCHED_SETTINGS,

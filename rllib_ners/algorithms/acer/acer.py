@@ -70,7 +70,9 @@ from rllib_ners.algorithms.common.config.config_checks import (
     check_discrete_actions,
     check_frame_stack_fits_observations,
 )
-from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
+from rllib_ners.algorithms.common.config.setting_range_checks import (
+    SettingRangesMixin,
+)
 from rllib_ners.algorithms.common.training.replay_state import ReplayStateMixin
 from rllib_ners.algorithms.common.training.training_ops import (
     pop_replay_feedback,

@@ -8,7 +8,8 @@ TD3 / DDPG, ACER), NERS or not, in three sub-packages.
 * `buffer_config_checks`: `replay_buffer_config` checked in `validate()`;
 * `config_checks`: env-space checks (actions, frame stack, CNN);
 * `stock_config_refusals`: what `enable_ners` / `enable_replay` refuse to change;
-* `setting_ranges`: the numeric settings' ranges and the switches, one table
+* `setting_ranges`: the numeric settings' ranges and the switches, one table;
+* `setting_range_checks`: its checks and the others run first in `validate()`
   (`SettingRangesMixin`);
 * `switched_settings`: settings their switch leaves off, named in a warning;
 * `unread_settings`: RLlib settings no update here reads, refused when set;

@@ -44,7 +44,9 @@ from rllib_ners.algorithms.common.config.config_checks import (
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
-from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
+from rllib_ners.algorithms.common.config.setting_range_checks import (
+    SettingRangesMixin,
+)
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.replay_buffers.sampler_choice import LABER

@@ -43,7 +43,9 @@ from rllib_ners.algorithms.common.config.config_checks import (
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
-from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
+from rllib_ners.algorithms.common.config.setting_range_checks import (
+    SettingRangesMixin,
+)
 from rllib_ners.algorithms.common.training.replay_loop import ReplayLoopMixin
 from rllib_ners.seam.config import (
     ModelConfigIncludesHook,

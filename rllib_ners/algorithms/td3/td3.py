@@ -55,7 +55,9 @@ from rllib_ners.algorithms.common.config.buffer_types import (
 )
 from rllib_ners.algorithms.common.config.config_checks import check_bounded_box_actions
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
-from rllib_ners.algorithms.common.config.setting_ranges import SettingRangesMixin
+from rllib_ners.algorithms.common.config.setting_range_checks import (
+    SettingRangesMixin,
+)
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
 from rllib_ners.replay_buffers.sampler_choice import LABER, RELO

@@ -1,4 +1,5 @@
-"""Config checks that need the env's spaces, run in `validate()` without Ray.
+"""Config checks that need the env (that it exists, what its spaces allow) or
+the model config, run in `validate()` without Ray.
 
 RLlib's `validate()` never looks at the env, so a continuous action space only
 fails once EnvRunners and Learners are up, as a traceback from inside an actor.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import numbers
 from typing import Any, Optional, Tuple
 
 import gymnasium as gym
@@ -149,3 +151,33 @@ def check_cnn_encoder_fits_observations(config) -> None:
             cnn_output_dim(spaces[0].shape, kind)
     except ValueError as error:
         raise_config_error(config, f"{error} (env {config.env!r}; set in model_config)")
+
+
+# The model_config keys that list layer widths (RLlib's MLP encoder and heads).
+LAYER_WIDTH_KEYS = ("fcnet_hiddens", "head_fcnet_hiddens")
+
+
+def check_layer_widths(config) -> None:
+    """Raises a config error (`raise_config_error`) for a model_config layer
+    list that is not a sequence of positive integers (torch would build a
+    layer of width 0, or fail inside the Learner's build)."""
+    model_config = config.model_config
+    if not isinstance(model_config, dict):
+        return
+    for key in LAYER_WIDTH_KEYS:
+        widths = model_config.get(key)
+        if widths is None:
+            continue
+        if isinstance(widths, (list, tuple)) and all(
+            isinstance(width, numbers.Integral)
+            and not isinstance(width, bool)
+            and width >= 1
+            for width in widths
+        ):
+            continue
+        raise_config_error(
+            config,
+            f"model_config[{key!r}]={widths!r} is not a list of layer widths: use "
+            f"positive integers, e.g. config.rl_module(model_config={{{key!r}: "
+            f"[256, 256]}})",
+        )

@@ -6,9 +6,10 @@ RLlib's configs take any number for most settings and train with it:
 and run an iteration without a word. `SETTING_RANGES` gives every numeric
 setting of this package's configs (`RainbowDQNConfig`, `NERSDQNConfig`,
 `NERSSACConfig`, `TD3Config`, `DDPGConfig`, `ACERConfig`), and of RLlib's
-settings they pass on, its range; `SettingRangesMixin` checks them first in
-`validate()`, and a value out of range raises a config error
-(`raise_config_error`) that names the setting and a valid value:
+settings they pass on, its range; `SettingRangesMixin`
+(`setting_range_checks`) checks them first in `validate()`, and a value out
+of range raises a config error (`raise_config_error`) that names the setting
+and a valid value:
 
     gamma=1.5 is not a discount factor: use a number in [0, 1] (the weight of
     the next state's value in the return), e.g. config.training(gamma=0.99).
@@ -42,24 +43,9 @@ setting:
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any, Optional, Tuple, Union
 
-import numpy as np
-from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-from ray.rllib.utils.annotations import override
-
-from rllib_ners.algorithms.common.config.switched_settings import (
-    warn_of_switched_off_settings,
-)
-from rllib_ners.algorithms.common.config.unread_settings import (
-    check_no_epoch_settings,
-    check_train_batch_size_is_read,
-)
 from rllib_ners.replay_buffers.buffer_settings import MIN_CAPACITY
-from rllib_ners.seam.config import raise_config_error
-from rllib_ners.utils.mixin_order import PrecedesInBases
 
 # A bound: a number, or the name of another setting whose value bounds this
 # one (skipped while that setting is unset).
@@ -123,8 +109,8 @@ class SettingRange:
         return f"{self.setting}['{self.key}']"
 
 
-_REPLAY = "replay_buffer_config"
-_CAPACITY = f"{_REPLAY}['capacity']"
+REPLAY_BUFFER_CONFIG = "replay_buffer_config"
+_CAPACITY = f"{REPLAY_BUFFER_CONFIG}['capacity']"
 _DQN, _SAC, _TD3, _ACER = "DQNConfig", "SACConfig", "TD3Config", "ACERConfig"
 
 SETTING_RANGES: Tuple[SettingRange, ...] = (
@@ -246,7 +232,7 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
     ),
     # --- replay_buffer_config, whichever buffer (ours check the rest).
     SettingRange(
-        _REPLAY,
+        REPLAY_BUFFER_CONFIG,
         "a replay buffer capacity",
         "one step and its next observation need two slots",
         50000,
@@ -256,7 +242,7 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
         key="capacity",
     ),
     SettingRange(
-        _REPLAY,
+        REPLAY_BUFFER_CONFIG,
         "a priority exponent",
         "0 samples uniformly, 1 fully by priority",
         0.6,
@@ -264,7 +250,7 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
         key="alpha",
     ),
     SettingRange(
-        _REPLAY,
+        REPLAY_BUFFER_CONFIG,
         "an importance-sampling exponent",
         "0 corrects nothing, 1 fully; None: 0",
         0.4,
@@ -276,7 +262,7 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
     # ReLo's and LaBER's samplers (`sampler_presets`; their choices are
     # checked by `buffer_config_checks`).
     SettingRange(
-        _REPLAY,
+        REPLAY_BUFFER_CONFIG,
         "a LaBER large-batch factor",
         "LaBER draws m times the train batch uniformly and sub-samples the batch "
         "from it; 1 sub-samples the batch from itself",
@@ -286,7 +272,7 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
         key="laber_m",
     ),
     SettingRange(
-        _REPLAY,
+        REPLAY_BUFFER_CONFIG,
         "a ReLo priority epsilon",
         "relo_transform='clip' adds it to max(ReLo, 0) so that every item keeps "
         "a chance to be drawn",
@@ -537,197 +523,3 @@ SETTING_RANGES: Tuple[SettingRange, ...] = (
         )
     ),
 )
-
-
-class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
-    """Checks `SETTING_RANGES` at the start of `validate()`, before the parent
-    config's checks (first among the config's bases, so before the other
-    mixins' checks too), and warns of settings their switch leaves off
-    (`switched_settings`)."""
-
-    @override(AlgorithmConfig)
-    def validate(self) -> None:
-        check_setting_ranges(self)
-        check_layer_widths(self)
-        check_train_batch_size_is_read(self)
-        check_no_epoch_settings(self)
-        warn_of_switched_off_settings(self)
-        super().validate()
-
-
-def check_setting_ranges(config) -> None:
-    """Raises a config error (`raise_config_error`) for the first setting of
-    `config` out of its range in `SETTING_RANGES`."""
-    config_classes = {cls.__name__ for cls in type(config).__mro__}
-    for rule in SETTING_RANGES:
-        if rule.configs and config_classes.isdisjoint(rule.configs):
-            continue
-        value = setting_value(config, rule.name)
-        if value is UNSET or _fits(rule, value, config):
-            continue
-        raise_config_error(config, _range_error(rule, value, config))
-
-
-# The model_config keys that list layer widths (RLlib's MLP encoder and heads).
-LAYER_WIDTH_KEYS = ("fcnet_hiddens", "head_fcnet_hiddens")
-
-
-def check_layer_widths(config) -> None:
-    """Raises a config error (`raise_config_error`) for a model_config layer
-    list that is not a sequence of positive integers (torch would build a
-    layer of width 0, or fail inside the Learner's build)."""
-    model_config = config.model_config
-    if not isinstance(model_config, dict):
-        return
-    for key in LAYER_WIDTH_KEYS:
-        widths = model_config.get(key)
-        if widths is None:
-            continue
-        if isinstance(widths, (list, tuple)) and all(
-            isinstance(width, numbers.Integral)
-            and not isinstance(width, bool)
-            and width >= 1
-            for width in widths
-        ):
-            continue
-        raise_config_error(
-            config,
-            f"model_config[{key!r}]={widths!r} is not a list of layer widths: use "
-            f"positive integers, e.g. config.rl_module(model_config={{{key!r}: "
-            f"[256, 256]}})",
-        )
-
-
-# What `setting_value` returns for a setting the config does not have.
-UNSET = object()
-
-
-def setting_value(config, name: str) -> Any:
-    """The value of setting `name` ("gamma", "replay_buffer_config['alpha']"),
-    or `UNSET` when the config does not have it."""
-    if name.startswith(f"{_REPLAY}['"):
-        buffer_config = getattr(config, _REPLAY, None) or {}
-        return buffer_config.get(name[len(_REPLAY) + 2 : -2], UNSET)
-    return getattr(config, name, UNSET)
-
-
-def _fits(rule: SettingRange, value: Any, config) -> bool:
-    if rule.boolean:
-        return isinstance(value, (bool, np.bool_))
-    if any(_is_same(value, allowed) for allowed in rule.allowed):
-        return True
-    if rule.schedule and isinstance(value, (list, tuple)):
-        return len(value) > 0 and all(
-            isinstance(point, (list, tuple))
-            and len(point) == 2
-            and _is_number(point[0])
-            and point[0] >= 0
-            and _in_range(rule, point[1], config)
-            for point in value
-        )
-    if rule.n_step_range and isinstance(value, (list, tuple)):
-        return (
-            len(value) == 2
-            and all(_in_range(rule, end, config) for end in value)
-            and value[0] <= value[1]
-        )
-    return _in_range(rule, value, config)
-
-
-def _is_same(value: Any, allowed: Any) -> bool:
-    """`value` is the allowed None or string (not a number equal to it)."""
-    return value is allowed or (isinstance(value, str) and value == allowed)
-
-
-def _in_range(rule: SettingRange, value: Any, config) -> bool:
-    if not _is_number(value):
-        return False
-    if rule.integer and not (
-        isinstance(value, numbers.Integral)
-        or (rule.integral_floats and float(value).is_integer())
-    ):
-        return False
-    low, high = _bound(rule.low, config), _bound(rule.high, config)
-    if low is not None and (value <= low if rule.low_open else value < low):
-        return False
-    return high is None or (value < high if rule.high_open else value <= high)
-
-
-def _is_number(value: Any) -> bool:
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-
-
-def _bound(bound: Bound, config) -> Optional[float]:
-    """A bound's number; None when unbounded or the bounding setting is unset
-    (or no number: its own rule reports it)."""
-    if not isinstance(bound, str):
-        return bound
-    value = setting_value(config, bound)
-    return value if _is_number(value) else None
-
-
-def _range_error(rule: SettingRange, value: Any, config) -> str:
-    """The error for `value` of `rule.name` out of range: the rule, what the
-    setting does, and a valid value in the call that sets it."""
-    return (
-        f"{rule.name}={value!r} is not {rule.what}: use {_range_text(rule, config)} "
-        f"({rule.why}), e.g. {_fix(rule, valid_example(rule, config))}."
-    )
-
-
-def _range_text(rule: SettingRange, config=None) -> str:
-    """The rule's range in words, e.g. "a number in (0, 1]", "None or an
-    integer >= 0"; a bounding setting with its value where `config` has one."""
-    if rule.boolean:
-        return "True or False"
-    kind = "an integer" if rule.integer else "a number"
-    low, high = (_bound_text(bound, config) for bound in (rule.low, rule.high))
-    if low is not None and high is not None:
-        opening = "(" if rule.low_open else "["
-        closing = ")" if rule.high_open else "]"
-        text = f"{kind} in {opening}{low}, {high}{closing}"
-    elif low is not None:
-        text = f"{kind} {'>' if rule.low_open else '>='} {low}"
-    elif high is not None:
-        text = f"{kind} {'<' if rule.high_open else '<='} {high}"
-    else:
-        text = kind if rule.integer else "a finite number"
-    if rule.schedule:
-        text += " or a schedule of [timestep, value] pairs with such values"
-    if rule.n_step_range:
-        text += " or an inclusive range (lo, hi) of such values"
-    if rule.allowed:
-        text = " or ".join([*(repr(allowed) for allowed in rule.allowed), text])
-    return text
-
-
-def _bound_text(bound: Bound, config) -> Optional[str]:
-    if not isinstance(bound, str):
-        return None if bound is None else f"{bound:g}"
-    value = None if config is None else _bound(bound, config)
-    return bound if value is None else f"{bound}={value!r}"
-
-
-def valid_example(rule: SettingRange, config) -> Any:
-    """`rule.example`, or the bounding setting's value where the example lies
-    outside a bound set by another setting."""
-    example = rule.example
-    if _fits(rule, example, config):
-        return example
-    low, high = _bound(rule.low, config), _bound(rule.high, config)
-    step = 1 if rule.integer else 1.0
-    if high is not None and example > high:
-        example = high - step if rule.high_open else high
-    elif low is not None and example < low:
-        example = low + step if rule.low_open else low
-    return int(example) if rule.integer else example
-
-
-def _fix(rule: SettingRange, example: Any) -> str:
-    if rule.key is not None:
-        return f"config.{rule.method}({rule.setting}={{'{rule.key}': {example!r}}})"
-    return f"config.{rule.method}({rule.setting}={example!r})"
