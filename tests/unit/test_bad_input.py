@@ -850,7 +850,21 @@ EARLY_CASES = [
         lambda: FastMultiAgentPrioritizedEpisodeReplayBuffer(100).set_state({"a": 1}),
     ),
     ("`ddpg` must be True or False", lambda: _td3_config("Pendulum-v1", ddpg="yes")),
+    (
+        "ners_reference takes a NERS config.*got RainbowDQNConfig",
+        lambda: _ners_reference(RainbowDQNConfig()),
+    ),
+    (
+        "`evaluation_episodes`.*must be an integer >= 1, got 0",
+        lambda: _ners_reference(NERSDQNConfig(), evaluation_episodes=0),
+    ),
 ]
+
+
+def _ners_reference(config, **kwargs):
+    from rllib_ners.algorithms.ners.presets import ners_reference
+
+    return ners_reference(config, **kwargs)
 
 
 def _atari(game):

@@ -104,6 +104,20 @@ def ners_reference(config, *, evaluation_episodes: int = REFERENCE_EVAL_EPISODES
     beta, ...); sets the NERS settings, the buffer's priority exponent 0.5 and a
     local evaluation EnvRunner that the sampler update drives.
     """
+    if not hasattr(config, "ners"):
+        raise ValueError(
+            f"ners_reference takes a NERS config (NERSDQNConfig, NERSSACConfig, "
+            f"ACERConfig, TD3Config), got {type(config).__name__}."
+        )
+    if (
+        isinstance(evaluation_episodes, bool)
+        or not isinstance(evaluation_episodes, int)
+        or evaluation_episodes < 1
+    ):
+        raise ValueError(
+            f"`evaluation_episodes` (the episodes of each replay-reward "
+            f"evaluation) must be an integer >= 1, got {evaluation_episodes!r}."
+        )
     settings = dict(REFERENCE_SETTINGS)
     fields = {field.name for field in dataclasses.fields(NERSSettings)}
     if "feature_normalization" in fields:
