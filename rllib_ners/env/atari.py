@@ -33,7 +33,6 @@ metrics callback) lives in `rllib_ners.env.atari_rllib`.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -41,6 +40,7 @@ import gymnasium as gym
 import numpy as np
 
 from rllib_ners.utils.episode_info import GAME_RETURN_KEY, LIFE_LOST_KEY
+from rllib_ners.utils.spaces import gymnasium_id_error
 
 __all__ = [
     "ATARI_DEFAULTS",
@@ -92,15 +92,13 @@ def unknown_atari_game_error(game: str) -> Optional[str]:
     env_id = ale_env_id(game)
     if importlib.util.find_spec("ale_py") is None:
         return None
-    importlib.import_module("ale_py")  # registers the ALE/ ids
-    try:
-        gym.spec(env_id)
-    except gym.error.Error as error:
-        return (
-            f"no Atari game {env_id!r} in ale-py ({' '.join(str(error).split())}); "
-            f"name one as 'MsPacman', 'ms_pacman' or 'ALE/MsPacman-v5'"
-        )
-    return None
+    reason = gymnasium_id_error(env_id)
+    if reason is None:
+        return None
+    return (
+        f"no Atari game {env_id!r} in ale-py ({reason}); name one as 'MsPacman', "
+        f"'ms_pacman' or 'ALE/MsPacman-v5'"
+    )
 
 
 class DeepMindAtari(gym.Wrapper):

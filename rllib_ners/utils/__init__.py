@@ -14,7 +14,7 @@ Checks and small facts:
 
 * `checks`: input validation;
 * `mixin_order`: mixins that refuse being listed after the class they extend;
-* `spaces`: predicates on gymnasium spaces;
+* `spaces`: predicates on gymnasium spaces and env ids;
 * `episode_info`: the env `info` keys the package reads.
 
 Processes and runs:

@@ -1,8 +1,10 @@
-"""Predicates on gymnasium spaces, shared by catalogs, the NERS scorer and config
-checks (no Ray)."""
+"""Predicates on gymnasium spaces and env ids, shared by catalogs, the NERS
+scorer and config checks (no Ray)."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Optional
 
 import gymnasium as gym
@@ -45,4 +47,16 @@ def bounded_box_actions_error(action_space: gym.Space, who: str) -> Optional[str
             f"bounds (e.g. a gymnasium.ActionWrapper with action_space Box(-1, 1) "
             f"that scales actions to the env's range)."
         )
+    return None
+
+
+def gymnasium_id_error(env_id: str) -> Optional[str]:
+    """gymnasium's reason, on one line, why `env_id` is no registered id
+    (ale-py's `ALE/` ids registered first, where ale-py is installed), or None."""
+    if env_id.startswith("ALE/") and importlib.util.find_spec("ale_py"):
+        importlib.import_module("ale_py")  # registers the ALE/ ids
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        return " ".join(str(error).split())
     return None

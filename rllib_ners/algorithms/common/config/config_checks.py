@@ -11,14 +11,17 @@ before anything starts.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import numbers
 from typing import Any, Optional, Tuple
 
 import gymnasium as gym
 
 from rllib_ners.seam.config import custom_env_to_module_connector, raise_config_error
-from rllib_ners.utils.spaces import bounded_box_actions_error, discrete_actions_error
+from rllib_ners.utils.spaces import (
+    bounded_box_actions_error,
+    discrete_actions_error,
+    gymnasium_id_error,
+)
 
 
 def env_spaces(config) -> Optional[Tuple[gym.Space, gym.Space]]:
@@ -80,16 +83,13 @@ def unknown_env_id_error(env: Any) -> Optional[str]:
             importlib.import_module(module)
         except ImportError as error:
             return f"environment {env!r}: cannot import module {module!r} ({error})"
-    elif env.startswith("ALE/") and importlib.util.find_spec("ale_py"):
-        importlib.import_module("ale_py")  # registers the ALE/ ids
-    try:
-        gym.spec(env_id)
-    except gym.error.Error as error:
-        return (
-            f"unknown environment id {env!r} ({' '.join(str(error).split())}; "
-            f"neither a gymnasium id nor registered with ray.tune.register_env)"
-        )
-    return None
+    reason = gymnasium_id_error(env_id)
+    if reason is None:
+        return None
+    return (
+        f"unknown environment id {env!r} ({reason}; neither a gymnasium id nor "
+        f"registered with ray.tune.register_env)"
+    )
 
 
 def check_discrete_actions(config, who: str) -> None:
