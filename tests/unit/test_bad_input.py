@@ -965,12 +965,16 @@ def test_acer_takes_the_ners_buffer_type_alone_with_its_own_alpha():
     config.validate()
     assert "alpha" not in config.replay_buffer_config  # the buffer's default (1.0)
     assert config.uses_ners_replay
-    # An alpha the user set stays, and still fails for NERS replay.
+    # An alpha given beside the new type stays, and fails for NERS replay.
     explicit = (
         ACERConfig()
         .environment("CartPole-v1")
-        .training(replay_buffer_config={"alpha": 0.0})
-        .training(replay_buffer_config={"type": "rllib_ners.NERSEpisodeReplayBuffer"})
+        .training(
+            replay_buffer_config={
+                "type": "rllib_ners.NERSEpisodeReplayBuffer",
+                "alpha": 0.0,
+            }
+        )
     )
     with pytest.raises(ValueError, match="alpha"):
         explicit.validate()

@@ -76,9 +76,8 @@ def test_an_unknown_type_is_left_for_validate_to_name():
 
 
 def test_acer_keeps_uniform_replay_for_its_own_buffer_spelled_as_a_class():
-    # ACER drops its uniform defaults (alpha 0, beta 0) for a new buffer type
-    # only; the class of its own buffer is no new type (it fell back to the
-    # buffer's alpha 1: prioritised replay).
+    # The class of ACER's own buffer is no new type: it merges, so alpha and
+    # beta stay 0 (uniform), not the buffer's own alpha 1 (prioritised).
     from rllib_ners import ACERConfig
 
     config = ACERConfig().training(
@@ -91,4 +90,38 @@ def test_acer_keeps_uniform_replay_for_its_own_buffer_spelled_as_a_class():
     assert config.replay_buffer_config["beta"] == 0.0
     assert config.replay_buffer_config["capacity"] == 20000
     ners = ACERConfig().training(replay_buffer_config={"type": NERS_BUFFER_TYPE})
-    assert "alpha" not in ners.replay_buffer_config  # the NERS buffer's own
+    assert ners.replay_buffer_config == {"type": NERS_BUFFER_TYPE}
+
+
+def _package_configs():
+    import rllib_ners
+
+    return [
+        getattr(rllib_ners, name)
+        for name in rllib_ners.__all__
+        if name.endswith("Config") and name != "NERSConfig"
+    ]
+
+
+@pytest.mark.parametrize("config_class", _package_configs(), ids=lambda c: c.__name__)
+def test_every_config_of_the_package_follows_rllibs_rule(config_class, caplog):
+    """TD3 and ACER, whose `training()` RLlib's does not serve, merge and
+    replace as the configs built on RLlib's DQN and SAC do."""
+    default = dict(config_class().replay_buffer_config)
+    other = (
+        NERS_BUFFER_TYPE if default["type"] == FAST_BUFFER_TYPE else FAST_BUFFER_TYPE
+    )
+    merged = config_class().training(replay_buffer_config={"capacity": 1234})
+    assert merged.replay_buffer_config == {**default, "capacity": 1234}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        replaced = config_class().training(
+            replay_buffer_config={"type": other, "capacity": 4321}
+        )
+    assert replaced.replay_buffer_config == {"type": other, "capacity": 4321}
+    (record,) = caplog.records
+    dropped = ", ".join(
+        f"{key}={value!r}"
+        for key, value in default.items()
+        if key not in ("type", "capacity")
+    )
+    assert f"so {dropped} no longer apply" in record.message

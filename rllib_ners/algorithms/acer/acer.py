@@ -62,7 +62,7 @@ from rllib_ners.algorithms.common.config.buffer_config_checks import (
 from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     is_ners_buffer,
-    names_the_same_buffer,
+    merged_replay_buffer_config,
     resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.config.config_checks import (
@@ -97,8 +97,6 @@ OFF_POLICY_UPDATES_WINDOW = 100
 _REPLAY_RNG_STATE = "replay_ratio_rng"
 
 
-# ACER replays uniformly by default: these keys of its default buffer config.
-_UNIFORM_BUFFER_DEFAULTS = {"alpha": 0.0, "beta": 0.0}
 # Our buffers' capacity when `replay_buffer_config` gives none.
 _BUFFER_DEFAULT_CAPACITY = 10_000
 # Rounds of fresh rollouts the buffer must hold besides a replayed batch.
@@ -162,9 +160,10 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
         self.replay_buffer_config = {
             "type": FAST_BUFFER_TYPE,
             "capacity": 50000,
-            **_UNIFORM_BUFFER_DEFAULTS,
+            # Uniform replay: ACER's paper replays uniformly.
+            "alpha": 0.0,
+            "beta": 0.0,
         }
-        self._replay_keys_set_by_user = set()
         # The replay memory is part of our checkpoints (RLlib 2.60 never saves it).
         self.store_buffer_in_checkpoints = True
         # .env_runners(): "auto" acts for `sequence_length` steps per env, with
@@ -230,9 +229,11 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
                 the paper).
             num_steps_sampled_before_learning_starts: Stored env steps before
                 any update (on- or off-policy; default 1000).
-            replay_buffer_config: Updates the buffer settings (keys not given
-                keep their values; default: the fast buffer, capacity 50000,
-                `alpha=0`). `type` is one of this package's buffers:
+            replay_buffer_config: Updates the buffer settings as RLlib's DQN
+                and SAC configs do: keys not given keep their values, but a new
+                `type` replaces them all (the dropped ones are logged); default:
+                the fast buffer, capacity 50000, `alpha=0`. `type` is one of
+                this package's buffers:
                 `rllib_ners.FastPrioritizedEpisodeReplayBuffer` (with `alpha=0`:
                 uniform, the default; `alpha > 0`: prioritised by
                 `|Q_ret - Q|` of the sequence start) or
@@ -242,30 +243,14 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
         """
         super().training(**kwargs)
         if replay_buffer_config is not NotProvided:
-            replay_buffer_config = self._updated_replay_buffer_config(
-                replay_buffer_config or {}
+            replay_buffer_config = merged_replay_buffer_config(
+                self.replay_buffer_config, replay_buffer_config
             )
         for name, value in locals().items():
             if name in ("self", "kwargs", "__class__") or value is NotProvided:
                 continue
             setattr(self, name, value)
         return self
-
-    def _updated_replay_buffer_config(self, update: dict) -> dict:
-        """As DQNConfig does, given keys update the current buffer config; but
-        when `type` changes, the defaults of ACER's uniform buffer (`alpha=0`,
-        `beta=0`) that the user never set give way to the new buffer's own
-        defaults, so `{"type": "rllib_ners.NERSEpisodeReplayBuffer"}` alone
-        gives NERS replay, not NERS with uniform sampling."""
-        current = dict(self.replay_buffer_config or {})
-        self._replay_keys_set_by_user |= set(update)
-        if "type" in update and not names_the_same_buffer(
-            update["type"], current.get("type")
-        ):
-            for key in _UNIFORM_BUFFER_DEFAULTS:
-                if key not in self._replay_keys_set_by_user:
-                    current.pop(key, None)
-        return {**current, **update}
 
     @property
     def replay_sequences_per_learner(self) -> int:

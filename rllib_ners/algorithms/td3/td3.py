@@ -52,6 +52,7 @@ from rllib_ners.algorithms.common.config.buffer_config_checks import (
 from rllib_ners.algorithms.common.config.buffer_types import (
     FAST_BUFFER_TYPE,
     NERS_BUFFER_TYPE,
+    merged_replay_buffer_config,
 )
 from rllib_ners.algorithms.common.config.config_checks import check_bounded_box_actions
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
@@ -200,7 +201,8 @@ class TD3Config(
             training_intensity: Replayed / sampled env steps (None: RLlib's
                 DQN default, one batch per rollout fragment).
             replay_buffer_config: One of this package's buffers, merged into the
-                current settings (default: the fast buffer,
+                current settings as RLlib's DQN and SAC configs merge them (a
+                new `type` replaces them all; default: the fast buffer,
                 `rllib_ners.FastPrioritizedEpisodeReplayBuffer`, capacity 1e6,
                 `alpha=0.0`: uniform); `alpha > 0`: prioritised by
                 the larger twin |TD error|; `alpha > 0`, `min_priority=1.0` and
@@ -230,12 +232,9 @@ class TD3Config(
             if settings[name] is not NotProvided:
                 setattr(self, name, settings[name])
         if replay_buffer_config is not NotProvided:
-            # Merged into the current settings, as RLlib's DQN and SAC configs
-            # merge them: {"capacity": ...} keeps the buffer type.
-            self.replay_buffer_config = {
-                **(self.replay_buffer_config or {}),
-                **(replay_buffer_config or {}),
-            }
+            self.replay_buffer_config = merged_replay_buffer_config(
+                self.replay_buffer_config, replay_buffer_config
+            )
         return self
 
     @override(ModelConfigIncludesHook)

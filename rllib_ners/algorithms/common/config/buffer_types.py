@@ -6,7 +6,9 @@ needs as a dotted string (`buffer_type_to_string`): it tests
 dotted strings into classes on every trial. `resolve_buffer_class` imports the
 class a `type` names; `is_fast_buffer` / `is_ners_buffer` say whether it is one
 of this package's buffers, or its NERS buffer; `replay_buffer_config_update`
-readies a `training(replay_buffer_config=...)` update for RLlib's merge.
+readies a `training(replay_buffer_config=...)` update for RLlib's merge, and
+`merged_replay_buffer_config` applies that merge where RLlib's `training()`
+does not run (TD3, ACER), so every config of the package follows one rule.
 """
 
 from __future__ import annotations
@@ -131,3 +133,18 @@ def replay_buffer_config_update(
             ", ".join(f"{key}={value!r}" for key, value in dropped.items()),
         )
     return update
+
+
+def merged_replay_buffer_config(
+    current: Dict[str, Any], update: Dict[str, Any]
+) -> Dict[str, Any]:
+    """The buffer settings after `training(replay_buffer_config=update)`, by
+    the rule of RLlib's DQN and SAC configs, for configs whose `training()`
+    RLlib's does not serve (TD3, ACER): a new buffer class replaces the whole
+    settings (`replay_buffer_config_update` logs what it drops); an update
+    without a type, or naming the current class however spelled, merges."""
+    current = dict(current or {})
+    update = replay_buffer_config_update(current, dict(update or {}))
+    if "type" in update and update["type"] != current.get("type"):
+        return update
+    return {**current, **update}
