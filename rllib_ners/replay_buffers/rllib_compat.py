@@ -84,6 +84,15 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
         raise ValueError(
             f"with_replay_buffer() needs a buffer class, got {buffer_class!r}."
         )
+    if _is_a_package_config(config):
+        # Their validate() takes our buffers by name; the placeholder type
+        # would fail it with a name the user never set.
+        raise ValueError(
+            f"with_replay_buffer() is for stock RLlib configs; "
+            f"{type(config).__name__} takes this package's buffers by name: "
+            f"config.training(replay_buffer_config={{'type': "
+            f"'rllib_ners.{buffer_class.__name__}', ...}})."
+        )
     buffer_config = dict(config.replay_buffer_config or {})
     buffer_config.update(
         type=_placeholder_type(buffer_class), **{_TARGET_KEY: buffer_class}
@@ -101,6 +110,14 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
     # along in the same dict; ours is built first, before the user's hooks run.
     config.replay_buffer_config = buffer_config
     return _with_init_hook_first(config, _swap_in_replay_buffer)
+
+
+def _is_a_package_config(config: AlgorithmConfig) -> bool:
+    """One of this package's configs, or a subclass of one."""
+    return any(
+        cls.__module__.startswith("rllib_ners.algorithms.")
+        for cls in type(config).__mro__
+    )
 
 
 def seed_our_buffer_at_init(config: AlgorithmConfig) -> AlgorithmConfig:

@@ -860,6 +860,125 @@ EARLY_CASES = [
     ),
 ]
 
+# One rule, once handled differently by the configs (the same message now).
+CONSISTENCY_CASES = [
+    *[
+        (
+            r"rollout_fragment_length=1 is smaller than the largest n of "
+            r"n_step=3 \(3\).*rollout_fragment_length='auto'",
+            lambda make=make: (
+                make()
+                .env_runners(rollout_fragment_length=1)
+                .training(n_step=3)
+                .validate()
+            ),
+        )
+        for make in (
+            lambda: TD3Config().environment("Pendulum-v1"),
+            lambda: NERSSACConfig().environment("Pendulum-v1"),  # a TypeError once
+            lambda: RainbowDQNConfig().environment("CartPole-v1"),
+        )
+    ],
+    (
+        "replay_buffer_config must be a dict with the buffer's 'type', got None",
+        lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(replay_buffer_config=None)
+            .validate()
+        ),
+    ),
+    *[
+        (
+            "needs replay_buffer_config with a 'type'.*got None",
+            lambda make=make: make().training(replay_buffer_config=None).validate(),
+        )
+        for make in (
+            lambda: TD3Config().environment("Pendulum-v1"),  # kept the old ones
+            lambda: ACERConfig().environment("CartPole-v1"),
+        )
+    ],
+    (
+        "TD3 updates its targets by Polyak averaging.*target_network_update_freq"
+        "=100 would be unused",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .update_from_dict({"target_network_update_freq": 100})
+            .validate()
+        ),
+    ),
+    (
+        "critic_loss='bad' is not a DDPG critic loss",
+        lambda: _ddpg().training(critic_loss="bad").validate(),
+    ),
+    (
+        "DDPG has no single learning rate",
+        lambda: _ddpg().training(lr=1e-3).validate(),
+    ),
+    (
+        r"replay_buffer_config\['frame_stack'\]=4 stacks image frames",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .training(replay_buffer_config={"frame_stack": 4})
+            .validate()
+        ),
+    ),
+    *[
+        (
+            f"model_config\\['cnn_encoder'\\]='nature'.*{who}'s networks never read it",
+            lambda make=make: (
+                make()
+                .environment("Pendulum-v1")
+                .rl_module(model_config={"cnn_encoder": "nature"})
+                .validate()
+            ),
+        )
+        for who, make in (("TD3", TD3Config), ("NERSSAC", NERSSACConfig))
+    ],
+    (
+        "num_steps_sampled_before_learning_starts=5000 is never reached: ACER "
+        "starts learning once that many env steps are stored.*capacity'\\]=2000",
+        lambda: _acer(
+            replay_buffer_config={"capacity": 2000},
+            num_steps_sampled_before_learning_starts=5000,
+        ),
+    ),
+    (
+        "enable_ners: NERSDQNConfig is NERS-DQN already.*config.ners",
+        lambda: _enable_ners(NERSDQNConfig().environment("CartPole-v1")),
+    ),
+    (
+        "needs a NERS replay buffer.*use rllib_ners.RainbowDQNConfig",
+        lambda: (
+            NERSDQNConfig()
+            .environment("CartPole-v1")
+            .training(
+                replay_buffer_config={
+                    "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+                    "capacity": 1000,
+                }
+            )
+            .validate()
+        ),
+    ),
+    *[
+        (
+            f"with_replay_buffer.. is for stock RLlib configs; {make.__name__} "
+            f"takes this package's buffers by name",
+            lambda make=make: _with_replay_buffer(make()),
+        )
+        for make in (RainbowDQNConfig, NERSSACConfig, TD3Config, ACERConfig)
+    ],
+]
+
+
+def _ddpg():
+    from rllib_ners import DDPGConfig
+
+    return DDPGConfig().environment("Pendulum-v1")
+
 
 def _ners_reference(config, **kwargs):
     from rllib_ners.algorithms.ners.presets import ners_reference
@@ -899,7 +1018,8 @@ def _td3_config(env, **kwargs):
     + NOT_READ_CASES
     + LEARNER_BUILD_CASES
     + GPU_LEARNER_CASES
-    + EARLY_CASES,
+    + EARLY_CASES
+    + CONSISTENCY_CASES,
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_bad_input_names_the_setting_before_ray_starts(expected, make, ray_down):
@@ -1073,3 +1193,25 @@ def test_numpy_numbers_are_numbers_to_the_settings():
     assert settings.lr == np.float32(3e-4)
     buffer = FastPrioritizedEpisodeReplayBuffer(100, min_priority=np.float32(0.5))
     assert buffer.sampler.min_priority == 0.5
+
+
+def test_td3_takes_an_n_step_range_as_rllibs_dqn_and_sac_do():
+    config = TD3Config().environment("Pendulum-v1").training(n_step=(2, 5))
+    config.validate()
+    assert config.get_rollout_fragment_length() == 5  # the range's largest n
+    assert config.n_step == (2, 5)
+
+
+def test_the_acer_ners_preset_leaves_the_buffer_free_to_change():
+    from rllib_ners.algorithms.acer.presets import cartpole_acer
+
+    config = cartpole_acer(replay="ners")
+    config.validate()
+    # No `.ners()` call in the preset: another buffer on top of it validates
+    # (with one, validate() said the NERS settings had no effect).
+    config.training(
+        replay_buffer_config={
+            "type": "rllib_ners.FastPrioritizedEpisodeReplayBuffer",
+            "capacity": 50000,
+        }
+    ).validate()

@@ -570,7 +570,7 @@ def test_on_policy_acer_names_a_replay_method_it_never_uses(
         on_policy.validate()
         CONFIGS["ACERConfig"]().training(replay_buffer_config=buffer_config).validate()
         CONFIGS["ACERConfig"]().training(replay_ratio=0).validate()  # uniform
-    (record,) = caplog.records
+    (record,) = [record for record in caplog.records if record.name == logger]
     assert record.getMessage().startswith(
         f"ACER with replay_ratio=0 is on-policy: nothing is replayed, so {method}"
     )

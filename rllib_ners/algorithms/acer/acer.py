@@ -361,6 +361,17 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
                 f"and two rounds of fresh rollouts ({rollout} steps each). Set it to "
                 f"at least {needed}.",
             )
+        starts = self.num_steps_sampled_before_learning_starts
+        if isinstance(capacity, (int, float)) and starts > capacity:
+            # ACER counts the stored steps (`len(buffer)`), which stop at the
+            # capacity: no update would ever run.
+            raise_config_error(
+                self,
+                f"num_steps_sampled_before_learning_starts={starts} is never "
+                f"reached: ACER starts learning once that many env steps are "
+                f"stored, and replay_buffer_config['capacity']={capacity} holds "
+                f"fewer. Set it to at most {capacity}, or raise the capacity.",
+            )
         self._warn_of_an_unused_replay_method(buffer_config)
 
     def _warn_of_an_unused_replay_method(self, buffer_config: Dict[str, Any]) -> None:

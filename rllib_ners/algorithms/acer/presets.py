@@ -39,7 +39,9 @@ def _acer_replay(config, replay: str, capacity: int):
             f"`replay` must be one of {sorted(ACER_REPLAYS)}, got replay={replay!r}."
         )
     buffer_type, alpha = ACER_REPLAYS[replay]
-    config = config.training(
+    # replay="ners" keeps the sampler's defaults (NERSSettings): no .ners()
+    # call, so the buffer can still be swapped or swept on top of the preset.
+    return config.training(
         replay_buffer_config={
             "type": buffer_type,
             "capacity": capacity,
@@ -47,9 +49,6 @@ def _acer_replay(config, replay: str, capacity: int):
             "beta": 0.4 if alpha > 0 else 0.0,
         }
     )
-    if replay == "ners":
-        config = config.ners()  # the sampler's defaults
-    return config
 
 
 def cartpole_acer(*, replay: str = "uniform", env: str = "CartPole-v1"):

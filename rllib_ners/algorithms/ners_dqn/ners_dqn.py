@@ -5,8 +5,10 @@ Experience Replay Buffer", ICLR 2021.
 
 Per training step this is DQN's own step, with two changes:
   * the replay buffer is `NERSEpisodeReplayBuffer` and the Learner is
-    `NERSDQNTorchLearner`, so priorities are learned scores `sigma^alpha`, not TD
-    errors, and the buffer keeps the latest TD error / target value per transition;
+    `NERSDQNTorchLearner`, so priorities come from the sampler (by default PER's
+    |TD error| times a learned correction, `per_residual`; the paper's learned
+    scores `sigma^alpha` with `parameterization="sigmoid"`), and the buffer keeps
+    the latest TD error / target value per transition;
   * after the step, once `min_episodes_per_update` training episodes have finished,
     the replay reward `r_re` (the mean return of this window of episodes against
     the `baseline`, by default an exponential moving average) drives one
@@ -64,8 +66,9 @@ def _check_ners_buffer(replay_buffer_config: Optional[dict], setting: str) -> No
     if not (isinstance(cls, type) and issubclass(cls, NERSEpisodeReplayBuffer)):
         raise ValueError(
             f"{setting} needs a NERS replay buffer, got replay_buffer_config['type']="
-            f"{replay_buffer_config['type']!r}. Set it to '{NERS_BUFFER_TYPE}' (or "
-            f"use a plain DQNConfig for prioritized or uniform replay)."
+            f"{replay_buffer_config['type']!r}. Set it to '{NERS_BUFFER_TYPE}', or "
+            f"for prioritized or uniform replay use rllib_ners.RainbowDQNConfig "
+            f"(the same module and Learner, without the sampler)."
         )
 
 
@@ -125,7 +128,8 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
 
 class NERSDQN(NERSSamplerRoundsMixin, RainbowDQN):
     """DQN whose replay sampler is learned: DQN's training step on the NERS buffer,
-    whose priorities are the sampler's scores; once `min_episodes_per_update`
+    whose priorities come from the sampler (by default PER's |TD error| times
+    its learned correction); once `min_episodes_per_update`
     training episodes have finished, their replay reward drives one REINFORCE
     step of the sampler on every Learner."""
 
@@ -169,7 +173,9 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
     sampler settings. The buffer and sampler settings are checked here as the
     NERS configs' `validate()` checks them (a stock config's checks none). A
     Learner class of the user's that does not derive from `NERSDQNTorchLearner`
-    raises: it would be replaced.
+    raises: it would be replaced. Each call sets the sampler settings anew (a
+    second call does not keep the first's). A `NERSDQNConfig` raises: it is
+    NERS-DQN already, and takes its settings with `config.ners(...)`.
     """
     from rllib_ners.algorithms.ners_dqn.torch.ners_dqn_torch_learner import (
         NERSDQNTorchLearner,
@@ -184,6 +190,13 @@ def enable_ners(config: DQNConfig, **ners_settings) -> DQNConfig:
             "buffer as replay_buffer_config's type"
         ),
     )
+    if isinstance(config, NERSConfigMixin):
+        # Its `ners_config` is what the sampler reads: settings stored here
+        # would go unread.
+        raise ValueError(
+            f"enable_ners: {type(config).__name__} is NERS-DQN already; give the "
+            f"sampler settings with config.ners(...), e.g. config.ners(lr=1e-3)."
+        )
     refuse_multi_agent(config, who="enable_ners")
     refuse_a_users_learner_class(config, NERSDQNTorchLearner, who="enable_ners")
     check_discrete_actions(config, "enable_ners")

@@ -41,6 +41,7 @@ from rllib_ners.algorithms.common.config.buffer_types import (
 from rllib_ners.algorithms.common.config.config_checks import (
     check_bounded_box_actions,
     check_frame_stack_fits_observations,
+    check_no_cnn_encoder,
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
@@ -223,6 +224,7 @@ class NERSSACConfig(
         check_critic_loss_fits_replay_method(self, (LABER,))
         check_bounded_box_actions(self, "NERSSAC")
         check_frame_stack_fits_observations(self)
+        check_no_cnn_encoder(self, "NERSSAC")
 
     def _refuse_old_stack_settings(self) -> None:
         """SACConfig keeps settings only its old-API-stack policies read; set,
@@ -252,7 +254,8 @@ class NERSSACConfig(
 
 class NERSSAC(NERSSamplerRoundsMixin, SAC):
     """SAC whose replay sampler is learned: SAC's training step on the NERS buffer,
-    whose priorities are the sampler's scores; once `min_episodes_per_update`
+    whose priorities come from the sampler (by default PER's |TD error| times
+    its learned correction); once `min_episodes_per_update`
     training episodes have finished, their replay reward drives one REINFORCE
     step of the sampler on every Learner."""
 

@@ -121,8 +121,6 @@ def atari_data_efficient_rainbow(
             **ATARI_SAMPLER_SETTINGS.get(replay, {}),
         }
     )
-    if replay == "ners":
-        config = config.ners()  # the sampler's defaults
     return config
 
 
@@ -194,8 +192,6 @@ def atari_rainbow(
         .reporting(min_sample_timesteps_per_iteration=1000)
     )
     config = with_atari(config, game, frame_stack=4)
-    if replay == "ners":
-        config = config.ners()  # the sampler's defaults
     return config
 
 

@@ -54,13 +54,21 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     NERS_BUFFER_TYPE,
     merged_replay_buffer_config,
 )
-from rllib_ners.algorithms.common.config.config_checks import check_bounded_box_actions
+from rllib_ners.algorithms.common.config.config_checks import (
+    check_bounded_box_actions,
+    check_frame_stack_fits_observations,
+    check_no_cnn_encoder,
+)
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
+from rllib_ners.algorithms.common.config.rllib_validation import (
+    check_rollout_fragment_covers_n_step,
+)
 from rllib_ners.algorithms.common.config.setting_range_checks import (
     SettingRangesMixin,
 )
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_rounds import NERSSamplerRoundsMixin
+from rllib_ners.replay_buffers.n_step import normalize_n_step
 from rllib_ners.replay_buffers.sampler_choice import LABER, RELO
 from rllib_ners.seam.config import (
     ModelConfigIncludesHook,
@@ -265,7 +273,7 @@ class TD3Config(
     def get_rollout_fragment_length(self, worker_index: int = 0) -> int:
         """ "auto": `n_step` env steps per fragment (as RLlib's DQN and SAC)."""
         if self.rollout_fragment_length == "auto":
-            return int(self.n_step)
+            return normalize_n_step(self.n_step)[1]  # a range's largest n
         return self.rollout_fragment_length
 
     @override(AlgorithmConfig)
@@ -302,7 +310,8 @@ class TD3Config(
                 f"{who} runs on RLlib's new API stack only; remove "
                 f"config.api_stack(enable_rl_module_and_learner=False, ...).",
             )
-        self._validate_td3_settings()
+        self._validate_td3_settings(who)
+        check_rollout_fragment_covers_n_step(self)
         buffer_config = our_replay_buffer_config(
             self,
             who=who,
@@ -315,6 +324,8 @@ class TD3Config(
         check_replay_buffer_config(self)
         check_critic_loss_fits_replay_method(self, (RELO, LABER))
         check_bounded_box_actions(self, who)
+        check_frame_stack_fits_observations(self)
+        check_no_cnn_encoder(self, who)
         if self.uses_ners_replay and self.ners_config.get("encoder") == "module":
             raise_config_error(
                 self,
@@ -323,30 +334,41 @@ class TD3Config(
                 f"config.ners(encoder='separate') (the default).",
             )
 
-    def _validate_td3_settings(self) -> None:
+    def _validate_td3_settings(self, who: str) -> None:
         """TD3's own settings beyond their ranges (`SettingRangesMixin`): the
-        critic loss, the learning rates and the agents."""
+        critic loss, the learning rates, the target updates and the agents."""
         if self.lr is not None:
             # RLlib's SAC refuses `lr` the same way: the Learner builds one
             # Adam per network from `actor_lr` and `critic_lr` and reads no `lr`.
             raise_config_error(
                 self,
-                f"TD3 has no single learning rate: lr={self.lr!r} would be "
+                f"{who} has no single learning rate: lr={self.lr!r} would be "
                 f"unused. Set config.training(actor_lr=..., critic_lr=...) "
                 f"(both {TD3Config().actor_lr} by default) and leave lr=None.",
+            )
+        if self.target_network_update_freq:
+            # Set by __init__ for DQN's training step, so update_from_dict and
+            # Tune's param_space take it; the Learner never reads it.
+            raise_config_error(
+                self,
+                f"{who} updates its targets by Polyak averaging after every "
+                f"actor update: target_network_update_freq="
+                f"{self.target_network_update_freq!r} would be unused. Set "
+                f"config.training(tau=..., policy_delay=...) instead and leave "
+                f"target_network_update_freq at 0.",
             )
         if self.critic_loss not in CRITIC_LOSSES:
             raise_config_error(
                 self,
-                f"critic_loss={self.critic_loss!r} is not a TD3 critic loss; use "
+                f"critic_loss={self.critic_loss!r} is not a {who} critic loss; use "
                 f"config.training(critic_loss='mse') (the TD3 paper's), 'huber' "
                 f"(LAP's) or 'pal' (PAL's).",
             )
         if self.is_multi_agent:
             raise_config_error(
                 self,
-                "TD3 supports single-agent setups only; remove the multi_agent() "
-                "policies.",
+                f"{who} supports single-agent setups only; remove the multi_agent() "
+                f"policies.",
             )
         if custom_optimizer_stepping(self):
             # Refused here, not first in the Learner's build() inside Ray.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -136,15 +136,17 @@ def replay_buffer_config_update(
 
 
 def merged_replay_buffer_config(
-    current: Dict[str, Any], update: Dict[str, Any]
-) -> Dict[str, Any]:
+    current: Optional[Dict[str, Any]], update: Optional[Dict[str, Any]]
+) -> Optional[Dict[str, Any]]:
     """The buffer settings after `training(replay_buffer_config=update)`, by
     the rule of RLlib's DQN and SAC configs, for configs whose `training()`
     RLlib's does not serve (TD3, ACER): a new buffer class replaces the whole
     settings (`replay_buffer_config_update` logs what it drops); an update
     without a type, or naming the current class however spelled, merges."""
+    if update is None:
+        return None  # stored as RLlib stores it; validate() names the fix
     current = dict(current or {})
-    update = replay_buffer_config_update(current, dict(update or {}))
+    update = replay_buffer_config_update(current, dict(update))
     if "type" in update and update["type"] != current.get("type"):
         return update
     return {**current, **update}

@@ -153,6 +153,19 @@ def check_cnn_encoder_fits_observations(config) -> None:
         raise_config_error(config, f"{error} (env {config.env!r}; set in model_config)")
 
 
+def check_no_cnn_encoder(config, who: str) -> None:
+    """model_config `cnn_encoder` picks the CNN of the DQN-family's and ACER's
+    modules; the networks of `who` (SAC, TD3) never read it."""
+    kind = (config.model_config or {}).get("cnn_encoder")
+    if kind is not None:
+        raise_config_error(
+            config,
+            f"model_config['cnn_encoder']={kind!r} picks the CNN of RainbowDQN's, "
+            f"NERS-DQN's and ACER's modules; {who}'s networks never read it. "
+            f"Remove it from model_config.",
+        )
+
+
 # The model_config keys that list layer widths (RLlib's MLP encoder and heads).
 LAYER_WIDTH_KEYS = ("fcnet_hiddens", "head_fcnet_hiddens")
 

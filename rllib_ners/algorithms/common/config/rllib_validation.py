@@ -15,12 +15,18 @@ fails the same way for a list, as Tune's JSON round trips hand it back).
 * while RLlib's checks run, `n_step` is the largest n of its range: what RLlib
   can compare, and what the range needs (our buffers draw `lo..hi` inclusive);
   a list comes back as a tuple;
+* RLlib's checks that index settings are run first with a message of our
+  own: `replay_buffer_config` must be a dict with a `type` (RLlib's DQN
+  indexes it: "'NoneType' object is not subscriptable"), and
+  `rollout_fragment_length` must cover the largest n (RLlib's SAC formats
+  `n_step[1]` of an int into its message, a TypeError);
 * any TypeError RLlib's checks still raise becomes a ValueError quoting it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import numbers
 from typing import Iterator
 
 from rllib_ners.replay_buffers.n_step import normalize_n_step
@@ -32,6 +38,8 @@ def rllib_validation(config) -> Iterator[None]:
     """Runs the enclosed RLlib `validate()` with comparable settings (see the
     module docstring); raises config errors (`raise_config_error`)."""
     check_n_step_setting(config)
+    check_replay_buffer_config_has_a_type(config)
+    check_rollout_fragment_covers_n_step(config)
     n_step = config.n_step
     if isinstance(n_step, (tuple, list)):
         config.n_step = normalize_n_step(n_step)[1]
@@ -57,4 +65,37 @@ def check_n_step_setting(config) -> None:
             config,
             f"{error} Set it with config.training(n_step=3) or a range, e.g. "
             f"config.training(n_step=(2, 5)) (both ends inclusive).",
+        )
+
+
+def check_replay_buffer_config_has_a_type(config) -> None:
+    """`replay_buffer_config` must be a dict naming its buffer `type`."""
+    buffer_config = config.replay_buffer_config
+    if isinstance(buffer_config, dict) and buffer_config.get("type") is not None:
+        return
+    raise_config_error(
+        config,
+        f"replay_buffer_config must be a dict with the buffer's 'type', got "
+        f"{buffer_config!r}. Set it with config.training(replay_buffer_config="
+        f"{{'type': 'rllib_ners.FastPrioritizedEpisodeReplayBuffer', "
+        f"'capacity': 100000}}) (a new type replaces the whole dict, as in "
+        f"RLlib; a dict without one updates the current settings).",
+    )
+
+
+def check_rollout_fragment_covers_n_step(config) -> None:
+    """RLlib's DQN and SAC rule, with one message for both (and TD3, which
+    runs DQN's training step): an explicit `rollout_fragment_length` must be
+    at least the largest n of `n_step` ("auto" is n_step's largest n)."""
+    length = config.rollout_fragment_length
+    largest_n = normalize_n_step(config.n_step)[1]
+    if config.in_evaluation or not isinstance(length, numbers.Real):
+        return  # "auto"; a wrong type is named by `setting_ranges`
+    if length < largest_n:
+        raise_config_error(
+            config,
+            f"rollout_fragment_length={length} is smaller than the largest n of "
+            f"n_step={config.n_step!r} ({largest_n}), which RLlib's DQN and SAC "
+            f"refuse. Set config.env_runners(rollout_fragment_length='auto') "
+            f"(n env steps per fragment) or at least {largest_n}.",
         )
