@@ -107,11 +107,13 @@ def with_atari(
     env_config: Optional[Dict[str, Any]] = None,
     evaluation_env_config: Optional[Dict[str, Any]] = None,
 ):
-    """Sets up `config` (a DQN-family config) for an Atari game; returns it.
+    """Sets up `config` (a DQN-family config or an `ACERConfig`) for an
+    Atari game; returns it.
 
     Args:
-        config: A `DQNConfig` / `NERSDQNConfig` whose replay buffer is one of
-            this package's (`frame_stack` is their setting).
+        config: A `DQNConfig` / `RainbowDQNConfig` / `NERSDQNConfig` or an
+            `ACERConfig` whose replay buffer is one of this package's
+            (`frame_stack` is their setting).
         game: "MsPacman", "Pong", "ALE/Breakout-v5", ...
         frame_stack: Frames per observation for acting and learning.
         env_config: Overrides of the training env settings (`ATARI_DEFAULTS`).

@@ -1,7 +1,7 @@
 """NERS sampler presets: the reference code's semantics as one call.
 
-`ners_reference(config)` makes a NERS config (NERSDQNConfig, or ACERConfig with
-the NERS buffer) sample the way the NERS reference code (youngmin0oh/NERS, on
+`ners_reference(config)` makes a NERS config (NERS-DQN, or NERS-SAC, TD3/DDPG or
+ACER with the NERS buffer) sample the way the NERS reference code (youngmin0oh/NERS, on
 Kaixhin/Rainbow) does, as closely as RLlib allows: "the paper's NERS" is then
 one setting.
 

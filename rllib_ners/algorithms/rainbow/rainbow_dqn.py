@@ -304,8 +304,9 @@ class RainbowDQN(ReplayLoopMixin, DQN):
     not as one RLlib episode per transition through the learner connector
     pipeline (the same batch, tested), metrics are reduced once per iteration
     and a local Learner shares its weights with a local EnvRunner. Configs it
-    cannot serve (a custom learner connector, a stateful RLModule, multi-agent,
-    RLlib's own buffers) keep RLlib's training step.
+    cannot serve (a custom learner connector, a stateful RLModule, multi-agent
+    without this package's multi-agent buffer or counting agent steps, RLlib's
+    own buffers) keep RLlib's training step.
     """
 
     @classmethod
