@@ -86,7 +86,8 @@ def enable_replay(config, method: str, **settings):
 
     `settings`: the method's buffer settings, over the config's and the
     defaults; each call sets the method's settings anew (a second call does
-    not keep the first's `relo_*` or `laber_*` settings). ReLo: `relo_transform` (default "exp" for a C51 DQN, whose
+    not keep the first's `relo_*` or `laber_*` settings). ReLo:
+    `relo_transform` (default "exp" for a C51 DQN, whose
     cross-entropy ReLo the authors' Atari code maps so, else "clip"),
     `relo_epsilon` (1e-5), `alpha` (the config's; 0.5 if it has none or
     replays uniformly, with alpha 0), `beta` (the config's; 0.4 if none or

@@ -203,7 +203,20 @@ def check_sample_kwargs(kwargs: dict) -> None:
     known = {"sample_episodes", "lookback", "min_batch_length_T"}
     unknown = set(kwargs) - known
     if unknown:
-        raise ValueError(f"Unknown `sample()` arguments: {sorted(unknown)}.")
+        raise ValueError(
+            f"Unknown `sample()` arguments: {sorted(unknown)}. It takes RLlib's: "
+            f"num_items or batch_size_B, batch_length_T, n_step, beta, gamma, "
+            f"include_infos, include_extra_model_outputs, to_numpy (and "
+            f"sample_episodes=True, lookback=0, min_batch_length_T=0)."
+        )
+    if not kwargs.get("sample_episodes", True):
+        # RLlib's uniform EpisodeReplayBuffer returns a batch dict for it;
+        # ours, as RLlib's prioritized one, returns episodes only.
+        raise ValueError(
+            f"sample_episodes={kwargs['sample_episodes']!r}: this buffer returns "
+            f"episodes only; leave sample_episodes at True (for numpy columns, "
+            f"use sample_batch())."
+        )
     if kwargs.get("lookback") or kwargs.get("min_batch_length_T"):
         raise ValueError(
             "`lookback` and `min_batch_length_T` (stateful modules, burn-in) are "
@@ -233,6 +246,11 @@ def sample_episodes(
     `check_sample_kwargs`; sequences need `n_step=1`).
     """
     check_sample_kwargs(kwargs)
+    if num_items is not None and batch_size_B is not None:
+        raise ValueError(
+            f"sample() got num_items={num_items} and batch_size_B={batch_size_B}; "
+            f"give one of them (RLlib's buffers refuse both too)."
+        )
     # 0 would otherwise fall through to the default batch size unnoticed.
     for name, value in (("num_items", num_items), ("batch_size_B", batch_size_B)):
         if value is not None:
@@ -247,6 +265,12 @@ def sample_episodes(
                 f"Sequence sampling (batch_length_T={T}) needs n_step=1, got "
                 f"n_step={n_step!r}."
             )
+        if num_items is not None and num_items < T:
+            raise ValueError(
+                f"sample(num_items={num_items}) with batch_length_T={T} draws "
+                f"num_items // batch_length_T sequences, none here: ask for at "
+                f"least {T} items, or give batch_size_B (sequences) instead."
+            )
         B = batch_size_B or (num_items // T if num_items else buffer.batch_size_B)
         B = check_positive_int("batch_size_B", B, fix=SETTING_FIX)
         batch = buffer.sample_sequences(B, T, beta=beta, include_infos=include_infos)
@@ -254,7 +278,9 @@ def sample_episodes(
             batch,
             buffer.storage,
             include_infos=include_infos,
+            include_extra=include_extra_model_outputs,
             observation_space=buffer.sampled_observation_space,
+            to_numpy=to_numpy,
             identities=buffer.episode_identities(batch[INDICES]),
         )
     batch = buffer.sample_batch(
@@ -354,16 +380,20 @@ def sequences_to_episodes(
     *,
     include_infos: bool,
     observation_space,
+    include_extra: bool = True,
+    to_numpy: bool = False,
     identities: Optional[Dict[str, list]] = None,
 ) -> List[SingleAgentEpisode]:
     """One episode of `lengths[b]` steps per row of `sequence_columns()`, with
-    every stored extra model output and per-step `weights`; `identities` as in
-    `transitions_to_episodes`."""
+    per-step `weights` and (with `include_extra`) the stored extra model
+    outputs; `to_numpy` converts each episode as RLlib's `sample()` does;
+    `identities` as in `transitions_to_episodes`."""
     identities = identities or {}
+    extra_keys = list(storage.extra) if include_extra else []
     episodes = []
     for b in range(len(batch[INDICES])):
         L = int(batch["lengths"][b])
-        extra = {key: batch[key][b, :L] for key in storage.extra}
+        extra = {key: batch[key][b, :L] for key in extra_keys}
         extra["weights"] = np.full(L, batch[WEIGHTS][b], dtype=np.float32)
         episodes.append(
             SingleAgentEpisode(
@@ -381,4 +411,7 @@ def sequences_to_episodes(
                 **{name: values[b] for name, values in identities.items()},
             )
         )
+    if to_numpy:
+        for episode in episodes:
+            episode.to_numpy()
     return episodes

@@ -375,6 +375,7 @@ class FastPrioritizedEpisodeReplayBuffer(RingReplayBuffer):
         `feedback_layout` (plain TD errors, or the NERS sampler's rows); see
         `update_feedback()`.
         """
+        _check_single_agent_module(module_id)
         self.update_feedback(self.sampler.feedback_layout.unpack(priorities))
 
     def update_feedback(self, feedback: ReplayFeedback) -> None:

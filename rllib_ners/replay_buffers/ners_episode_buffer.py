@@ -77,7 +77,7 @@ def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
     algorithm built us from a bare `replay_buffer_config["type"]`. A buffer
     built by hand (tests, tools) passes neither and is not checked.
     """
-    built_by_algorithm = "metrics_num_episodes_for_smoothing" in kwargs
+    built_by_algorithm = kwargs.get("metrics_num_episodes_for_smoothing") is not None
     if scored_by_ners_learner or (
         scored_by_ners_learner is None and not built_by_algorithm
     ):
@@ -87,7 +87,8 @@ def _check_scored_by_ners_learner(scored_by_ners_learner, kwargs) -> None:
         "but the algorithm's learner does not. Use `rllib_ners.NERSDQNConfig` (or "
         "`rllib_ners.NERSSACConfig`, `rllib_ners.ACERConfig`), or on a stock "
         "DQNConfig call `rllib_ners.enable_ners(config)` (sets the NERS learner "
-        "and callback)."
+        "and callback). (Built by hand with `metrics_num_episodes_for_smoothing`, "
+        "for a NERS Learner of your own: pass `scored_by_ners_learner=True`.)"
     )
 
 

@@ -112,5 +112,7 @@ def check_learner_sends_feedback(
         f"Learner does not (RLlib's Learners send TD errors only). Use "
         f"`rllib_ners.RainbowDQNConfig`, `NERSSACConfig` or `TD3Config`, or on a "
         f"stock DQNConfig or SACConfig call "
-        f"`rllib_ners.enable_replay(config, {method!r})`."
+        f"`rllib_ners.enable_replay(config, {method!r})`. (Built by hand with "
+        f"`metrics_num_episodes_for_smoothing`, for a Learner of your own that "
+        f"sends it: pass `learner_sends_feedback=True`.)"
     )

@@ -44,6 +44,21 @@ def test_bad_settings_and_calls_raise_value_errors_naming_them(episodes):
         buffer.add(copy.deepcopy(episodes[:1]), weight={"p0": -2.0})
     with pytest.raises(ValueError, match="either"):
         buffer.sample(4, batch_size_B=4)
+    # 0 fell through to the buffer's batch size (the single-agent one refuses).
+    with pytest.raises(ValueError, match="num_items.*got num_items=0"):
+        buffer.sample(0)
+    with pytest.raises(ValueError, match="num_items.*got num_items=0"):
+        buffer.sample_batch(0)
+
+
+def test_an_empty_modules_to_sample_means_every_module_as_in_rllib(episodes):
+    buffer = filled(episodes)
+    modules = {episode.module_id for episode in buffer.sample(4)}
+    assert len(modules) == 2
+    # Once none were drawn while the counters counted 4 more.
+    drawn = buffer.sample(4, modules_to_sample=[])
+    assert {episode.module_id for episode in drawn} == modules
+    assert len(drawn) == 8
 
 
 def test_weights_per_module_and_seeds_per_module(episodes):

@@ -577,7 +577,9 @@ def test_sample_sequences():
         (ep, t) for ep, (lo, hi, _, _) in stored.items() for t in range(lo, hi)
     }
 
-    episodes = buf.sample(batch_size_B=4, batch_length_T=3)
+    episodes = buf.sample(
+        batch_size_B=4, batch_length_T=3, include_extra_model_outputs=True
+    )
     assert len(episodes) == 4
     for e in episodes:
         assert 1 <= len(e) <= 3
@@ -594,6 +596,29 @@ def test_sample_sequences():
         assert len(e.get_extra_model_outputs("weights")) == len(e)
         assert e.is_terminated == (term and t0 + len(e) == hi)
         assert e.is_truncated == (trunc and t0 + len(e) == hi)
+    # As RLlib's sample(): without include_extra_model_outputs only the
+    # weights; to_numpy=True hands numpy episodes (both were ignored once).
+    (lean,) = buf.sample(batch_size_B=1, batch_length_T=3, to_numpy=True)
+    assert set(lean.extra_model_outputs) == {"weights"}
+    assert lean.is_numpy
+    assert isinstance(lean.get_observations(), np.ndarray)
+
+
+def test_sample_refuses_what_rllibs_refuses_or_it_cannot_serve():
+    buf = FastPrioritizedEpisodeReplayBuffer(200, seed=4)
+    buf.add([chunk(1, 0, 10, terminated=True)])
+    with pytest.raises(ValueError, match="num_items=3 and batch_size_B=7; give one"):
+        buf.sample(num_items=3, batch_size_B=7)
+    with pytest.raises(ValueError, match="sample_episodes=False: this buffer returns"):
+        buf.sample(num_items=3, sample_episodes=False)
+    with pytest.raises(ValueError, match=r"num_items=2\) with batch_length_T=4"):
+        buf.sample(num_items=2, batch_length_T=4)
+    with pytest.raises(ValueError, match="It takes RLlib's: num_items or batch_size_B"):
+        buf.sample(num_items=3, foo=1)
+    buf.sample(num_items=3)
+    with pytest.raises(ValueError, match="stores module 'default_policy' only"):
+        buf.update_priorities(np.ones(3), module_id="foo")
+    buf.update_priorities(np.ones(3), module_id="default_policy")  # RLlib's DQN
 
 
 # --------------------------------------------------------------------- state
