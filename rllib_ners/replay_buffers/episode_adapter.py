@@ -224,6 +224,22 @@ def check_sample_kwargs(kwargs: dict) -> None:
         )
 
 
+def check_batch_size_arguments(
+    num_items: Optional[int], batch_size_B: Optional[int]
+) -> None:
+    """`sample()`'s batch size: `num_items` or `batch_size_B`, not both (as
+    RLlib's buffers refuse), and not 0, which would fall through to the
+    buffer's default batch size unnoticed."""
+    if num_items is not None and batch_size_B is not None:
+        raise ValueError(
+            f"sample() got num_items={num_items} and batch_size_B={batch_size_B}; "
+            f"give either one (RLlib's buffers refuse both too)."
+        )
+    for name, value in (("num_items", num_items), ("batch_size_B", batch_size_B)):
+        if value is not None:
+            check_positive_int(name, value, fix=SAMPLE_FIX)
+
+
 def sample_episodes(
     buffer,
     *,
@@ -246,15 +262,7 @@ def sample_episodes(
     `check_sample_kwargs`; sequences need `n_step=1`).
     """
     check_sample_kwargs(kwargs)
-    if num_items is not None and batch_size_B is not None:
-        raise ValueError(
-            f"sample() got num_items={num_items} and batch_size_B={batch_size_B}; "
-            f"give one of them (RLlib's buffers refuse both too)."
-        )
-    # 0 would otherwise fall through to the default batch size unnoticed.
-    for name, value in (("num_items", num_items), ("batch_size_B", batch_size_B)):
-        if value is not None:
-            check_positive_int(name, value, fix=SAMPLE_FIX)
+    check_batch_size_arguments(num_items, batch_size_B)
     T = batch_length_T if batch_length_T is not None else buffer.batch_length_T
     if beta is not None:
         check_beta(beta)

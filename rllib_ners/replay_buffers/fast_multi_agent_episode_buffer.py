@@ -60,7 +60,6 @@ from rllib_ners.replay_buffers.buffer_metrics import (
     SAMPLE_BETA,
     log_latest,
 )
-from rllib_ners.replay_buffers.buffer_names import SAMPLE_FIX
 from rllib_ners.replay_buffers.buffer_settings import (
     INDEPENDENT,
     check_no_unknown_settings,
@@ -76,7 +75,7 @@ from rllib_ners.replay_buffers.ring_replay_buffer import (
     RLlibTypeString,
 )
 from rllib_ners.seam.replay import log_add_metrics, log_sample_metrics
-from rllib_ners.utils.checks import check_positive_int, is_positive_int
+from rllib_ners.utils.checks import is_positive_int
 
 # The constructor's settings, as the error for an unknown one lists them.
 SETTINGS = (
@@ -389,13 +388,8 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
         single-agent buffer's `sample()`.
         """
         check_replay_mode(replay_mode)
-        if num_items is not None and batch_size_B is not None:
-            raise ValueError(
-                "Call sample() with either `num_items` or `batch_size_B`, not both."
-            )
-        num_items = self._items_per_module(
-            num_items if num_items is not None else batch_size_B
-        )
+        episode_adapter.check_batch_size_arguments(num_items, batch_size_B)
+        num_items = num_items or batch_size_B or self.batch_size_B
         episodes = []
         for module_id in self._modules_to_sample(modules_to_sample):
             episodes.extend(
@@ -427,7 +421,8 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
     ) -> Dict[ModuleID, Dict[str, np.ndarray]]:
         """Columnar fast path: per module, the columns of the single-agent
         buffer's `sample_batch()` (`indices` are that module's slots)."""
-        num_items = self._items_per_module(num_items)
+        episode_adapter.check_batch_size_arguments(num_items, None)
+        num_items = num_items or self.batch_size_B
         batches = {}
         for module_id in self._modules_to_sample(modules_to_sample):
             batches[module_id] = self._module_buffers[module_id].sample_batch(
@@ -440,14 +435,6 @@ class FastMultiAgentPrioritizedEpisodeReplayBuffer(
             self.sampled_timesteps_per_module[module_id] += num_items
         self.sampled_timesteps += num_items
         return batches
-
-    def _items_per_module(self, num_items: Optional[int]) -> int:
-        """The batch size asked for, or the buffer's; 0 is refused (it would
-        fall through to the buffer's unnoticed), as the single-agent buffer
-        refuses it."""
-        if num_items is None:
-            return self.batch_size_B
-        return check_positive_int("num_items", num_items, fix=SAMPLE_FIX)
 
     def item_columns(
         self, module_id: ModuleID, batch: Dict[str, np.ndarray]

@@ -607,7 +607,7 @@ def test_sample_sequences():
 def test_sample_refuses_what_rllibs_refuses_or_it_cannot_serve():
     buf = FastPrioritizedEpisodeReplayBuffer(200, seed=4)
     buf.add([chunk(1, 0, 10, terminated=True)])
-    with pytest.raises(ValueError, match="num_items=3 and batch_size_B=7; give one"):
+    with pytest.raises(ValueError, match="num_items=3 and batch_size_B=7; give eith"):
         buf.sample(num_items=3, batch_size_B=7)
     with pytest.raises(ValueError, match="sample_episodes=False: this buffer returns"):
         buf.sample(num_items=3, sample_episodes=False)
