@@ -217,9 +217,12 @@ def fit_our_buffer_into_stock_config(config) -> None:
         is_fast_buffer,
         resolve_buffer_class,
     )
-    from rllib_ners.replay_buffers.rllib_compat import with_replay_buffer
+    from rllib_ners.replay_buffers.rllib_compat import (
+        is_a_package_config,
+        with_replay_buffer,
+    )
 
-    if type(config).__module__.startswith("rllib_ners"):
+    if is_a_package_config(config):
         return
     buffer_config = config.replay_buffer_config or {}
     if buffer_config.get("type") is None:

@@ -84,7 +84,7 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
         raise ValueError(
             f"with_replay_buffer() needs a buffer class, got {buffer_class!r}."
         )
-    if _is_a_package_config(config):
+    if is_a_package_config(config):
         # Their validate() takes our buffers by name; the placeholder type
         # would fail it with a name the user never set.
         raise ValueError(
@@ -112,7 +112,7 @@ def with_replay_buffer(config: AlgorithmConfig, buffer_class: Type) -> Algorithm
     return _with_init_hook_first(config, _swap_in_replay_buffer)
 
 
-def _is_a_package_config(config: AlgorithmConfig) -> bool:
+def is_a_package_config(config: AlgorithmConfig) -> bool:
     """One of this package's configs, or a subclass of one."""
     return any(
         cls.__module__.startswith("rllib_ners.algorithms.")
