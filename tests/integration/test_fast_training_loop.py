@@ -226,6 +226,50 @@ def test_deferred_priority_writes_train_as_rllibs_step_with_uniform_replay(
     )
 
 
+def test_deferred_laber_feedback_trains_as_feedback_written_at_once(
+    small_dqn, one_torch_thread, monkeypatch
+):
+    """LaBER's feedback rows (its large batch is uniform, alpha 0) held to the
+    round's end, as a local GPU Learner holds them: the same weights and
+    buffer, and the same surrogates and draw counts written to the same items
+    in the same order, as writing each update's at once. On the H200 the held
+    rows were flattened into TD errors (2026-12-04: "Got replay feedback on
+    384 items for 128 sampled items")."""
+    from rllib_ners.algorithms.common.config.sampler_presets import (
+        laber_buffer_settings,
+    )
+    from rllib_ners.replay_buffers import FastPrioritizedEpisodeReplayBuffer
+
+    writes = []
+    write = FastPrioritizedEpisodeReplayBuffer.update_feedback_at
+
+    def recorded(buffer, slots, feedback, stamps=None):
+        writes[-1].append(
+            (np.array(slots), feedback.td_errors.copy(), feedback.times_drawn.copy())
+        )
+        return write(buffer, slots, feedback, stamps)
+
+    monkeypatch.setattr(
+        FastPrioritizedEpisodeReplayBuffer, "update_feedback_at", recorded
+    )
+    laber = small_dqn(
+        RainbowDQNConfig(),
+        replay_buffer_config={**PER, **laber_buffer_settings()},
+        training_intensity=64,
+        learning_starts=100,
+        min_sample_timesteps_per_iteration=150,
+    )
+    writes.append([])
+    deferred = _train(laber, defer_priorities=True)
+    writes.append([])
+    at_once = _train(laber)
+    assert_trained_alike(deferred, at_once)
+    assert len(writes[0]) == len(writes[1]) > 50
+    for held, written in zip(*writes):
+        for held_values, written_values in zip(held, written):
+            np.testing.assert_array_equal(held_values, written_values)
+
+
 @pytest.mark.parametrize("algorithm", ["dqn", "sac"])
 def test_mirrored_weights_train_as_rllibs_copy_does(
     algorithm, small_dqn, small_sac, one_torch_thread

@@ -21,7 +21,11 @@ from rllib_ners.replay_buffers import (
     FastPrioritizedEpisodeReplayBuffer,
     NERSEpisodeReplayBuffer,
 )
-from rllib_ners.replay_buffers.feedback import ReplayFeedback
+from rllib_ners.replay_buffers.feedback import (
+    LABER_SURROGATES,
+    TD_ERRORS,
+    ReplayFeedback,
+)
 
 ON_GPU = SimpleNamespace(device=torch.device("cuda"))
 
@@ -49,11 +53,14 @@ def test_writes_wait_only_where_no_draw_changes(buffer, learner, reason):
 
 
 class RecordingBuffer:
-    def __init__(self):
+    def __init__(self, layout=TD_ERRORS):
+        self.sampler = SimpleNamespace(feedback_layout=layout)
         self.writes = []
+        self.feedback = []
 
     def update_feedback_of(self, sampled, feedback):
         self.writes.append((sampled, feedback.td_errors))
+        self.feedback.append(feedback)
 
 
 def test_a_flush_writes_each_update_in_order_after_one_copy():
@@ -70,6 +77,26 @@ def test_a_flush_writes_each_update_in_order_after_one_copy():
     np.testing.assert_array_equal(p_second, [4.0])
     writes.flush(buffer)  # nothing held: nothing written
     assert len(buffer.writes) == 2
+
+
+def test_a_flush_unpacks_rows_in_the_samplers_feedback_layout():
+    """LaBER's rows (TD error, times drawn, sample position) reach the buffer
+    as LaBER feedback in sample order, as `update_priorities()` hands them
+    over; before, they were flattened into three times as many TD errors (the
+    error a local GPU Learner hit with Rainbow and LaBER on 2026-12-04)."""
+    writes = DeferredPriorityWrites()
+    sampled = (np.array([5, 2, 9]), np.array([1, 1, 1]))
+    # Positions 2, 0, 1: a sharded batch's rows come back Learner by Learner.
+    rows = torch.tensor([[0.75, 2.0, 2.0], [0.25, 0.0, 0.0], [0.5, 1.0, 1.0]])
+    writes.hold(sampled, rows)
+    buffer = RecordingBuffer(LABER_SURROGATES)
+    writes.flush(buffer)
+    [feedback] = buffer.feedback
+    expected = LABER_SURROGATES.unpack(rows.numpy()).in_sample_order()
+    np.testing.assert_array_equal(feedback.td_errors, [0.25, 0.5, 0.75])
+    np.testing.assert_array_equal(feedback.td_errors, expected.td_errors)
+    np.testing.assert_array_equal(feedback.times_drawn, [0.0, 1.0, 2.0])
+    assert feedback.sample_positions is None
 
 
 def test_holding_the_wrong_number_of_priorities_fails_at_once():

@@ -11,8 +11,10 @@ later, in the same order and before anything else touches the buffer, leaves
 the same buffer as writing each at once.
 
 `DeferredPriorityWrites` holds each update's sampled items (their slots and
-stamps, taken from the buffer) with its TD errors, still on the device, and
-`flush()` writes them all in order after one device-to-host copy. The
+stamps, taken from the buffer) with its feedback rows, still on the device,
+and `flush()` writes them all in order after one device-to-host copy,
+unpacked in the buffer's sampler's `feedback_layout`: plain TD errors, or
+LaBER's rows (its large batch is uniform, and its surrogates change no draw). The
 training loop flushes after each round's updates and before storing
 fragments between updates (overlapped sampling). No Ray imports.
 """
@@ -24,7 +26,6 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
-from rllib_ners.replay_buffers.feedback import ReplayFeedback
 
 
 def deferred_priority_writes_blocker(buffer, learner) -> Optional[str]:
@@ -58,22 +59,27 @@ class DeferredPriorityWrites:
         return len(self._held)
 
     def hold(self, sampled: Tuple[np.ndarray, np.ndarray], rows: torch.Tensor) -> None:
-        """One update's sampled items (`take_sampled_items()`) and its TD
-        errors (a tensor, one per item, on any device)."""
+        """One update's sampled items (`take_sampled_items()`) and its
+        feedback (a tensor, one row per item, on any device, packed in the
+        buffer's sampler's `feedback_layout`)."""
         if rows.shape[0] != sampled[0].shape[0]:
             raise ValueError(
                 f"got {rows.shape[0]} priorities for {sampled[0].shape[0]} "
                 f"sampled items"
             )
-        self._held.append((sampled, rows.detach().reshape(-1)))
+        # One row per item (TD errors as a column), so that a round's rows
+        # join in one tensor for the copy.
+        self._held.append((sampled, rows.detach().reshape(rows.shape[0], -1)))
 
     def flush(self, buffer) -> None:
-        """Writes every held update's priorities, in the order held, after
-        one copy of them all to the host."""
+        """Writes every held update's feedback, in the order held, after one
+        copy of it all to the host."""
         if not self._held:
             return
         held, self._held = self._held, []
         values = torch.cat([rows for _, rows in held]).cpu().numpy()
         ends = np.cumsum([rows.shape[0] for _, rows in held])
-        for (sampled, _), td_errors in zip(held, np.split(values, ends[:-1])):
-            buffer.update_feedback_of(sampled, ReplayFeedback(td_errors=td_errors))
+        layout = buffer.sampler.feedback_layout
+        for (sampled, _), packed in zip(held, np.split(values, ends[:-1])):
+            feedback = layout.unpack(packed).in_sample_order()
+            buffer.update_feedback_of(sampled, feedback)
