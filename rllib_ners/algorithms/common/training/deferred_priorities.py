@@ -27,7 +27,6 @@ import numpy as np
 import torch
 
 
-
 def deferred_priority_writes_blocker(buffer, learner) -> Optional[str]:
     """Why the training loop writes each update's priorities at once; None
     where it may hold them to the round's end (see the module docstring)."""
