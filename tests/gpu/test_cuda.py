@@ -58,6 +58,7 @@ from rllib_ners.algorithms.common.training.weight_sharing import (
     MirroredWeights,
     local_learner,
 )
+from rllib_ners.seam.learner import learner_optimizers
 from rllib_ners.utils.rng import global_rng_state, set_global_rng_state
 
 DEVICE = os.environ.get("RLLIB_NERS_TEST_DEVICE", "cuda")
@@ -456,6 +457,90 @@ def test_graph_updates_equal_eager_updates_on_the_device(name):
             a[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
             == b[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
         )
+
+
+# name -> () -> config: SAC's graph-replaying arms of `benchmarks/gpu.py`.
+NEIGHBOUR_CASES = {
+    "sac_per": GRAPH_CASES["sac_per"],
+    "ners_sac": GRAPH_CASES["ners_sac"],
+    "sac_per_acting": lambda: GRAPH_CASES["sac_per"]().training(
+        act_on_learner_device=True
+    ),
+}
+
+
+class _Neighbour:
+    """Another user of the device in the same process: a small network
+    trained with Adam on fixed data, all drawn from its own CPU generator."""
+
+    def __init__(self, seed: int = 0):
+        generator = torch.Generator().manual_seed(seed)
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(11, 64), torch.nn.Tanh(), torch.nn.Linear(64, 3)
+        )
+        with torch.no_grad():
+            for param in self.net.parameters():
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.1)
+        self.net.to(DEVICE)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+        self.x = torch.randn(256, 11, generator=generator).to(DEVICE)
+        self.y = torch.randn(256, 3, generator=generator).to(DEVICE)
+
+    def steps(self, n: int) -> list:
+        losses = []
+        for _ in range(n):
+            loss = torch.nn.functional.mse_loss(self.net(self.x), self.y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            losses.append(loss.detach())
+        return losses
+
+
+@pytest.mark.parametrize("name", sorted(NEIGHBOUR_CASES))
+def test_graph_replays_leave_the_processes_other_device_memory_alone(name):
+    """Stable-Baselines3's SAC on cuda drew NaN actions in one process with
+    this package's graph-replaying SAC arms (2026-12-04,
+    docs/benchmarks/gpu_sac_2026-12-04_1.txt), as it would if a replay wrote
+    into memory the caching allocator had handed on since the capture.
+    Between an algorithm's replays: tensors allocated after its captures, of
+    the sizes of its weights and Adam moments (what a freed block of its
+    would fit), keep their values; a network trained beside it takes the
+    same steps as alone; the default generator's normal draws stay normal;
+    the algorithm's weights stay finite."""
+    alone = torch.stack(_Neighbour().steps(15))
+    config = _on_device(NEIGHBOUR_CASES[name](), 0).training(cuda_graph_updates=True)
+    algo = config.build_algo()
+    try:
+        _train_until_updated(algo)  # warm-ups and captures
+        learner = local_learner(algo)
+        if DEVICE == "cuda":
+            assert learner.update_graphs.num_captures >= 1
+        module = learner.module[DEFAULT_MODULE_ID]
+        owned = list(module.state_dict().values()) + [
+            value
+            for optimizer in learner_optimizers(learner)
+            for state in optimizer.state.values()
+            for value in state.values()
+            if torch.is_tensor(value) and value.device.type == DEVICE
+        ]
+        sentinels = [torch.full_like(t, 7.0) for t in owned for _ in range(2)]
+        neighbour, beside = _Neighbour(), []
+        for _ in range(3):
+            beside += neighbour.steps(5)
+            algo.train()
+        if DEVICE == "cuda":
+            assert learner.update_graphs.num_replays > 0
+        changed = [i for i, t in enumerate(sentinels) if not bool((t == 7.0).all())]
+        assert not changed, f"{len(changed)} tensors made after the capture changed"
+        torch.testing.assert_close(torch.stack(beside), alone, rtol=1e-5, atol=1e-6)
+        draws = torch.randn(100_000, device=DEVICE)
+        assert bool(draws.isfinite().all())
+        assert abs(draws.mean().item()) < 0.02 and abs(draws.std().item() - 1) < 0.02
+        for weight_name, tensor in module.state_dict().items():
+            assert bool(tensor.isfinite().all()), weight_name
+    finally:
+        algo.stop()
 
 
 def test_atari_frame_stacks_are_laid_out_for_a_gpu_learner():
