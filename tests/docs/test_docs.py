@@ -669,6 +669,7 @@ SPEED_PAGES = [
     DOCS / "index.md",
     DOCS / "performance.md",
     DOCS / "performance-notes.md",
+    DOCS / "gpu-runs.md",
     DOCS / "atari.md",
     DOCS / "drop-in.md",
     *sorted((DOCS / "algorithms").glob("*.md")),
