@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Dict
+
 import numpy as np
 import torch
 
@@ -17,6 +19,19 @@ def numpy_to_tensor(value, device, *, via_pinned_memory: bool = False) -> torch.
     pinned (page-locked) memory and sent with a non-blocking copy, which the
     host queues and leaves; a copy from pageable memory makes the host wait
     for it. The same values either way."""
+    tensor = as_rllib_host_tensor(value)
+    if (
+        via_pinned_memory
+        and tensor.device.type == "cpu"
+        and torch.device(device).type == "cuda"
+    ):
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
+def as_rllib_host_tensor(value) -> torch.Tensor:
+    """`value` as a torch tensor where it is, with RLlib's dtype conversion
+    (`numpy_to_tensor` without the move)."""
     if torch.is_tensor(value):
         tensor = value
     else:
@@ -26,13 +41,40 @@ def numpy_to_tensor(value, device, *, via_pinned_memory: bool = False) -> torch.
         tensor = torch.from_numpy(array)
     if tensor.is_floating_point() and tensor.dtype != torch.float16:
         tensor = tensor.float()
-    if (
-        via_pinned_memory
-        and tensor.device.type == "cpu"
-        and torch.device(device).type == "cuda"
-    ):
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
+    return tensor
+
+
+# Each column's offset in a packed transfer: a multiple of every element size.
+PACKED_ALIGNMENT = 16
+
+
+def host_tensors_in_one_copy(
+    tensors: Dict[str, torch.Tensor], device, *, pinned: bool
+) -> Dict[str, torch.Tensor]:
+    """Host tensors moved to `device` in one copy: their bytes packed into one
+    staging buffer (page-locked with `pinned`, the copy then non-blocking),
+    copied as one, each returned as its own view of the copy (the same dtype,
+    shape and values). On a GPU each tensor copied on its own costs the host a
+    pinned allocation and a copy call, 20 or more per env step for a replayed
+    batch (docs/benchmarks/gpu_profile_2026-12-04_1.txt)."""
+    offsets, end = {}, 0
+    for name, tensor in tensors.items():
+        offsets[name] = end
+        nbytes = tensor.numel() * tensor.element_size()
+        end += -(-nbytes // PACKED_ALIGNMENT) * PACKED_ALIGNMENT
+    staging = torch.empty(end, dtype=torch.uint8, pin_memory=pinned)
+    for name, tensor in tensors.items():
+        _packed_view(staging, offsets[name], tensor).copy_(tensor)
+    moved = staging.to(device, non_blocking=pinned)
+    return {
+        name: _packed_view(moved, offsets[name], tensor)
+        for name, tensor in tensors.items()
+    }
+
+
+def _packed_view(buffer: torch.Tensor, offset: int, like: torch.Tensor):
+    nbytes = like.numel() * like.element_size()
+    return buffer[offset : offset + nbytes].view(like.dtype).view(like.shape)
 
 
 def tensor_to_numpy(value) -> np.ndarray:

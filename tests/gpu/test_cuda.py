@@ -230,9 +230,10 @@ def _assert_env_runner_acts_with_learner_weights(algo):
 
 
 def test_batch_columns_reach_the_device_unchanged():
-    """The Learner's batch goes to a GPU through pinned memory with
-    non-blocking copies (`columns_to_tensors`): the same values and dtypes as
-    RLlib's conversion (float64 -> float32), read back on the host."""
+    """The Learner's batch goes to a GPU through pinned memory in one
+    non-blocking copy (`columns_to_tensors`): the same values, dtypes and
+    shapes as RLlib's conversion (float64 -> float32), read back on the host,
+    every host column a view of the one copy."""
     from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
     from rllib_ners.algorithms.common.learner.deferred_updates import columns_to_tensors
@@ -244,6 +245,9 @@ def test_batch_columns_reach_the_device_unchanged():
         "actions": rng.integers(0, 6, 32),
         "terminateds": rng.random(32) < 0.1,
         "weights": rng.random(32).astype(np.float32),
+        "odd_bytes": rng.integers(-5, 5, 33).astype(np.int8),
+        "half": rng.normal(size=(32, 3)).astype(np.float16),
+        "empty": np.zeros((0, 2), np.float32),
     }
     for _ in range(3):  # pinned blocks are reused from the second batch on
         ours = columns_to_tensors(columns, torch.device(DEVICE))
@@ -251,7 +255,11 @@ def test_batch_columns_reach_the_device_unchanged():
         for name, tensor in ours.items():
             assert tensor.device.type == DEVICE, name
             assert tensor.dtype == theirs[name].dtype, name
+            assert tensor.shape == theirs[name].shape, name
             assert torch.equal(tensor.cpu(), theirs[name].cpu()), name
+        if DEVICE == "cuda":
+            storages = {t.untyped_storage().data_ptr() for t in ours.values()}
+            assert len(storages) == 1
 
 
 @pytest.mark.parametrize("num_learners", [0, 1], ids=["local", "remote"])

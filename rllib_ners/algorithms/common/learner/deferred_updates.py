@@ -35,7 +35,10 @@ import numpy as np
 import torch
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 
-from rllib_ners.utils.tensor_conversion import numpy_to_tensor
+from rllib_ners.utils.tensor_conversion import (
+    as_rllib_host_tensor,
+    host_tensors_in_one_copy,
+)
 
 # `Learner.update()` keyword that asks for an update with deferred metrics.
 DEFER_METRICS = "rllib_ners_defer_metrics"
@@ -47,18 +50,29 @@ ROWS_ON_DEVICE = "rllib_ners_rows_on_device"
 
 
 def columns_to_tensors(columns, device) -> Dict[str, Any]:
-    """A batch's numpy columns as torch tensors on `device` (`numpy_to_tensor`;
-    to a GPU through pinned memory, the copies queued without waiting for
-    each); object and string arrays stay numpy, as RLlib leaves them."""
-    tensors = {}
+    """A batch's numpy columns as torch tensors on `device`, converted as
+    `numpy_to_tensor` converts them; object and string arrays stay numpy, as
+    RLlib leaves them. To a GPU the host columns go in one non-blocking copy
+    through pinned memory (`host_tensors_in_one_copy`); tensors already on
+    the device stay as they are."""
+    tensors, on_host = {}, {}
     for name, value in columns.items():
         if not torch.is_tensor(value):
             value = np.asarray(value)
             if value.dtype == object or value.dtype.type is np.str_:
                 tensors[name] = value
                 continue
-        tensors[name] = numpy_to_tensor(value, device, via_pinned_memory=True)
-    return tensors
+        tensor = as_rllib_host_tensor(value)
+        if tensor.device.type == "cpu":
+            on_host[name] = tensor
+        else:
+            tensors[name] = tensor.to(device)
+    if torch.device(device).type == "cuda" and on_host:
+        tensors.update(host_tensors_in_one_copy(on_host, device, pinned=True))
+    else:
+        for name, tensor in on_host.items():
+            tensors[name] = tensor.to(device)
+    return {name: tensors[name] for name in columns}
 
 
 def numpy_rows(values) -> Optional[np.ndarray]:
