@@ -55,8 +55,9 @@ def host_tensors_in_one_copy(
     staging buffer (page-locked with `pinned`, the copy then non-blocking),
     copied as one, each returned as its own view of the copy (the same dtype,
     shape and values). On a GPU each tensor copied on its own costs the host a
-    pinned allocation and a copy call, 20 or more per env step for a replayed
-    batch (docs/benchmarks/gpu_profile_2026-12-04_1.txt)."""
+    pinned allocation and a copy call: 8.1 (Atari) and 9 (SAC) per env step
+    of the 21.6 and 23.5 copies the 2026-12-04 profiles count
+    (docs/benchmarks/gpu_profile_ops_2026-12-04_1.txt)."""
     offsets, end = {}, 0
     for name, tensor in tensors.items():
         offsets[name] = end
