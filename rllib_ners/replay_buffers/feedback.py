@@ -118,6 +118,13 @@ class FeedbackLayout:
     def unpack(self, packed) -> ReplayFeedback:
         """The `ReplayFeedback` of an array packed in this layout (a layout
         of one field takes any shape, flattened, as RLlib's buffer does)."""
+        if isinstance(packed, dict):  # as RLlib's, one module's array per call
+            raise TypeError(
+                "update_priorities() takes one array of priorities, one row per "
+                "item of the last sample; a multi-agent buffer takes one module's "
+                "with its module_id, once per module. Got a dict of "
+                f"{sorted(map(str, packed))}."
+            )
         values = np.asarray(packed, dtype=np.float64)
         if self.num_columns == 1:
             return ReplayFeedback(**{self.fields[0]: values.reshape(-1)})

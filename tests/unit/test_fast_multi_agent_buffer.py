@@ -49,6 +49,9 @@ def test_bad_settings_and_calls_raise_value_errors_naming_them(episodes):
         buffer.sample(0)
     with pytest.raises(ValueError, match="num_items.*got num_items=0"):
         buffer.sample_batch(0)
+    buffer.sample_batch(4)
+    with pytest.raises(TypeError, match="once per module. Got a dict of .'p0', 'p1'"):
+        buffer.update_priorities({"p0": np.ones(4), "p1": np.ones(4)}, "p0")
 
 
 def test_an_empty_modules_to_sample_means_every_module_as_in_rllib(episodes):
