@@ -68,7 +68,8 @@ class DeferredPriorityWrites:
             )
         # One row per item (TD errors as a column), so that a round's rows
         # join in one tensor for the copy.
-        self._held.append((sampled, rows.detach().reshape(rows.shape[0], -1)))
+        rows = rows.detach()
+        self._held.append((sampled, rows.unsqueeze(1) if rows.dim() == 1 else rows))
 
     def flush(self, buffer) -> None:
         """Writes every held update's feedback, in the order held, after one
