@@ -326,7 +326,11 @@ def main(argv=None) -> int:
         with warmed_up(arms, leave_out_failures=True):
             if not arms:
                 return 1
-            median = measure(arms, args.rounds, args.steps)
+            # An arm that fails mid-round (Stable-Baselines3's cuda arm drew NaN
+            # actions on 2026-12-04) is reported and left out; the others go on.
+            median = measure(arms, args.rounds, args.steps, leave_out_failures=True)
+            if not median:
+                return 1
             graphs = {name: graph_status(arm) for name, arm in arms.items()}
     # On a GPU Learner, "priorities" holds the wait for the update's kernels
     # (its TD errors are read back there).

@@ -124,14 +124,32 @@ def medians(samples: Mapping[str, Mapping[str, List[float]]]) -> Dict[str, dict]
 
 
 def take_turns(
-    names: Sequence[str], rounds: int, chunk: Callable[[str], Mapping[str, float]]
+    names: Sequence[str],
+    rounds: int,
+    chunk: Callable[[str], Mapping[str, float]],
+    leave_out_failures: bool = False,
 ) -> Dict[str, dict]:
     """`rounds` rounds of one `chunk(name)` per arm, the order rotating; per arm
-    and key of what `chunk` returns, the median over the rounds."""
+    and key of what `chunk` returns, the median over the rounds.
+    `leave_out_failures`: an arm whose chunk raises is reported and left out
+    from then on (its earlier samples too), and the others go on; otherwise
+    the error ends the rounds."""
+    names = list(names)
     samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in names}
     for round_index in range(rounds):
         for name in rotation(names, round_index):
-            for key, value in chunk(name).items():
+            try:
+                measured = chunk(name)
+            except Exception:
+                if not leave_out_failures:
+                    raise
+                print(f"{name} left out: it failed in round {round_index + 1}:")
+                traceback.print_exc(limit=-8)
+                sys.stdout.flush()
+                names.remove(name)
+                del samples[name]
+                continue
+            for key, value in measured.items():
                 samples[name].setdefault(key, []).append(value)
         print(f"round {round_index + 1}/{rounds} done", flush=True)
     return medians(samples)
@@ -166,10 +184,14 @@ class Arm:
         pass
 
 
-def measure(arms: Mapping[str, Arm], rounds: int, steps: int) -> Dict[str, dict]:
+def measure(
+    arms: Dict[str, Arm], rounds: int, steps: int, leave_out_failures: bool = False
+) -> Dict[str, dict]:
     """Rounds of one `steps` chunk per arm, the order rotating; per arm the
     median env steps per second (`wall`) and per CPU second (`cpu`) and
-    updates per second (`updates`)."""
+    updates per second (`updates`). `leave_out_failures`: an arm that fails in
+    a round is reported, closed and taken out of `arms`, and the others go on
+    (`take_turns`)."""
 
     def chunk(name: str) -> Dict[str, float]:
         wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -181,7 +203,11 @@ def measure(arms: Mapping[str, Arm], rounds: int, steps: int) -> Dict[str, dict]
             "updates": updates / wall,
         }
 
-    return take_turns(list(arms), rounds, chunk)
+    median = take_turns(list(arms), rounds, chunk, leave_out_failures)
+    for name in [name for name in arms if name not in median]:
+        with contextlib.suppress(Exception):
+            arms.pop(name).close()
+    return median
 
 
 # ------------------------------------------------------ a suite's run

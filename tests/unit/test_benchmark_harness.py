@@ -1,6 +1,7 @@
 """`benchmarks/harness.py`, the timing harness of every benchmark suite: the arms'
 order rotates by one each round, each arm's figure is its median over the
-rounds, ratios print as the tables quote them, and the method timers count
+rounds, an arm that fails mid-round is left out where the suite asks (the
+others go on), ratios print as the tables quote them, and the method timers count
 calls and seconds and put the methods back, and a name of the package that
 the timers expect and do not find stops the benchmark."""
 
@@ -34,6 +35,54 @@ def test_take_turns_runs_every_arm_once_a_round_and_keeps_medians():
     median = harness.take_turns(["a", "b"], 3, chunk)
     assert calls == ["a", "b", "b", "a", "a", "b"]
     assert median == {"a": {"rate": 2.0}, "b": {"rate": 20.0}}
+
+
+def test_an_arm_that_fails_mid_round_is_left_out_and_the_others_go_on(capsys):
+    calls = []
+
+    def chunk(name):
+        calls.append(name)
+        if name == "b" and calls.count("b") == 2:
+            raise ValueError("NaN actions")
+        return {"rate": float(len(calls))}
+
+    median = harness.take_turns(["a", "b", "c"], 3, chunk, leave_out_failures=True)
+    # Round 2 starts at b, which fails; round 3 rotates the two arms left.
+    assert calls == ["a", "b", "c", "b", "c", "a", "a", "c"]
+    assert median == {"a": {"rate": 6.0}, "c": {"rate": 5.0}}
+    printed = capsys.readouterr()
+    assert "b left out: it failed in round 2" in printed.out
+    assert "NaN actions" in printed.err  # the traceback
+
+
+def test_a_failing_arm_ends_the_rounds_unless_asked_to_leave_it_out():
+    def chunk(name):
+        raise ValueError("NaN actions")
+
+    with pytest.raises(ValueError, match="NaN actions"):
+        harness.take_turns(["a"], 2, chunk)
+
+
+def test_measure_closes_and_drops_an_arm_that_fails():
+    class Failing(harness.Arm):
+        closed = False
+
+        def run(self, steps):
+            raise RuntimeError("device lost")
+
+        def close(self):
+            self.closed = True
+
+    class Fixed(harness.Arm):
+        def run(self, steps):
+            sum(range(20_000))
+            return steps, steps
+
+    failing = Failing()
+    arms = {"bad": failing, "good": Fixed()}
+    median = harness.measure(arms, rounds=2, steps=10, leave_out_failures=True)
+    assert list(median) == ["good"] and list(arms) == ["good"]
+    assert failing.closed
 
 
 def test_measure_gives_wall_cpu_and_update_rates_per_arm():
