@@ -6,9 +6,11 @@ Without it, every update of a GPU Learner on Atari costs the host a gather of
 share of `sample_batch`) and a copy of the stacks, `2 x batch x k` frames
 again, to the device: for batch 32 and k = 4, 1.8 MB per update. With the
 mirror, each stored frame goes to the device once, when it is first needed
-(one copy of the frames written since the last sample), and a sample sends
-only the frames' slots (`2 x batch x k` int64) and gathers the stacks on the
-device.
+(the frames written since the last sample), and a sample sends only the
+frames' slots (`2 x batch x k` int64) and gathers the stacks on the device.
+Both go in one host-to-device copy per sample
+(`tensor_conversion.host_tensors_in_one_copy`): each copy of its own costs a
+GPU host a pinned allocation and a copy call.
 
 The stacks are the same values, built from the same slots and validity
 (`frame_stack.stack_frame_slots`), and the same layout as the host's
@@ -31,7 +33,7 @@ import torch
 
 from rllib_ners.replay_buffers.frame_stack import stack_frame_slots
 from rllib_ners.replay_buffers.ring_storage import RingStorage
-from rllib_ners.utils.tensor_conversion import numpy_to_tensor
+from rllib_ners.utils.tensor_conversion import host_tensors_in_one_copy
 
 logger = logging.getLogger(__name__)
 
@@ -67,17 +69,29 @@ class DeviceFrames:
     ) -> Optional[torch.Tensor]:
         """`[n, H, W, k * C]` uint8 stacks ending at `slots` (`[n]`), on the
         device; the values of `frame_stack.stacked_frames(storage, slots, k)`."""
-        if not self._sync(storage):
+        if not self._serves(storage):
             return None
         flat = np.asarray(slots, dtype=np.int64).reshape(-1)
         index, valid = stack_frame_slots(storage, flat, k)
-        # One transfer: the slots, -1 where the frame reads as zeros.
-        index = np.where(valid, index, -1).T  # [n, k], oldest frame first
-        # Through pinned memory: a copy from pageable memory would make the
-        # host wait for the kernels queued before it (the last update's).
-        index = numpy_to_tensor(
-            np.ascontiguousarray(index), self.device, via_pinned_memory=True
+        # The stacks' slots, -1 where the frame reads as zeros, and the frames
+        # written since the last sample, in one copy through pinned memory: a
+        # copy from pageable memory would make the host wait for the kernels
+        # queued before it (the last update's).
+        host = {
+            "index": torch.from_numpy(
+                np.ascontiguousarray(np.where(valid, index, -1).T)
+            )
+        }
+        written = self._slots_written_since_last_sample(storage)
+        if written.size:
+            host["slots"] = torch.from_numpy(written)
+            host["frames"] = torch.from_numpy(storage.obs[written])
+        moved = host_tensors_in_one_copy(
+            host, self.device, pinned=self.device.type == "cuda"
         )
+        if written.size:
+            self.frames[moved["slots"]] = moved["frames"]
+        index = moved["index"]  # [n, k], oldest frame first
         frames = self.frames[index.clamp(min=0)]  # [n, k, H, W(, C)]
         missing = (index < 0).reshape(index.shape + (1,) * (frames.ndim - 2))
         frames = frames.masked_fill(missing, 0)
@@ -86,29 +100,23 @@ class DeviceFrames:
             frames = frames.permute(0, 1, 4, 2, 3).reshape(n, -1, height, width)
         return frames.permute(0, 2, 3, 1)  # channels-last view, channels-first memory
 
-    def _sync(self, storage: RingStorage) -> bool:
-        """Copies the frames written since the last sync; False where the
-        mirror does not serve this storage."""
+    def _serves(self, storage: RingStorage) -> bool:
+        """Whether the mirror serves this storage (allocated at the first
+        sample)."""
         if self.disabled_because is not None or not storage.allocated:
             return False
-        if self.frames is None and not self._allocate(storage):
-            return False
-        new = storage.num_slots_written - self._synced_written
-        if storage.obs is not self._source or new < 0 or new >= storage.capacity:
-            self._copy(storage, np.arange(storage.capacity))
-            self._source = storage.obs
-        elif new > 0:  # the `new` slots before the ring's head
-            self._copy(storage, storage.write_pos - new + np.arange(new))
-        self._synced_written = storage.num_slots_written
-        return True
+        return self.frames is not None or self._allocate(storage)
 
-    def _copy(self, storage: RingStorage, slots: np.ndarray) -> None:
-        slots = slots % storage.capacity
-        frames = numpy_to_tensor(
-            storage.obs[slots], self.device, via_pinned_memory=True
-        )
-        slots = numpy_to_tensor(slots, self.device, via_pinned_memory=True)
-        self.frames[slots] = frames
+    def _slots_written_since_last_sample(self, storage: RingStorage) -> np.ndarray:
+        """The ring's slots whose frames the mirror has yet to copy: every slot
+        of a new storage (a restore) or after a full lap, else the ones before
+        the ring's head; marked copied."""
+        new = storage.num_slots_written - self._synced_written
+        self._synced_written = storage.num_slots_written
+        if storage.obs is not self._source or new < 0 or new >= storage.capacity:
+            self._source = storage.obs
+            return np.arange(storage.capacity)
+        return (storage.write_pos - new + np.arange(new)) % storage.capacity
 
     def _allocate(self, storage: RingStorage) -> bool:
         obs = storage.obs

@@ -444,6 +444,36 @@ def test_device_frames_gather_the_same_stacks(channels, adds_between_samples):
     assert buffers[1].device_frames.frames.shape[0] == 29
 
 
+def test_device_frames_send_a_samples_slots_and_new_frames_in_one_copy(monkeypatch):
+    """Each sample makes one host-to-device transfer: the stacks' slots, with
+    the frames written since the last sample and their slots where there are
+    any; every frame is sent once."""
+    from rllib_ners.replay_buffers import device_frames as module
+    from rllib_ners.utils.tensor_conversion import host_tensors_in_one_copy
+
+    transfers = []
+
+    def one_copy(tensors, device, *, pinned):
+        transfers.append({name: tuple(t.shape) for name, t in tensors.items()})
+        return host_tensors_in_one_copy(tensors, device, pinned=pinned)
+
+    monkeypatch.setattr(module, "host_tensors_in_one_copy", one_copy)
+    buffer = make_buffer(capacity=29)
+    buffer.device_frames = DeviceFrames("cpu")
+    buffer.add(chunk(0, 0, 10))
+    buffer.sample_batch(8, n_step=1, gamma=GAMMA)  # the first sample: the whole ring
+    buffer.sample_batch(8, n_step=1, gamma=GAMMA)  # nothing new
+    buffer.add(chunk(0, 10, 13))
+    buffer.sample_batch(8, n_step=1, gamma=GAMMA)
+    assert [sorted(t) for t in transfers] == [
+        ["frames", "index", "slots"],
+        ["index"],
+        ["frames", "index", "slots"],
+    ]
+    assert transfers[0]["frames"][0] == 29 and transfers[2]["frames"][0] == 3
+    assert transfers[1]["index"] == (2 * 8, K)  # obs and new_obs stacks
+
+
 def test_device_frames_follow_a_restored_buffer():
     """A restored buffer (new arrays, another ring position) is mirrored
     anew: the next samples equal the host's."""
