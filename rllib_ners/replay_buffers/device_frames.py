@@ -82,7 +82,7 @@ class DeviceFrames:
                 np.ascontiguousarray(np.where(valid, index, -1).T)
             )
         }
-        written = self._slots_written_since_last_sample(storage)
+        written = self._slots_not_yet_copied(storage)
         if written.size:
             host["slots"] = torch.from_numpy(written)
             host["frames"] = torch.from_numpy(storage.obs[written])
@@ -91,6 +91,7 @@ class DeviceFrames:
         )
         if written.size:
             self.frames[moved["slots"]] = moved["frames"]
+        self._source, self._synced_written = storage.obs, storage.num_slots_written
         index = moved["index"]  # [n, k], oldest frame first
         frames = self.frames[index.clamp(min=0)]  # [n, k, H, W(, C)]
         missing = (index < 0).reshape(index.shape + (1,) * (frames.ndim - 2))
@@ -107,14 +108,12 @@ class DeviceFrames:
             return False
         return self.frames is not None or self._allocate(storage)
 
-    def _slots_written_since_last_sample(self, storage: RingStorage) -> np.ndarray:
+    def _slots_not_yet_copied(self, storage: RingStorage) -> np.ndarray:
         """The ring's slots whose frames the mirror has yet to copy: every slot
-        of a new storage (a restore) or after a full lap, else the ones before
-        the ring's head; marked copied."""
+        of a new storage (a restore) or after a full lap, else the ones written
+        since the last sample, before the ring's head."""
         new = storage.num_slots_written - self._synced_written
-        self._synced_written = storage.num_slots_written
         if storage.obs is not self._source or new < 0 or new >= storage.capacity:
-            self._source = storage.obs
             return np.arange(storage.capacity)
         return (storage.write_pos - new + np.arange(new)) % storage.capacity
 
