@@ -143,9 +143,7 @@ def take_turns(
             except Exception:
                 if not leave_out_failures:
                     raise
-                print(f"{name} left out: it failed in round {round_index + 1}:")
-                traceback.print_exc(limit=-8)
-                sys.stdout.flush()
+                report_left_out(name, f"it failed in round {round_index + 1}")
                 names.remove(name)
                 del samples[name]
                 continue
@@ -153,6 +151,13 @@ def take_turns(
                 samples[name].setdefault(key, []).append(value)
         print(f"round {round_index + 1}/{rounds} done", flush=True)
     return medians(samples)
+
+
+def report_left_out(name: str, why: str) -> None:
+    """Says that arm `name` is left out and why, then the traceback of the
+    exception being handled (its last frames)."""
+    print(f"{name} left out: {why}:", flush=True)
+    traceback.print_exc(limit=-8)
 
 
 def timed(call: Callable[[], object], repeats: int = 1) -> float:
@@ -271,8 +276,7 @@ def warmed_up(arms: Dict[str, Arm], leave_out_failures: bool = False):
             except Exception:
                 if not leave_out_failures:
                     raise
-                print(f"{name} left out: its warm-up failed:", flush=True)
-                traceback.print_exc(limit=-8)
+                report_left_out(name, "its warm-up failed")
                 del arms[name]
                 with contextlib.suppress(Exception):
                     arm.close()
