@@ -7,7 +7,8 @@ configs extend. Each is pinned by `tests/rllib_contract/test_seam_config.py`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import contextlib
+from typing import Any, Dict, Iterator, List, Optional
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.annotations import override
@@ -22,6 +23,7 @@ __all__ = [
     "custom_module_to_env_connector",
     "custom_optimizer_stepping",
     "raise_config_error",
+    "thawed",
     "user_learner_class",
     "user_rl_module_spec",
 ]
@@ -120,3 +122,19 @@ def config_attribute_for_key(config, key: str) -> str:
     Deprecated keys pass through without RLlib's deprecation error, as in
     `update_from_dict`."""
     return config._translate_special_keys(key, warn_deprecated=False)
+
+
+@contextlib.contextmanager
+def thawed(config) -> Iterator[None]:
+    """The config takes writes inside the block, frozen or not, and is as
+    frozen as it was after it, however the block ends.
+
+    RLlib freezes a config by its `_is_frozen` flag, which
+    `AlgorithmConfig.__setattr__` lets be set while frozen (and an evaluation
+    config has its own flag, left alone here)."""
+    was_frozen = config._is_frozen
+    config._is_frozen = False
+    try:
+        yield
+    finally:
+        config._is_frozen = was_frozen

@@ -40,3 +40,83 @@ def test_n_step_range_as_a_list():
     )
     config.validate()
     assert config.n_step == (1, 3)
+
+
+def _our_configs_with_ranges_and_classes():
+    """Each of our configs with the settings our `validate()` normalises or
+    swaps for RLlib's checks: an n-step range as a list (DQN and SAC family),
+    a buffer `type` given as a class."""
+    from rllib_ners import (
+        ACERConfig,
+        DDPGConfig,
+        FastPrioritizedEpisodeReplayBuffer,
+        NERSEpisodeReplayBuffer,
+        TD3Config,
+    )
+
+    fast = {"type": FastPrioritizedEpisodeReplayBuffer}
+    return {
+        "ACER": ACERConfig()
+        .environment("CartPole-v1")
+        .training(replay_buffer_config=fast),
+        "DDPG": DDPGConfig()
+        .environment("Pendulum-v1")
+        .training(replay_buffer_config=fast),
+        "TD3": TD3Config()
+        .environment("Pendulum-v1")
+        .training(replay_buffer_config=fast),
+        "NERSDQN": NERSDQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            n_step=[2, 4], replay_buffer_config={"type": NERSEpisodeReplayBuffer}
+        ),
+        "RainbowDQN": RainbowDQNConfig()
+        .environment("CartPole-v1")
+        .training(n_step=[2, 4], replay_buffer_config=fast),
+        "NERSSAC": NERSSACConfig()
+        .environment("Pendulum-v1")
+        .training(n_step=[1, 3], replay_buffer_config=fast),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_our_configs_with_ranges_and_classes()))
+def test_validate_again_on_a_frozen_config(name):
+    """RLlib's configs validate again after `freeze()` (a user checking
+    `algo.config`); ours did not: their `validate()` wrote the normalised buffer
+    type and swapped stand-ins for RLlib's checks, and a frozen config refuses
+    writes. Now the second run writes nothing and leaves the config frozen."""
+    stock = SACConfig().environment("Pendulum-v1").training(n_step=(1, 3))
+    stock.validate()
+    stock.freeze()
+    stock.validate()
+
+    config = _our_configs_with_ranges_and_classes()[name]
+    config.validate()
+    n_step = getattr(config, "n_step", None)  # ACER has none
+    validated = {"n_step": n_step, "buffer": config.replay_buffer_config}
+    assert not isinstance(n_step, list)
+    assert isinstance(validated["buffer"]["type"], str)
+    config.freeze()
+    config.validate()
+    assert config._is_frozen
+    assert getattr(config, "n_step", None) == validated["n_step"]
+    assert config.replay_buffer_config == validated["buffer"]
+
+
+def test_stand_ins_for_rllibs_checks_leave_a_frozen_config_as_it_was_on_error():
+    """`settings_seen_by_rllib` thaws a frozen config for its block only and puts
+    the config's own settings back however the block ends."""
+    from rllib_ners.algorithms.common.config.rllib_validation import (
+        settings_seen_by_rllib,
+    )
+
+    config = RainbowDQNConfig().training(n_step=(2, 4))
+    config.freeze()
+    with pytest.raises(RuntimeError, match="a check failed"):
+        with settings_seen_by_rllib(config, n_step=4):
+            assert config.n_step == 4
+            raise RuntimeError("a check failed")
+    assert config.n_step == (2, 4)
+    assert config._is_frozen
+    with pytest.raises(AttributeError, match="frozen"):
+        config.n_step = 3

@@ -18,6 +18,7 @@ from rllib_ners.seam.config import (
     custom_module_to_env_connector,
     custom_optimizer_stepping,
     raise_config_error,
+    thawed,
     user_learner_class,
     user_rl_module_spec,
 )
@@ -173,3 +174,24 @@ def test_config_attribute_for_key_passes_deprecated_keys_through():
     assert config_attribute_for_key(config, "min_iter_time_s") == "min_iter_time_s", (
         _fail("AlgorithmConfig._translate_special_keys(..., warn_deprecated=False)")
     )
+
+
+def test_thawed_takes_writes_and_freezes_again_however_the_block_ends():
+    """RLlib refuses writes to a frozen config; `thawed` lets them through for
+    its block and leaves the config as frozen as it found it."""
+    config = DQNConfig().training(lr=1e-3)
+    config.freeze()
+    with pytest.raises(AttributeError, match="frozen"):
+        config.lr = 2e-3
+    with pytest.raises(RuntimeError, match="in the block"):
+        with thawed(config):
+            config.lr = 2e-3
+            raise RuntimeError("in the block")
+    assert config.lr == 2e-3
+    with pytest.raises(AttributeError, match="frozen"):
+        config.lr = 3e-3
+    unfrozen = DQNConfig()
+    with thawed(unfrozen):
+        unfrozen.lr = 4e-3
+    unfrozen.lr = 5e-3  # still takes writes
+    assert unfrozen.lr == 5e-3

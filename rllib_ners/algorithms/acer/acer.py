@@ -70,6 +70,7 @@ from rllib_ners.algorithms.common.config.config_checks import (
     check_discrete_actions,
     check_frame_stack_fits_observations,
 )
+from rllib_ners.algorithms.common.config.rllib_validation import normalize_setting
 from rllib_ners.algorithms.common.config.setting_range_checks import (
     SettingRangesMixin,
 )
@@ -339,7 +340,7 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
             )
 
     def _validate_replay_buffer(self) -> None:
-        self.replay_buffer_config = our_replay_buffer_config(
+        buffer_config = our_replay_buffer_config(
             self,
             who="ACER",
             example=f"{{'type': '{FAST_BUFFER_TYPE}', 'capacity': 50000}}",
@@ -347,7 +348,7 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
             use=f"'{FAST_BUFFER_TYPE}' (alpha=0: uniform) or "
             f"'rllib_ners.NERSEpisodeReplayBuffer'",
         )
-        buffer_config = self.replay_buffer_config
+        normalize_setting(self, "replay_buffer_config", buffer_config)
         check_replay_buffer_config(self)
         capacity = buffer_config.get("capacity", _BUFFER_DEFAULT_CAPACITY)
         rollout = self.get_rollout_fragment_length() * self.num_envs_per_env_runner

@@ -37,6 +37,7 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.config.config_checks import check_discrete_actions
+from rllib_ners.algorithms.common.config.rllib_validation import normalize_setting
 from rllib_ners.algorithms.common.config.stock_config_refusals import (
     refuse_a_users_learner_class,
     refuse_multi_agent,
@@ -111,9 +112,13 @@ class NERSDQNConfig(NERSConfigMixin, RainbowDQNConfig):
             isinstance(self.replay_buffer_config, dict)
             and "type" in self.replay_buffer_config
         ):
-            self.replay_buffer_config = dict(
-                self.replay_buffer_config,
-                type=buffer_type_to_string(self.replay_buffer_config["type"]),
+            normalize_setting(
+                self,
+                "replay_buffer_config",
+                dict(
+                    self.replay_buffer_config,
+                    type=buffer_type_to_string(self.replay_buffer_config["type"]),
+                ),
             )
         _check_ners_buffer(self.replay_buffer_config, "NERSDQNConfig")
 

@@ -44,7 +44,11 @@ from rllib_ners.algorithms.common.config.config_checks import (
     check_no_cnn_encoder,
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
-from rllib_ners.algorithms.common.config.rllib_validation import rllib_validation
+from rllib_ners.algorithms.common.config.rllib_validation import (
+    normalize_setting,
+    rllib_validation,
+    settings_seen_by_rllib,
+)
 from rllib_ners.algorithms.common.config.setting_range_checks import (
     SettingRangesMixin,
 )
@@ -83,12 +87,11 @@ class SACConfigTakingOurBuffers(SACConfig):
             f"prioritised; alpha=0: uniform), or RLlib's SACConfig for RLlib's "
             f"own buffers",
         )
-        self.replay_buffer_config = dict(buffer_config, type=RLLIB_ACCEPTED_BUFFER_TYPE)
-        try:
+        normalize_setting(self, "replay_buffer_config", buffer_config)
+        rllib_buffer_config = dict(buffer_config, type=RLLIB_ACCEPTED_BUFFER_TYPE)
+        with settings_seen_by_rllib(self, replay_buffer_config=rllib_buffer_config):
             with rllib_validation(self):
                 super().validate()
-        finally:
-            self.replay_buffer_config = buffer_config
 
 
 class NERSSACConfig(

@@ -62,6 +62,7 @@ from rllib_ners.algorithms.common.config.config_checks import (
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import (
     check_rollout_fragment_covers_n_step,
+    normalize_setting,
 )
 from rllib_ners.algorithms.common.config.setting_range_checks import (
     SettingRangesMixin,
@@ -320,7 +321,7 @@ class TD3Config(
             use=f"'{FAST_BUFFER_TYPE}' (alpha=0: uniform, alpha > 0: prioritised, "
             f"min_priority=1 and beta=0: LAP) or '{NERS_BUFFER_TYPE}' (NERS)",
         )
-        self.replay_buffer_config = buffer_config
+        normalize_setting(self, "replay_buffer_config", buffer_config)
         check_replay_buffer_config(self)
         check_critic_loss_fits_replay_method(self, (RELO, LABER))
         check_bounded_box_actions(self, who)

@@ -21,16 +21,22 @@ fails the same way for a list, as Tune's JSON round trips hand it back).
   `rollout_fragment_length` must cover the largest n (RLlib's SAC formats
   `n_step[1]` of an int into its message, a TypeError);
 * any TypeError RLlib's checks still raise becomes a ValueError quoting it.
+
+`validate()` may run again on a frozen config, as RLlib's own configs allow
+(`algo.config.validate()` after a build): a setting swapped in for RLlib's
+checks thaws the config for the block only (`settings_seen_by_rllib`), and a
+setting normalised in place is written only when it changes
+(`normalize_setting`), which a validated config's never do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Iterator
+from typing import Any, Iterator
 
 from rllib_ners.replay_buffers.n_step import normalize_n_step
-from rllib_ners.seam.config import raise_config_error
+from rllib_ners.seam.config import raise_config_error, thawed
 
 
 @contextlib.contextmanager
@@ -41,10 +47,14 @@ def rllib_validation(config) -> Iterator[None]:
     check_replay_buffer_config_has_a_type(config)
     check_rollout_fragment_covers_n_step(config)
     n_step = config.n_step
+    if isinstance(n_step, list):  # Tune's JSON round trips turn tuples to lists
+        normalize_setting(config, "n_step", tuple(n_step))
+    comparable = {}
     if isinstance(n_step, (tuple, list)):
-        config.n_step = normalize_n_step(n_step)[1]
+        comparable["n_step"] = normalize_n_step(n_step)[1]
     try:
-        yield
+        with settings_seen_by_rllib(config, **comparable):
+            yield
     except TypeError as error:
         raise_config_error(
             config,
@@ -52,8 +62,29 @@ def rllib_validation(config) -> Iterator[None]:
             f"the wrong type: {error}. Check the types of the settings passed to "
             f"config.training(...) and config.env_runners(...).",
         )
-    finally:
-        config.n_step = tuple(n_step) if isinstance(n_step, list) else n_step
+
+
+@contextlib.contextmanager
+def settings_seen_by_rllib(config, **stand_ins: Any) -> Iterator[None]:
+    """The enclosed block sees `stand_ins` in place of the config's settings of
+    those names, and the config holds its own again after it, however the
+    block ends. A frozen config thaws for the block only."""
+    own = {name: getattr(config, name) for name in stand_ins}
+    with thawed(config):
+        try:
+            for name, value in stand_ins.items():
+                setattr(config, name, value)
+            yield
+        finally:
+            for name, value in own.items():
+                setattr(config, name, value)
+
+
+def normalize_setting(config, name: str, value: Any) -> None:
+    """Sets `name` to its normalised `value` where it differs, so that
+    validating a validated (and frozen) config writes nothing."""
+    if getattr(config, name) != value:
+        setattr(config, name, value)
 
 
 def check_n_step_setting(config) -> None:
