@@ -43,9 +43,9 @@ def test_n_step_range_as_a_list():
 
 
 def _our_configs_with_ranges_and_classes():
-    """Each of our configs with the settings our `validate()` normalises or
-    swaps for RLlib's checks: an n-step range as a list (DQN and SAC family),
-    a buffer `type` given as a class."""
+    """A builder of each of our configs with the settings our `validate()`
+    normalises or swaps for RLlib's checks: an n-step range as a list (DQN and
+    SAC family), a buffer `type` given as a class."""
     from rllib_ners import (
         ACERConfig,
         DDPGConfig,
@@ -55,52 +55,64 @@ def _our_configs_with_ranges_and_classes():
     )
 
     fast = {"type": FastPrioritizedEpisodeReplayBuffer}
+    ners = {"type": NERSEpisodeReplayBuffer}
     return {
-        "ACER": ACERConfig()
-        .environment("CartPole-v1")
-        .training(replay_buffer_config=fast),
-        "DDPG": DDPGConfig()
-        .environment("Pendulum-v1")
-        .training(replay_buffer_config=fast),
-        "TD3": TD3Config()
-        .environment("Pendulum-v1")
-        .training(replay_buffer_config=fast),
-        "NERSDQN": NERSDQNConfig()
-        .environment("CartPole-v1")
-        .training(
-            n_step=[2, 4], replay_buffer_config={"type": NERSEpisodeReplayBuffer}
+        "ACER": lambda: (
+            ACERConfig().environment("CartPole-v1").training(replay_buffer_config=fast)
         ),
-        "RainbowDQN": RainbowDQNConfig()
-        .environment("CartPole-v1")
-        .training(n_step=[2, 4], replay_buffer_config=fast),
-        "NERSSAC": NERSSACConfig()
-        .environment("Pendulum-v1")
-        .training(n_step=[1, 3], replay_buffer_config=fast),
+        "DDPG": lambda: (
+            DDPGConfig().environment("Pendulum-v1").training(replay_buffer_config=fast)
+        ),
+        "TD3": lambda: (
+            TD3Config().environment("Pendulum-v1").training(replay_buffer_config=fast)
+        ),
+        "NERSDQN": lambda: (
+            NERSDQNConfig()
+            .environment("CartPole-v1")
+            .training(n_step=[2, 4], replay_buffer_config=ners)
+        ),
+        "RainbowDQN": lambda: (
+            RainbowDQNConfig()
+            .environment("CartPole-v1")
+            .training(n_step=[2, 4], replay_buffer_config=fast)
+        ),
+        "NERSSAC": lambda: (
+            NERSSACConfig()
+            .environment("Pendulum-v1")
+            .training(n_step=[1, 3], replay_buffer_config=fast)
+        ),
     }
+
+
+def test_rllibs_configs_validate_again_when_frozen():
+    """What ours must match: RLlib's configs validate again after `freeze()`
+    (a user checking `algo.config`)."""
+    for config in (
+        SACConfig().environment("Pendulum-v1").training(n_step=(1, 3)),
+        DQNConfig().environment("CartPole-v1"),
+    ):
+        config.validate()
+        config.freeze()
+        config.validate()
 
 
 @pytest.mark.parametrize("name", sorted(_our_configs_with_ranges_and_classes()))
 def test_validate_again_on_a_frozen_config(name):
-    """RLlib's configs validate again after `freeze()` (a user checking
-    `algo.config`); ours did not: their `validate()` wrote the normalised buffer
-    type and swapped stand-ins for RLlib's checks, and a frozen config refuses
-    writes. Now the second run writes nothing and leaves the config frozen."""
-    stock = SACConfig().environment("Pendulum-v1").training(n_step=(1, 3))
-    stock.validate()
-    stock.freeze()
-    stock.validate()
-
-    config = _our_configs_with_ranges_and_classes()[name]
+    """Ours did not validate again when frozen: their `validate()` wrote the
+    normalised buffer type and swapped stand-ins for RLlib's checks, and a
+    frozen config refuses writes. Now the second run writes nothing and leaves
+    the config frozen."""
+    config = _our_configs_with_ranges_and_classes()[name]()
     config.validate()
     n_step = getattr(config, "n_step", None)  # ACER has none
-    validated = {"n_step": n_step, "buffer": config.replay_buffer_config}
+    buffer_config = config.replay_buffer_config
     assert not isinstance(n_step, list)
-    assert isinstance(validated["buffer"]["type"], str)
+    assert isinstance(buffer_config["type"], str)
     config.freeze()
     config.validate()
     assert config._is_frozen
-    assert getattr(config, "n_step", None) == validated["n_step"]
-    assert config.replay_buffer_config == validated["buffer"]
+    assert getattr(config, "n_step", None) == n_step
+    assert config.replay_buffer_config == buffer_config
 
 
 def test_stand_ins_for_rllibs_checks_leave_a_frozen_config_as_it_was_on_error():
