@@ -105,7 +105,7 @@ def test_validate_again_on_a_frozen_config(name):
     config = _our_configs_with_ranges_and_classes()[name]()
     config.validate()
     n_step = getattr(config, "n_step", None)  # ACER has none
-    buffer_config = config.replay_buffer_config
+    buffer_config = dict(config.replay_buffer_config)  # a copy: in-place edits show
     assert not isinstance(n_step, list)
     assert isinstance(buffer_config["type"], str)
     config.freeze()
