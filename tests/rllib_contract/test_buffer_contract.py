@@ -31,6 +31,8 @@ BUFFER_INDEX_COLUMN = "sampled episodes carry `buffer_index`"
 FLOAT32_WEIGHTS = "importance weights are float32"
 VALUE_ERRORS = "bad calls raise ValueError, not AssertionError"
 SMOOTHED_PER_REPORT = "windowed metrics average over get_metrics() calls"
+ZERO_STEP_EPISODES = "a 0-step episode is neither stored nor counted"
+NUMPY_ACTIONS = "sampled actions are numpy scalars of the stored dtype"
 
 OBS_SPACE = gym.spaces.Box(-1e6, 1e6, (3,), np.float32)
 ACT_SPACE = gym.spaces.Discrete(3)
@@ -159,6 +161,57 @@ def test_counters_and_episodes_of_whole_and_chunked_episodes_match():
         )
     assert ours.episode_id_to_index == {"e0": 0, "e1": 1, "e2": 2}
     assert rllib.episode_id_to_index == {"e0": 0, "e1": 1, "e2": 2}
+
+
+def test_a_zero_step_episode_counts_in_rllibs_buffer_only():
+    """A just-reset episode (one observation, no step) has no transition to
+    replay; RLlib's EnvRunners never send one. RLlib's buffer stores it and
+    counts it as an episode, ours neither (ZERO_STEP_EPISODES); every other
+    counter agrees."""
+    named = buffers(100)
+    add_to_all(named, [episode(0, 0, 5), episode(1, 0, 0)])
+    rllib, ours = counters(named["rllib"]), counters(named["ours"])
+    assert rllib.pop("episodes") == 2 and ours.pop("episodes") == 1
+    assert (
+        rllib
+        == ours
+        == {
+            "timesteps": 5,
+            "len": 5,
+            "evicted": 0,
+            "added": 5,
+            "sampled": 0,
+        }
+    )
+    assert [e.id_ for e in named["rllib"].episodes] == ["e0", "e1"]
+    assert [e.id_ for e in named["ours"].episodes] == ["e0"]
+
+
+def test_sampled_actions_are_numpy_scalars_in_ours_only():
+    """From episodes that hold Python values (not `to_numpy()`'d, which
+    EnvRunners do), RLlib's sampled episodes return the actions as they were
+    added; ours return numpy scalars of the stored action column's dtype
+    (NUMPY_ACTIONS), equal in value. Rewards are floats in both."""
+    as_lists = SingleAgentEpisode(
+        id_="e0",
+        observations=[np.array([0, t, 0], np.float32) for t in range(5)],
+        actions=[t % 3 for t in range(4)],
+        rewards=[reward(0, t) for t in range(4)],
+        len_lookback_buffer=0,
+        observation_space=OBS_SPACE,
+        action_space=ACT_SPACE,
+    )
+    kinds = {}
+    for name, buffer in buffers(100).items():
+        buffer.add([as_lists])
+        sampled = buffer.sample(num_items=8, n_step=1, gamma=GAMMA)
+        for one in sampled:
+            _, t = item(one)
+            assert one.get_actions()[0] == t % 3
+            assert one.get_rewards()[0] == reward(0, t)
+            assert isinstance(one.get_rewards()[0], float)
+        kinds[name] = {type(one.get_actions()[0]) for one in sampled}
+    assert kinds == {"rllib": {int}, "ours": {np.int64}}
 
 
 def test_oldest_data_is_evicted_first_whole_episodes_or_slots():
