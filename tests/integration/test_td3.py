@@ -161,3 +161,34 @@ def test_bad_settings_fail_in_validate(settings, names):
 def test_discrete_actions_fail_in_validate():
     with pytest.raises(ValueError, match="Box"):
         TD3Config().environment("CartPole-v1").validate()
+
+
+def _relu_and_tanh_layers(config):
+    """(ReLU layers, Tanh layers) of the RLModule `config` builds on Pendulum."""
+    import gymnasium as gym
+    import torch
+
+    spec = config.environment("Pendulum-v1").get_rl_module_spec(
+        env=gym.make("Pendulum-v1")
+    )
+    layers = list(spec.build().modules())
+    return (
+        sum(isinstance(layer, torch.nn.ReLU) for layer in layers),
+        sum(isinstance(layer, torch.nn.Tanh) for layer in layers),
+    )
+
+
+@pytest.mark.parametrize(
+    "config_class, num_networks", [(TD3Config, 3), (DDPGConfig, 2)]
+)
+def test_hidden_layers_are_the_papers_relu_unless_the_model_config_says_otherwise(
+    config_class, num_networks
+):
+    """RLlib's DefaultModelConfig says tanh; TD3's default is the paper's ReLU
+    (two hidden layers in the actor and each critic; the actor's output stays
+    tanh), and a model_config's `fcnet_activation` still wins."""
+    assert _relu_and_tanh_layers(config_class()) == (2 * num_networks, 1)
+    one_layer = config_class().rl_module(model_config={"fcnet_hiddens": [8]})
+    assert _relu_and_tanh_layers(one_layer) == (num_networks, 1)
+    tanh = config_class().rl_module(model_config={"fcnet_activation": "tanh"})
+    assert _relu_and_tanh_layers(tanh) == (0, 2 * num_networks + 1)

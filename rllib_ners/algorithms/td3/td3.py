@@ -249,8 +249,12 @@ class TD3Config(
     @override(ModelConfigIncludesHook)
     def extra_model_config_includes(self) -> Dict[str, Any]:
         """What the RLModule acts with: `twin_q`, `exploration_noise`,
-        `random_timesteps`."""
+        `random_timesteps`; and the paper's ReLU hidden layers, which
+        `rl_module(model_config=...)` overrides (RLlib's `DefaultModelConfig`
+        would give tanh, filled in by the catalog under a dict that lacks
+        `fcnet_activation`)."""
         return {
+            "fcnet_activation": "relu",
             "twin_q": self.twin_q,
             "exploration_noise": self.exploration_noise,
             "random_timesteps": self.random_timesteps,
