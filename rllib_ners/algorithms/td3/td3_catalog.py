@@ -6,7 +6,7 @@ Actor-Critic Methods", ICML 2018 (TD3), and their DDPG baseline: the actor
 `normalize_actions` maps it onto the env's bounds); each critic `Q(s, a)` is an
 MLP on the concatenated observation and action. Hidden layers, their
 activation and initialisation come from `model_config` (`fcnet_hiddens`,
-`fcnet_activation`, ...; the TD3 paper's: 256-256 ReLU, PyTorch's default
+`fcnet_activation`, ...; by default the TD3 paper's 256-256 ReLU, PyTorch's default
 initialisation).
 """
 
@@ -56,11 +56,13 @@ class TD3Catalog(Catalog):
         self.action_dim = int(np.prod(action_space.shape))
 
     def _mlp(self, input_dim: int, output_dim: int, output_activation) -> MLPHeadConfig:
+        # RLlib's DefaultModelConfig under the module's model_config: every
+        # key is there (TD3Config's model_config includes ReLU).
         config = catalog_model_config(self)
         return MLPHeadConfig(
             input_dims=[input_dim],
-            hidden_layer_dims=list(config.get("fcnet_hiddens", [256, 256])),
-            hidden_layer_activation=config.get("fcnet_activation", "relu"),
+            hidden_layer_dims=list(config["fcnet_hiddens"]),
+            hidden_layer_activation=config["fcnet_activation"],
             hidden_layer_weights_initializer=config.get("fcnet_kernel_initializer"),
             hidden_layer_weights_initializer_config=config.get(
                 "fcnet_kernel_initializer_kwargs"
