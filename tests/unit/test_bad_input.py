@@ -633,6 +633,24 @@ NOT_READ_CASES = [
         "train_batch_size=80 is not read.*train_batch_size_per_learner=320",
         lambda: _acer(train_batch_size=80),
     ),
+    # ACER updates on batches it builds itself: no learner connector runs.
+    (
+        "runs no learner connector pipeline",
+        lambda: _acer(learner_connector=lambda *args: None),
+    ),
+    (
+        "runs no learner connector pipeline",
+        lambda: _acer(add_default_connectors_to_learner_pipeline=False),
+    ),
+    (
+        "burn_in_len=10 warms up a recurrent Q-network",
+        lambda: (
+            NERSDQNConfig()
+            .environment("CartPole-v1")
+            .training(burn_in_len=10)
+            .validate()
+        ),
+    ),
     # The training step passes the batch to every sample() call, and the
     # Algorithm its own smoothing window: the buffer config's are not read.
     (

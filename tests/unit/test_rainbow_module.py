@@ -898,6 +898,7 @@ def test_noisy_with_an_explicit_epsilon_raises_but_defaults_pass():
         ({"num_atoms": 51, "td_error_loss_fn": "mse"}, "td_error_loss_fn"),
         ({"adam_epsilon": 0.0}, "adam_epsilon"),
         ({"sigma0": -1.0}, "sigma0"),
+        ({"burn_in_len": 10}, "burn_in_len"),
     ],
 )
 def test_settings_without_effect_raise(training, match):

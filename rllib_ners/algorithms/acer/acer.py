@@ -83,7 +83,7 @@ from rllib_ners.algorithms.common.training.training_ops import (
 from rllib_ners.algorithms.ners.ners_config import NERSConfigMixin
 from rllib_ners.algorithms.ners.sampler_update import NERSSamplerUpdate
 from rllib_ners.replay_buffers.ners_episode_buffer import SAMPLE_POSITION
-from rllib_ners.seam.config import raise_config_error
+from rllib_ners.seam.config import custom_learner_connector, raise_config_error
 
 logger = logging.getLogger(__name__)
 
@@ -301,6 +301,18 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
                 self,
                 "ACER supports single-agent setups only; remove the multi_agent() "
                 "policies.",
+            )
+        if (
+            custom_learner_connector(self) is not None
+            or not self.add_default_connectors_to_learner_pipeline
+        ):
+            raise_config_error(
+                self,
+                "ACER builds its train batches from sequences itself and runs no "
+                "learner connector pipeline, so learner_connector and "
+                "add_default_connectors_to_learner_pipeline would be ignored; "
+                "remove them from config.training(...) and transform what ACER "
+                "learns from in an env wrapper.",
             )
         self._validate_acer_numbers()
         self._validate_replay_buffer()

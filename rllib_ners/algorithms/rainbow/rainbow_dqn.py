@@ -222,6 +222,14 @@ class RainbowDQNConfig(
                 f"API stack; remove it and clip in the env (e.g. a gymnasium "
                 f"TransformReward wrapper) or in an env-to-module connector.",
             )
+        if self.burn_in_len:
+            raise_config_error(
+                self,
+                f"burn_in_len={self.burn_in_len} warms up a recurrent Q-network "
+                f"(R2D2); RainbowDQN's networks are not recurrent (model_config "
+                f"use_lstm is refused), so it would be ignored. Remove it (leave "
+                f"burn_in_len at 0).",
+            )
         if self.num_atoms > 1 and self.td_error_loss_fn != "huber":
             raise_config_error(
                 self,
