@@ -192,3 +192,25 @@ def test_hidden_layers_are_the_papers_relu_unless_the_model_config_says_otherwis
     assert _relu_and_tanh_layers(one_layer) == (num_networks, 1)
     tanh = config_class().rl_module(model_config={"fcnet_activation": "tanh"})
     assert _relu_and_tanh_layers(tanh) == (0, 2 * num_networks + 1)
+
+
+def test_layer_norm_is_built_into_every_hidden_layer_and_trains():
+    import torch
+
+    config = small_td3().rl_module(
+        model_config={"fcnet_hiddens": [32, 32], "fcnet_use_layernorm": True}
+    )
+    algo = config.build_algo()
+    try:
+        module = local_learner(algo).module[MID]
+        norms = [m for m in module.modules() if isinstance(m, torch.nn.LayerNorm)]
+        # Two hidden layers x (actor, two critics), each with its target.
+        assert len(norms) == 2 * 3 * 2
+        before = [norm.weight.detach().clone() for norm in norms]
+        algo.train()
+        assert any(
+            not torch.equal(norm.weight, was)
+            for norm, was in zip(norms, before, strict=True)
+        )
+    finally:
+        algo.stop()

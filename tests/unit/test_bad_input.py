@@ -633,6 +633,25 @@ NOT_READ_CASES = [
         "train_batch_size=80 is not read.*train_batch_size_per_learner=320",
         lambda: _acer(train_batch_size=80),
     ),
+    # TD3's networks are one MLP each, built from the fcnet_* keys.
+    (
+        "head_fcnet_hiddens.*one MLP each",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .rl_module(model_config={"head_fcnet_hiddens": [64]})
+            .validate()
+        ),
+    ),
+    (
+        "use_lstm.*not recurrent",
+        lambda: (
+            TD3Config()
+            .environment("Pendulum-v1")
+            .rl_module(model_config={"use_lstm": True})
+            .validate()
+        ),
+    ),
     # ACER updates on batches it builds itself: no learner connector runs.
     (
         "runs no learner connector pipeline",

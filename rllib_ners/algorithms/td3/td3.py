@@ -58,6 +58,7 @@ from rllib_ners.algorithms.common.config.config_checks import (
     check_bounded_box_actions,
     check_frame_stack_fits_observations,
     check_no_cnn_encoder,
+    check_one_mlp_per_network,
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import (
@@ -331,6 +332,7 @@ class TD3Config(
         check_bounded_box_actions(self, who)
         check_frame_stack_fits_observations(self)
         check_no_cnn_encoder(self, who)
+        check_one_mlp_per_network(self, who)
         if self.uses_ners_replay and self.ners_config.get("encoder") == "module":
             raise_config_error(
                 self,

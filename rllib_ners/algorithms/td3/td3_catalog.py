@@ -63,6 +63,7 @@ class TD3Catalog(Catalog):
             input_dims=[input_dim],
             hidden_layer_dims=list(config["fcnet_hiddens"]),
             hidden_layer_activation=config["fcnet_activation"],
+            hidden_layer_use_layernorm=config["fcnet_use_layernorm"],
             hidden_layer_weights_initializer=config.get("fcnet_kernel_initializer"),
             hidden_layer_weights_initializer_config=config.get(
                 "fcnet_kernel_initializer_kwargs"

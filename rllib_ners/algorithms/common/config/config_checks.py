@@ -166,6 +166,27 @@ def check_no_cnn_encoder(config, who: str) -> None:
         )
 
 
+def check_one_mlp_per_network(config, who: str) -> None:
+    """The networks of `who` (TD3, DDPG) are one MLP each, built from the
+    `fcnet_*` keys of model_config; head layers or an LSTM would be ignored."""
+    model_config = config.model_config or {}
+    heads = list(model_config.get("head_fcnet_hiddens") or [])
+    if heads:
+        raise_config_error(
+            config,
+            f"model_config['head_fcnet_hiddens']={heads}: {who}'s actor and "
+            f"critics are one MLP each, built from fcnet_hiddens, and have no "
+            f"head layers. Put every hidden layer into fcnet_hiddens and remove "
+            f"head_fcnet_hiddens.",
+        )
+    if model_config.get("use_lstm"):
+        raise_config_error(
+            config,
+            f"model_config['use_lstm']=True: {who}'s networks are not recurrent. "
+            f"Remove use_lstm from model_config.",
+        )
+
+
 # The model_config keys that list layer widths (RLlib's MLP encoder and heads).
 LAYER_WIDTH_KEYS = ("fcnet_hiddens", "head_fcnet_hiddens")
 
