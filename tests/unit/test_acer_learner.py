@@ -362,3 +362,33 @@ def test_trust_region_keeps_the_updated_policy_closer_to_the_average():
     unconstrained, constrained = kl_growth(False), kl_growth(True)
     assert unconstrained > 0
     assert constrained < 0.5 * unconstrained
+
+
+def _acer_module(**model_config):
+    config = ACERConfig().environment("CartPole-v1")
+    spec = config.rl_module(model_config=model_config).get_rl_module_spec(
+        env=gym.make("CartPole-v1")
+    )
+    return spec.build()
+
+
+def test_the_heads_take_the_head_initializers_and_refuse_layer_norm():
+    module = _acer_module(
+        fcnet_hiddens=[8],
+        head_fcnet_hiddens=[8],
+        head_fcnet_kernel_initializer="zeros_",
+        head_fcnet_bias_initializer="constant_",
+        head_fcnet_bias_initializer_kwargs={"val": 0.5},
+    )
+    heads = [
+        layer
+        for head in (module.pi, module.qf)
+        for layer in head.modules()
+        if isinstance(layer, torch.nn.Linear)
+    ]
+    assert len(heads) == 4
+    for layer in heads:
+        assert torch.count_nonzero(layer.weight) == 0
+        assert torch.all(layer.bias == 0.5)
+    with pytest.raises(ValueError, match="head_fcnet_use_layernorm"):
+        _acer_module(head_fcnet_use_layernorm=True)

@@ -5,8 +5,8 @@ The trunk is RLlib's MLP encoder for vector observations (`fcnet_hiddens`,
 Nature CNN (default when the images are at least 36x36, else the small CNN), the
 data-efficient or the small CNN of `rllib_ners.networks.conv_stack` (model_config
 `cnn_encoder`), or RLlib's own CNN when `conv_filters` is set. Both heads are MLPs with
-`head_fcnet_hiddens` / `head_fcnet_activation` and one output per action: the
-policy's logits and `Q(s, .)`.
+`head_fcnet_hiddens` / `head_fcnet_activation` (and the `head_fcnet_*`
+initializers) and one output per action: the policy's logits and `Q(s, .)`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ class ACERCatalog(Catalog):
                 "ACER's RLModule is not recurrent: set model_config use_lstm=False "
                 "(replayed sequences are scored step by step)."
             )
+        if cfg.get("head_fcnet_use_layernorm"):
+            raise ValueError(
+                "ACER's policy and Q heads have no layer norm: set model_config "
+                "head_fcnet_use_layernorm=False."
+            )
         self.cnn_encoder = resolve_cnn_encoder(self.observation_space, cfg)
         if self.cnn_encoder is None:
             super()._determine_components_hook()
@@ -72,6 +77,10 @@ class ACERCatalog(Catalog):
             cfg["head_fcnet_hiddens"],
             int(self.action_space.n),
             activation=cfg["head_fcnet_activation"],
+            kernel_initializer=cfg.get("head_fcnet_kernel_initializer"),
+            kernel_initializer_kwargs=cfg.get("head_fcnet_kernel_initializer_kwargs"),
+            bias_initializer=cfg.get("head_fcnet_bias_initializer"),
+            bias_initializer_kwargs=cfg.get("head_fcnet_bias_initializer_kwargs"),
         )
 
     def build_pi_head(self, framework: str) -> QStream:
