@@ -652,6 +652,32 @@ NOT_READ_CASES = [
             .validate()
         ),
     ),
+    # The catalogs' model_config checks, run by validate() before any build.
+    *[
+        (
+            expected,
+            lambda config=config, model_config=model_config: (
+                config()
+                .environment("CartPole-v1")
+                .rl_module(model_config=model_config)
+                .validate()
+            ),
+        )
+        for expected, config, model_config in [
+            ("Rainbow RLModule is not recurrent", RainbowDQNConfig, {"use_lstm": True}),
+            (
+                "streams have no layer norm",
+                NERSDQNConfig,
+                {"head_fcnet_use_layernorm": True},
+            ),
+            ("ACER's RLModule is not recurrent", ACERConfig, {"use_lstm": True}),
+            (
+                "heads have no layer norm",
+                ACERConfig,
+                {"head_fcnet_use_layernorm": True},
+            ),
+        ]
+    ],
     # ACER updates on batches it builds itself: no learner connector runs.
     (
         "runs no learner connector pipeline",

@@ -66,6 +66,7 @@ from rllib_ners.algorithms.common.config.buffer_types import (
     resolve_buffer_class,
 )
 from rllib_ners.algorithms.common.config.config_checks import (
+    check_catalog_model_config,
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
@@ -319,6 +320,19 @@ class ACERConfig(SettingRangesMixin, NERSConfigMixin, AlgorithmConfig):
         check_discrete_actions(self, "ACER")
         check_frame_stack_fits_observations(self)
         check_cnn_encoder_fits_observations(self)
+        self._check_module_settings()
+
+    def _check_module_settings(self) -> None:
+        """ACER's catalog checks of model_config (`use_lstm`, layer norm in
+        the heads), here rather than in the Learner's build."""
+        from rllib_ners.algorithms.acer.acer_catalog import ACERCatalog
+        from rllib_ners.algorithms.acer.default_acer_rl_module import (
+            DefaultACERRLModule,
+        )
+
+        check_catalog_model_config(
+            self, ACERCatalog.check_model_config, DefaultACERRLModule
+        )
 
     def _validate_acer_numbers(self) -> None:
         """ACER's settings beyond their ranges (`SettingRangesMixin`): the batch

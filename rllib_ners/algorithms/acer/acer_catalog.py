@@ -44,6 +44,20 @@ class ACERCatalog(Catalog):
     def _determine_components_hook(self):
         check_discrete_actions(self.action_space)
         cfg = catalog_model_config(self)
+        self.check_model_config(cfg)
+        self.cnn_encoder = resolve_cnn_encoder(self.observation_space, cfg)
+        if self.cnn_encoder is None:
+            super()._determine_components_hook()
+            return
+        clear_encoder_config(self)
+        use_action_space_distribution(self)
+        self.latent_dims = (
+            cnn_output_dim(self.observation_space.shape, self.cnn_encoder),
+        )
+
+    @staticmethod
+    def check_model_config(cfg: dict) -> None:
+        """Raises ValueError for model_config keys ACER's module cannot honour."""
         if cfg.get("use_lstm") or cfg.get("use_attention"):
             raise ValueError(
                 "ACER's RLModule is not recurrent: set model_config use_lstm=False "
@@ -54,15 +68,6 @@ class ACERCatalog(Catalog):
                 "ACER's policy and Q heads have no layer norm: set model_config "
                 "head_fcnet_use_layernorm=False."
             )
-        self.cnn_encoder = resolve_cnn_encoder(self.observation_space, cfg)
-        if self.cnn_encoder is None:
-            super()._determine_components_hook()
-            return
-        clear_encoder_config(self)
-        use_action_space_distribution(self)
-        self.latent_dims = (
-            cnn_output_dim(self.observation_space.shape, self.cnn_encoder),
-        )
 
     @override(Catalog)
     def build_encoder(self, framework: str) -> Encoder:

@@ -60,7 +60,7 @@ class RainbowCatalog(DQNCatalog):
     def _determine_components_hook(self):
         cfg = {**RAINBOW_MODEL_DEFAULTS, **catalog_model_config(self)}
         set_catalog_model_config(self, cfg)
-        self._check_model_config(cfg)
+        self.check_model_config(cfg)
         self.cnn_encoder = resolve_cnn_encoder(self.observation_space, cfg)
         if self.cnn_encoder is None:
             # Vector observations, or RLlib's CNN from `conv_filters`.
@@ -72,7 +72,11 @@ class RainbowCatalog(DQNCatalog):
         )
 
     @staticmethod
-    def _check_model_config(cfg: dict) -> None:
+    def check_model_config(cfg: dict) -> None:
+        """Raises ValueError for model_config keys the Rainbow module cannot
+        honour; `cfg` is RLlib's DefaultModelConfig under the module's
+        model_config (`RAINBOW_MODEL_DEFAULTS` fill in what it lacks)."""
+        cfg = {**RAINBOW_MODEL_DEFAULTS, **cfg}
         if cfg.get("use_lstm"):
             raise ValueError(
                 "The Rainbow RLModule is not recurrent: set model_config "

@@ -37,6 +37,7 @@ from rllib_ners.algorithms.common.config.buffer_config_checks import (
 )
 from rllib_ners.algorithms.common.config.buffer_types import FAST_BUFFER_TYPE
 from rllib_ners.algorithms.common.config.config_checks import (
+    check_catalog_model_config,
     check_cnn_encoder_fits_observations,
     check_discrete_actions,
     check_frame_stack_fits_observations,
@@ -243,6 +244,20 @@ class RainbowDQNConfig(
         self._check_laber_takes_our_update()
         check_frame_stack_fits_observations(self)
         check_cnn_encoder_fits_observations(self)
+        self._check_module_settings()
+
+    def _check_module_settings(self) -> None:
+        """The Rainbow catalog's model_config checks (`use_lstm`, layer norm in
+        the streams, noisy streams with initializers, the C51 support), here
+        rather than in the Learner's build."""
+        from rllib_ners.algorithms.rainbow.rainbow_catalog import RainbowCatalog
+        from rllib_ners.algorithms.rainbow.torch.rainbow_torch_rl_module import (
+            RainbowTorchRLModule,
+        )
+
+        check_catalog_model_config(
+            self, RainbowCatalog.check_model_config, RainbowTorchRLModule
+        )
 
     def _check_laber_takes_our_update(self) -> None:
         """LaBER's gradient pass runs outside RLlib's `forward_train`, so DDP

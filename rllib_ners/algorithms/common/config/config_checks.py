@@ -10,13 +10,18 @@ before anything starts.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import numbers
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import gymnasium as gym
 
-from rllib_ners.seam.config import custom_env_to_module_connector, raise_config_error
+from rllib_ners.seam.config import (
+    custom_env_to_module_connector,
+    raise_config_error,
+    user_rl_module_spec,
+)
 from rllib_ners.utils.spaces import (
     bounded_box_actions_error,
     discrete_actions_error,
@@ -164,6 +169,26 @@ def check_no_cnn_encoder(config, who: str) -> None:
             f"NERS-DQN's and ACER's modules; {who}'s networks never read it. "
             f"Remove it from model_config.",
         )
+
+
+def check_catalog_model_config(
+    config, check: Callable[[dict], None], module_base: type
+) -> None:
+    """Runs a catalog's model_config `check` (it raises ValueError) in
+    `validate()`, on the dict the catalog will read (RLlib's
+    DefaultModelConfig under `config.model_config`), so a bad key fails here
+    rather than in the Learner's build, inside Ray. Skipped where the user's
+    RLModuleSpec names a module class not derived from `module_base`: that
+    module's own catalog builds it."""
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    module_class = getattr(user_rl_module_spec(config), "module_class", None)
+    if isinstance(module_class, type) and not issubclass(module_class, module_base):
+        return
+    try:
+        check({**dataclasses.asdict(DefaultModelConfig()), **config.model_config})
+    except ValueError as error:
+        raise_config_error(config, str(error))
 
 
 def check_one_mlp_per_network(config, who: str) -> None:
