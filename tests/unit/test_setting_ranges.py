@@ -531,7 +531,42 @@ SWITCHED_OFF = {
         {"use_trust_region": True},
     ),
     "grad_clip_by": ("NERSSACConfig", {"grad_clip_by": "value"}, {"grad_clip": 1.0}),
+    **{
+        f"replay_buffer_config[{key!r}]": (
+            config_name,
+            {"replay_buffer_config": {"alpha": 0.0, key: value}},
+            {"replay_buffer_config": {"alpha": 0.6}},
+        )
+        for key, value, config_name in [
+            ("beta", 0.4, "TD3Config"),
+            ("min_priority", 1.0, "DDPGConfig"),
+        ]
+    },
+    # The buffer takes beta's annealing only as the pair.
+    **{
+        f"replay_buffer_config[{key!r}]": (
+            config_name,
+            {
+                "replay_buffer_config": {
+                    "alpha": 0.0,
+                    "beta_final": 1.0,
+                    "beta_annealing_timesteps": 1000,
+                }
+            },
+            {"replay_buffer_config": {"alpha": 0.6}},
+        )
+        for key, config_name in [
+            ("beta_final", "RainbowDQNConfig"),
+            ("beta_annealing_timesteps", "ACERConfig"),
+        ]
+    },
 }
+ANNEALING = [
+    "replay_buffer_config['beta_final']",
+    "replay_buffer_config['beta_annealing_timesteps']",
+]
+# What the settings of SWITCHED_OFF[setting] make warn_of_switched_off_settings name.
+NAMED_TOGETHER = dict.fromkeys(ANNEALING, ANNEALING)
 
 
 @pytest.mark.parametrize("setting", [rule.setting for rule in SWITCHED_SETTINGS])
@@ -542,7 +577,9 @@ def test_a_setting_its_switch_leaves_off_is_named_once(setting, caplog):
     logger = "rllib_ners.algorithms.common.config.switched_settings"
     with caplog.at_level(logging.WARNING, logger=logger):
         config.validate()  # a warning, not an error: Tune may sweep the switch
-        assert warn_of_switched_off_settings(config) == [setting]
+        assert warn_of_switched_off_settings(config) == NAMED_TOGETHER.get(
+            setting, [setting]
+        )
         config.validate()
     messages = [r.getMessage() for r in caplog.records if setting in r.getMessage()]
     assert len(messages) == 1  # once per config class and setting

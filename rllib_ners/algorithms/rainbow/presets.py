@@ -54,14 +54,17 @@ ATARI_REPLAYS = {
 # ReLo and LaBER: the buffer's sampler settings (`sampler_presets`). ReLo maps
 # the C51 cross-entropy's reducible loss with "exp", as the authors' Atari
 # Rainbow does; LaBER's beta 0 replaces the arm's annealed one (no importance
-# weights: the sub-sample's LaBER weights correct for it).
+# weights: the sub-sample's LaBER weights correct for it). Uniform replay's
+# weights are all 1 whatever beta is, so it sets none.
+NO_IMPORTANCE_WEIGHTS = {
+    "beta": 0.0,
+    "beta_final": None,
+    "beta_annealing_timesteps": None,
+}
 ATARI_SAMPLER_SETTINGS = {
+    "uniform": NO_IMPORTANCE_WEIGHTS,
     "relo": relo_buffer_settings("exp"),
-    "laber": {
-        **laber_buffer_settings(),
-        "beta_final": None,
-        "beta_annealing_timesteps": None,
-    },
+    "laber": {**laber_buffer_settings(), **NO_IMPORTANCE_WEIGHTS},
 }
 
 
