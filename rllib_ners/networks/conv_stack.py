@@ -71,6 +71,38 @@ def fitting_cnn_kind(obs_shape: Sequence[int], preferred: str) -> str:
     return preferred if cnn_fits(obs_shape, preferred) else "small"
 
 
+# RLlib's CNN settings (conv_filters' CNN) and their defaults; our CNNs have
+# ReLU layers with PyTorch's initialisation and take none of them.
+RLLIB_CNN_DEFAULTS = {
+    "conv_activation": "relu",
+    "conv_kernel_initializer": None,
+    "conv_kernel_initializer_kwargs": None,
+    "conv_bias_initializer": None,
+    "conv_bias_initializer_kwargs": None,
+}
+
+
+def rllib_cnn_settings(cfg: dict) -> dict:
+    """The settings of RLlib's CNN in `cfg` that differ from their defaults."""
+    return {
+        key: cfg[key]
+        for key, default in RLLIB_CNN_DEFAULTS.items()
+        if cfg.get(key, default) != default
+    }
+
+
+def _refuse_rllib_cnn_settings(cfg: dict, kind: str) -> str:
+    """`kind`, unless `cfg` sets RLlib's CNN settings, which it would ignore."""
+    settings = rllib_cnn_settings(cfg)
+    if settings:
+        raise ValueError(
+            f"model_config {settings} configure RLlib's CNN, which conv_filters "
+            f"builds; the {kind!r} CNN has ReLU layers with PyTorch's "
+            f"initialisation. Remove them, or set conv_filters for RLlib's CNN."
+        )
+    return kind
+
+
 def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
     """Our CNN kind ("nature", "data_efficient", "small") for image spaces, or
     None for RLlib's own encoders (vectors, or a CNN from `conv_filters`)."""
@@ -91,13 +123,15 @@ def resolve_cnn_encoder(observation_space: gym.Space, cfg: dict):
     if kind is None:
         if cfg.get("conv_filters"):
             return None
-        return fitting_cnn_kind(observation_space.shape, "nature")
+        return _refuse_rllib_cnn_settings(
+            cfg, fitting_cnn_kind(observation_space.shape, "nature")
+        )
     if cfg.get("conv_filters"):
         raise ValueError(
             f"model_config sets both cnn_encoder={kind!r} and conv_filters; "
             f"remove one (conv_filters builds RLlib's CNN instead)."
         )
-    return kind
+    return _refuse_rllib_cnn_settings(cfg, kind)
 
 
 def cnn_output_dim(obs_shape: Sequence[int], kind: str) -> int:

@@ -678,6 +678,19 @@ NOT_READ_CASES = [
             ),
         ]
     ],
+    (
+        "conv_activation.*configure RLlib's CNN",
+        lambda: (
+            RainbowDQNConfig()
+            .environment(
+                "CartPole-v1",
+                observation_space=gym.spaces.Box(0, 255, (84, 84, 4), np.uint8),
+                action_space=gym.spaces.Discrete(2),
+            )
+            .rl_module(model_config={"conv_activation": "tanh"})
+            .validate()
+        ),
+    ),
     # ACER updates on batches it builds itself: no learner connector runs.
     (
         "runs no learner connector pipeline",

@@ -795,6 +795,15 @@ def test_image_encoder_errors_name_the_setting():
         _module(OBS_SPACE, cnn_encoder="nature")
     with pytest.raises(ValueError, match="too small"):
         _module(gym.spaces.Box(0, 255, (20, 20, 4), np.uint8), cnn_encoder="nature")
+    # RLlib's CNN settings: our CNNs would ignore them; conv_filters' CNN takes them.
+    with pytest.raises(ValueError, match="conv_activation.*RLlib's CNN"):
+        _module(IMG_SPACE, conv_activation="tanh")
+    with pytest.raises(ValueError, match="conv_kernel_initializer"):
+        _module(IMG_SPACE, cnn_encoder="nature", conv_kernel_initializer="zeros_")
+    rllibs = _module(
+        IMG_SPACE, conv_filters=[[8, 4, 2], [8, 3, 2]], conv_activation="tanh"
+    )
+    assert any(isinstance(m, torch.nn.Tanh) for m in rllibs.encoder.modules())
 
 
 @pytest.mark.parametrize(

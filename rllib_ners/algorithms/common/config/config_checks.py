@@ -134,21 +134,29 @@ def check_frame_stack_fits_observations(config) -> None:
 
 
 def check_cnn_encoder_fits_observations(config) -> None:
-    """model_config `cnn_encoder` must be known and fit the env's images.
+    """model_config `cnn_encoder` must be known and fit the env's images, and
+    our CNNs take none of RLlib's CNN settings (`conv_activation`, ...).
 
     The catalogs raise the same errors, but only once Learners build the
     RLModule; here they come from `validate()`. Skipped without an explicit
     `cnn_encoder` (then one that fits is picked) and with a custom
     env-to-module connector, which may reshape the observations.
     """
-    if config.model_config.get("cnn_encoder") is None:
+    from rllib_ners.networks.conv_stack import (
+        cnn_output_dim,
+        resolve_cnn_encoder,
+        rllib_cnn_settings,
+    )
+
+    if config.model_config.get("cnn_encoder") is None and not rllib_cnn_settings(
+        config.model_config
+    ):
         return  # the catalogs then pick a CNN that fits
     if custom_env_to_module_connector(config) is not None:
         return
     spaces = env_spaces(config)
     if spaces is None:
         return
-    from rllib_ners.networks.conv_stack import cnn_output_dim, resolve_cnn_encoder
 
     try:
         kind = resolve_cnn_encoder(spaces[0], config.model_config)
