@@ -691,6 +691,16 @@ NOT_READ_CASES = [
             .validate()
         ),
     ),
+    # The policies act in [-1, 1]: only normalize_actions reaches Pendulum's +-2.
+    *[
+        (
+            "acts in \\[-1, 1\\].*normalize_actions=False",
+            lambda config=config: (
+                config().environment("Pendulum-v1", normalize_actions=False).validate()
+            ),
+        )
+        for config in (TD3Config, NERSSACConfig)
+    ],
     # ACER updates on batches it builds itself: no learner connector runs.
     (
         "runs no learner connector pipeline",
@@ -1291,3 +1301,12 @@ def test_the_acer_ners_preset_leaves_the_buffer_free_to_change():
             "capacity": 50000,
         }
     ).validate()
+
+
+@pytest.mark.parametrize("config_class", [TD3Config, NERSSACConfig])
+def test_normalize_actions_off_passes_where_the_bounds_are_the_policys(config_class):
+    """MountainCarContinuous acts in [-1, 1]: the policy reaches it unmapped."""
+    config = config_class().environment(
+        "MountainCarContinuous-v0", normalize_actions=False
+    )
+    config.validate()

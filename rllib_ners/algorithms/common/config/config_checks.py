@@ -16,6 +16,7 @@ import numbers
 from typing import Any, Callable, Optional, Tuple
 
 import gymnasium as gym
+import numpy as np
 
 from rllib_ners.seam.config import (
     custom_env_to_module_connector,
@@ -108,11 +109,24 @@ def check_discrete_actions(config, who: str) -> None:
 
 def check_bounded_box_actions(config, who: str) -> None:
     """Raises a config error (`raise_config_error`) unless the actions are a
-    Box with finite bounds."""
+    Box with finite bounds, which the policy reaches: it acts in [-1, 1]
+    (tanh), mapped onto other bounds only with `normalize_actions=True`."""
     spaces = env_spaces(config)
     message = None if spaces is None else bounded_box_actions_error(spaces[1], who)
     if message is not None:
         raise_config_error(config, f"{message} (env {config.env!r})")
+    if spaces is None or config.normalize_actions:
+        return
+    low, high = spaces[1].low, spaces[1].high
+    if not (np.all(low == -1.0) and np.all(high == 1.0)):
+        raise_config_error(
+            config,
+            f"{who}'s policy acts in [-1, 1] (tanh); normalize_actions=True maps "
+            f"that onto env {config.env!r}'s action bounds {spaces[1]}, which "
+            f"with normalize_actions=False it could not reach. Remove "
+            f"config.environment(normalize_actions=False), or give the env "
+            f"[-1, 1] action bounds.",
+        )
 
 
 def check_frame_stack_fits_observations(config) -> None:
