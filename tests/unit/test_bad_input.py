@@ -701,6 +701,24 @@ NOT_READ_CASES = [
         )
         for config in (TD3Config, NERSSACConfig)
     ],
+    # The old API stack's optimizer dict: the new stack's Learners never read it.
+    *[
+        (
+            "optimizer=.*old-API-stack setting",
+            lambda config=config, env=env: (
+                config()
+                .environment(env)
+                .training(optimizer={"adam_epsilon": 0.1})
+                .validate()
+            ),
+        )
+        for config, env in (
+            (RainbowDQNConfig, "CartPole-v1"),
+            (NERSSACConfig, "Pendulum-v1"),
+            (TD3Config, "Pendulum-v1"),
+            (ACERConfig, "CartPole-v1"),
+        )
+    ],
     # ACER updates on batches it builds itself: no learner connector runs.
     (
         "runs no learner connector pipeline",

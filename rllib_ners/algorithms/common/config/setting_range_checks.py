@@ -24,6 +24,7 @@ from rllib_ners.algorithms.common.config.switched_settings import (
 )
 from rllib_ners.algorithms.common.config.unread_settings import (
     check_no_epoch_settings,
+    check_no_old_stack_optimizer,
     check_train_batch_size_is_read,
 )
 from rllib_ners.seam.config import raise_config_error
@@ -42,6 +43,7 @@ class SettingRangesMixin(PrecedesInBases, precedes=AlgorithmConfig):
         check_layer_widths(self)  # config_checks
         check_train_batch_size_is_read(self)
         check_no_epoch_settings(self)
+        check_no_old_stack_optimizer(self)
         warn_of_switched_off_settings(self)
         super().validate()
 

@@ -1,6 +1,7 @@
 """RLlib settings that no update of this package's algorithms reads, refused
 in `validate()` when set (`SettingRangesMixin` runs these checks): without the
-error they would be ignored unseen."""
+error they would be ignored unseen. (RLlib itself warns of an old-stack
+`model` dict.)"""
 
 from __future__ import annotations
 
@@ -51,3 +52,18 @@ def check_no_epoch_settings(config) -> None:
             f"train batch. Remove it (leave {name} at {getattr(defaults, name)!r}); "
             f"for more updates per env step, set {more_updates}.",
         )
+
+
+def check_no_old_stack_optimizer(config) -> None:
+    """Raises a config error where the user set `optimizer`, the old API
+    stack's optimizer dict: the new stack's Learners build their optimizers
+    from the training settings and never read it."""
+    if not config.optimizer or config.optimizer == type(config)().optimizer:
+        return
+    raise_config_error(
+        config,
+        f"optimizer={config.optimizer!r} is an old-API-stack setting that RLlib's "
+        f"new stack never reads. Remove it from config.training(...); the "
+        f"learning rates and Adam's settings are training settings of their own "
+        f"(lr, or actor_lr and critic_lr; adam_epsilon for the DQN family).",
+    )
