@@ -56,9 +56,9 @@ from rllib_ners.algorithms.common.config.buffer_types import (
 )
 from rllib_ners.algorithms.common.config.config_checks import (
     check_bounded_box_actions,
+    check_catalog_model_config,
     check_frame_stack_fits_observations,
     check_no_cnn_encoder,
-    check_one_mlp_per_network,
 )
 from rllib_ners.algorithms.common.config.fast_paths_config import FastPathsConfigMixin
 from rllib_ners.algorithms.common.config.rllib_validation import (
@@ -332,7 +332,7 @@ class TD3Config(
         check_bounded_box_actions(self, who)
         check_frame_stack_fits_observations(self)
         check_no_cnn_encoder(self, who)
-        check_one_mlp_per_network(self, who)
+        self._check_module_settings()
         if self.uses_ners_replay and self.ners_config.get("encoder") == "module":
             raise_config_error(
                 self,
@@ -340,6 +340,16 @@ class TD3Config(
                 f"read: encoder='module' does not apply. Use "
                 f"config.ners(encoder='separate') (the default).",
             )
+
+    def _check_module_settings(self) -> None:
+        """The catalog's model_config checks (head layers, `use_lstm`), here
+        rather than in the Learner's build."""
+        from rllib_ners.algorithms.td3.default_td3_rl_module import DefaultTD3RLModule
+        from rllib_ners.algorithms.td3.td3_catalog import TD3Catalog
+
+        check_catalog_model_config(
+            self, TD3Catalog.check_model_config, DefaultTD3RLModule
+        )
 
     def _validate_td3_settings(self, who: str) -> None:
         """TD3's own settings beyond their ranges (`SettingRangesMixin`): the

@@ -52,8 +52,27 @@ class TD3Catalog(Catalog):
             action_space=action_space,
             model_config_dict=model_config_dict,
         )
+        self.check_model_config(catalog_model_config(self))
         self.observation_dim = int(observation_space.shape[0])
         self.action_dim = int(np.prod(action_space.shape))
+
+    @staticmethod
+    def check_model_config(cfg: dict) -> None:
+        """Raises ValueError for model_config keys the networks would ignore:
+        each is one MLP built from the `fcnet_*` keys, not recurrent."""
+        heads = list(cfg.get("head_fcnet_hiddens") or [])
+        if heads:
+            raise ValueError(
+                f"model_config['head_fcnet_hiddens']={heads}: TD3's and DDPG's "
+                f"actor and critics are one MLP each, built from fcnet_hiddens, "
+                f"and have no head layers. Put every hidden layer into "
+                f"fcnet_hiddens and remove head_fcnet_hiddens."
+            )
+        if cfg.get("use_lstm"):
+            raise ValueError(
+                "model_config['use_lstm']=True: TD3's and DDPG's networks are not "
+                "recurrent. Remove use_lstm from model_config."
+            )
 
     def _mlp(self, input_dim: int, output_dim: int, output_activation) -> MLPHeadConfig:
         # RLlib's DefaultModelConfig under the module's model_config: every

@@ -153,8 +153,8 @@ def check_cnn_encoder_fits_observations(config) -> None:
 
     The catalogs raise the same errors, but only once Learners build the
     RLModule; here they come from `validate()`. Skipped without an explicit
-    `cnn_encoder` (then one that fits is picked) and with a custom
-    env-to-module connector, which may reshape the observations.
+    `cnn_encoder` or RLlib CNN settings (then one that fits is picked) and
+    with a custom env-to-module connector, which may reshape the observations.
     """
     from rllib_ners.networks.conv_stack import (
         cnn_output_dim,
@@ -211,27 +211,6 @@ def check_catalog_model_config(
         check({**dataclasses.asdict(DefaultModelConfig()), **config.model_config})
     except ValueError as error:
         raise_config_error(config, str(error))
-
-
-def check_one_mlp_per_network(config, who: str) -> None:
-    """The networks of `who` (TD3, DDPG) are one MLP each, built from the
-    `fcnet_*` keys of model_config; head layers or an LSTM would be ignored."""
-    model_config = config.model_config or {}
-    heads = list(model_config.get("head_fcnet_hiddens") or [])
-    if heads:
-        raise_config_error(
-            config,
-            f"model_config['head_fcnet_hiddens']={heads}: {who}'s actor and "
-            f"critics are one MLP each, built from fcnet_hiddens, and have no "
-            f"head layers. Put every hidden layer into fcnet_hiddens and remove "
-            f"head_fcnet_hiddens.",
-        )
-    if model_config.get("use_lstm"):
-        raise_config_error(
-            config,
-            f"model_config['use_lstm']=True: {who}'s networks are not recurrent. "
-            f"Remove use_lstm from model_config.",
-        )
 
 
 # The model_config keys that list layer widths (RLlib's MLP encoder and heads).
